@@ -1,0 +1,6 @@
+// hebb merge: join shard files of one sweep (shared implementation in src/cli/merge_command.cpp).
+#include "cli/app.hpp"
+
+namespace {
+memcap::cli::Register reg("hebb", 90, [](CLI::App& tool) { memcap::cli::add_merge_command(tool); });
+}  // namespace

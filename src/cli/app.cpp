@@ -1,0 +1,151 @@
+// Shared CLI plumbing (see app.hpp): registry, common flags, config round-trip, exit codes.
+#include "cli/app.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdio>
+#include <fstream>
+#include <new>
+#include <vector>
+
+#include "core/device.hpp"
+#include "core/error.hpp"
+#include "core/threads.hpp"
+
+namespace memcap::cli {
+namespace {
+
+struct Entry {
+  std::string tool;
+  int order;
+  std::function<void(CLI::App&)> setup;
+};
+std::vector<Entry>& registry() {
+  static std::vector<Entry> r;
+  return r;
+}
+int g_argc = 0;
+char** g_argv = nullptr;
+
+const CLI::App* active_leaf(const CLI::App* app) {
+  for (const CLI::App* s : app->get_subcommands())
+    if (s->parsed()) return active_leaf(s);
+  return app;
+}
+
+}  // namespace
+
+Register::Register(const char* tool, int order, std::function<void(CLI::App&)> setup) {
+  registry().push_back({tool, order, std::move(setup)});
+}
+
+int saved_argc() { return g_argc; }
+char** saved_argv() { return g_argv; }
+
+void add_common(CLI::App* sub, CommonOptions& o, const std::string& default_out) {
+  if (!default_out.empty() && o.out.empty()) o.out = default_out;
+  sub->add_option("--seed", o.seed, "Base random seed; every random draw is a pure function of (seed, stream, index)")
+      ->capture_default_str();
+  auto* out = sub->add_option("--out,-o", o.out, "Result file (HDF5). Written to a temporary name and renamed when complete");
+  if (!default_out.empty()) out->capture_default_str();
+  sub->add_option("--device", o.device, "Compute path: auto (GPU when usable), cpu, or cuda (error if no GPU)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "cpu", "cuda"}));
+  sub->add_option("--threads", o.threads, "CPU threads for OpenMP and OpenBLAS (0 = library default)")
+      ->capture_default_str()
+      ->check(CLI::NonNegativeNumber);
+  sub->set_config("--config", "", "Read options from a TOML file (e.g. a preset, or one written by --print-config); flags override it");
+  sub->add_option("--print-config", o.print_config,
+                  "Write the resolved options as a TOML file that --config reads back ('-' = stdout), then exit")
+      ->configurable(false);
+}
+
+void add_sweep(CLI::App* sub, sweep::Options& o) {
+  sub->add_flag("--dry-run", o.dry_run, "Print the expanded grid, job count, shard split and output path, then exit");
+  sub->add_option("--shard", o.shard,
+                  "Run only shard i of n (i/n; jobs with index % n == i). Default: SLURM_ARRAY_TASK_ID/"
+                  "SLURM_ARRAY_TASK_COUNT when set. Each shard writes OUT with .shard<i>of<n> before the extension");
+  sub->add_flag("--resume", o.resume, "Continue an interrupted run from OUT.partial/, skipping finished jobs");
+  sub->add_option("--progress", o.progress, "Progress on stderr: auto (bar on a terminal, else a line every 5 s), bar, lines, none")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"auto", "bar", "lines", "none"}));
+}
+
+nlohmann::json options_json(const CLI::App* sub) {
+  nlohmann::json j = nlohmann::json::object();
+  for (const CLI::Option* opt : sub->get_options()) {
+    std::string name = opt->get_lnames().empty() ? opt->get_name() : opt->get_lnames()[0];
+    if (name.empty() || name == "help") continue;
+    std::vector<std::string> vals = opt->count() > 0 ? opt->results() : std::vector<std::string>{};
+    if (vals.empty()) {
+      std::string d = opt->get_default_str();
+      if (!d.empty()) vals.push_back(d);
+    }
+    if (opt->get_type_size() == 0) {  // a flag
+      j[name] = opt->count() > 0;
+    } else if (vals.size() == 1) {
+      j[name] = vals[0];
+    } else {
+      j[name] = vals;
+    }
+  }
+  return j;
+}
+
+Prepared prepare(CLI::App* sub, const CommonOptions& o) {
+  Prepared p;
+  if (!o.print_config.empty()) {
+    std::string text = sub->config_to_str(true, true);
+    if (o.print_config == "-") {
+      std::fputs(text.c_str(), stdout);
+    } else {
+      std::ofstream f(o.print_config);
+      if (!f) throw IoError(fmt::format("cannot write config file '{}'", o.print_config));
+      f << text;
+    }
+    p.done = true;
+    return p;
+  }
+  set_threads(o.threads);
+  std::string tool = sub->get_parent() ? sub->get_parent()->get_name() : "memcap";
+  p.ctx = io::make_context(tool, sub->get_name(), g_argc, g_argv);
+  p.ctx.device = resolve_device(o.device);
+  if (o.device == "auto") std::fprintf(stderr, "%s %s: device %s\n", tool.c_str(), sub->get_name().c_str(), p.ctx.device.reason.c_str());
+  p.ctx.threads = o.threads;
+  p.ctx.config = options_json(sub);
+  return p;
+}
+
+int run_tool(const char* tool, const char* description, int argc, char** argv) {
+  g_argc = argc;
+  g_argv = argv;
+  CLI::App app{description, tool};
+  app.require_subcommand(1);
+  app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.footer(fmt::format("Run '{} <subcommand> --help' for a subcommand's manual. Exit codes: 0 ok, 1 internal error, "
+                         "2 bad usage or input, 3 file error, 4 numerical failure, 5 GPU/device error.", tool));
+  auto& reg = registry();
+  std::stable_sort(reg.begin(), reg.end(), [](const Entry& a, const Entry& b) { return a.order < b.order; });
+  for (auto& e : reg)
+    if (e.tool == tool) e.setup(app);
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    int code = app.exit(e);
+    return code == 0 ? 0 : kExitUsage;
+  } catch (const UserError& e) {
+    const CLI::App* leaf = active_leaf(&app);
+    std::fprintf(stderr, "%s: error: %s\n", leaf == &app ? tool : fmt::format("{} {}", tool, leaf->get_name()).c_str(), e.what());
+    return e.exit_code();
+  } catch (const std::bad_alloc&) {
+    std::fprintf(stderr, "%s: error: out of memory; reduce the problem size (or use a tile/shard option)\n", tool);
+    return kExitNumeric;
+  } catch (const std::exception& e) {
+    std::fprintf(stderr, "%s: internal error: %s\n", tool, e.what());
+    return kExitInternal;
+  }
+  return kExitOk;
+}
+
+}  // namespace memcap::cli

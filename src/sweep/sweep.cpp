@@ -1,0 +1,326 @@
+// The sweep engine: shards, dry runs, crash-safe per-job records, resume, assembly, merge.
+// See sweep.hpp for the on-disk protocol.
+#include "sweep/sweep.hpp"
+
+#include <fmt/format.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+#include <fstream>
+#include <map>
+#include <mutex>
+#include <set>
+
+#include "core/error.hpp"
+#include "io/grid.hpp"
+#include "sweep/progress.hpp"
+
+namespace memcap::sweep {
+namespace fs = std::filesystem;
+
+namespace {
+
+std::map<std::string, Finalizer>& finalizers() {
+  static std::map<std::string, Finalizer> m;
+  return m;
+}
+
+// Options that may differ between a run and its resume, or between shards of one sweep.
+const std::set<std::string> kVolatileKeys = {"out", "shard", "resume", "progress", "threads", "dry-run",
+                                             "print-config", "config", "device", "help"};
+
+nlohmann::json stable_config(const nlohmann::json& c) {
+  nlohmann::json s = nlohmann::json::object();
+  if (!c.is_object()) return c;
+  for (auto it = c.begin(); it != c.end(); ++it)
+    if (!kVolatileKeys.count(it.key())) s[it.key()] = it.value();
+  return s;
+}
+
+std::string group_name(const std::string& key) {
+  std::string g = key;
+  for (auto& ch : g)
+    if (ch == '/' || ch == '.') ch = (ch == '/') ? ',' : 'p';
+  return g.empty() ? "job" : g;
+}
+
+std::string shard_path(const std::string& out, const Shard& s) {
+  if (s.count <= 1) return out;
+  std::string stem = out, ext;
+  auto dot = out.rfind('.');
+  auto slash = out.rfind('/');
+  if (dot != std::string::npos && (slash == std::string::npos || dot > slash)) {
+    stem = out.substr(0, dot);
+    ext = out.substr(dot);
+  }
+  return fmt::format("{}.shard{}of{}{}", stem, s.index, s.count, ext);
+}
+
+std::string record_name(std::int64_t index) { return fmt::format("job-{:08d}.h5", index); }
+
+std::vector<std::string> split_csv(const std::string& s) {
+  std::vector<std::string> out;
+  size_t start = 0;
+  while (!s.empty() && start <= s.size()) {
+    size_t c = s.find(',', start);
+    out.push_back(s.substr(start, c == std::string::npos ? std::string::npos : c - start));
+    if (c == std::string::npos) break;
+    start = c + 1;
+  }
+  return out;
+}
+
+// One finished job as stored in a record file or in an assembled file.
+struct Record {
+  std::int64_t index;
+  std::string key;
+  io::Row row;
+  std::string source_file;  // where the /run group lives
+  std::string run_path;     // path of the run group in source_file ("" = none)
+};
+
+void assemble(const std::vector<Record>& recs, const std::string& out, const io::RunContext& ctx,
+              const std::vector<std::string>& axes, const std::vector<std::string>& values,
+              const std::string& finalizer, std::int64_t jobs_total, const std::string& shard_str) {
+  io::Table table;
+  for (auto& r : recs) table.append(r.row);
+  io::OutputFile of(out, ctx);
+  of.write_summary(table);
+  {
+    h5::Group runs = of.root().child("runs");
+    std::map<std::string, h5::File> open;
+    for (auto& r : recs) {
+      if (r.run_path.empty()) continue;
+      auto it = open.find(r.source_file);
+      if (it == open.end()) it = open.emplace(r.source_file, h5::File::open_read(r.source_file)).first;
+      if (it->second.exists(r.run_path)) it->second.copy_to(r.run_path, runs, group_name(r.key));
+    }
+  }
+  io::write_grid(of.root(), table, axes, values);
+  h5::Group& root = of.root();
+  std::string ax, va;
+  for (size_t i = 0; i < axes.size(); ++i) ax += (i ? "," : "") + axes[i];
+  for (size_t i = 0; i < values.size(); ++i) va += (i ? "," : "") + values[i];
+  root.attr("sweep_grid_axes", ax);
+  root.attr("sweep_grid_values", va);
+  root.attr("sweep_finalizer", finalizer);
+  root.attr("sweep_jobs_total", jobs_total);
+  root.attr("sweep_shard", shard_str);
+  if (!finalizer.empty()) {
+    auto it = finalizers().find(finalizer);
+    if (it == finalizers().end()) throw UserError(fmt::format("unknown sweep finalizer '{}'", finalizer));
+    it->second(of, table, ctx.config);
+  }
+  of.commit();
+}
+
+}  // namespace
+
+void register_finalizer(const std::string& name, Finalizer f) { finalizers()[name] = std::move(f); }
+
+std::string Shard::str() const { return fmt::format("{}/{}", index, count); }
+
+Shard Shard::parse(const std::string& spec) {
+  Shard s;
+  std::string text = spec;
+  if (text.empty()) {
+    const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
+    const char* cnt = std::getenv("SLURM_ARRAY_TASK_COUNT");
+    if (id && cnt) {
+      const char* minv = std::getenv("SLURM_ARRAY_TASK_MIN");
+      long base = minv ? std::atol(minv) : 0;
+      text = fmt::format("{}/{}", std::atol(id) - base, cnt);
+    } else {
+      return s;
+    }
+  }
+  int i = -1, n = -1;
+  char extra;
+  if (std::sscanf(text.c_str(), "%d/%d%c", &i, &n, &extra) != 2 || n < 1 || i < 0 || i >= n)
+    throw UserError(fmt::format("--shard must be i/n with 0 <= i < n (got '{}')", text));
+  s.index = i;
+  s.count = n;
+  return s;
+}
+
+int run(const Plan& plan, const Options& opt, const io::RunContext& ctx, const std::string& out,
+        const std::function<JobOutput(const Job&)>& run_job) {
+  const Shard shard = Shard::parse(opt.shard);
+  std::vector<const Job*> mine;
+  {
+    std::set<std::string> keys;
+    for (auto& j : plan.jobs) {
+      if (!keys.insert(j.key).second) MEMCAP_ASSERT(false, "duplicate job key " + j.key);
+      if (shard.owns(j.index)) mine.push_back(&j);
+    }
+  }
+  const std::string path = shard_path(out, shard);
+  if (opt.dry_run) {
+    std::printf("%-6s %-6s %s\n", "index", "shard", "job");
+    for (auto& j : plan.jobs)
+      std::printf("%-6lld %-6s %s\n", static_cast<long long>(j.index), shard.owns(j.index) ? "mine" : "-",
+                  j.key.c_str());
+    std::printf("jobs: %zu in the plan, %zu in shard %s\noutput: %s\n", plan.jobs.size(), mine.size(),
+                shard.str().c_str(), path.c_str());
+    return 0;
+  }
+  io::check_output_path(path);
+  Progress progress(static_cast<std::int64_t>(mine.size()), opt.progress, ctx.tool + " " + ctx.subcommand);
+
+  const fs::path partial = path + ".partial";
+  const nlohmann::json want = stable_config(ctx.config);
+  if (fs::exists(partial)) {
+    if (!opt.resume)
+      throw UserError(fmt::format("'{}' holds an interrupted run of this output: add --resume to continue it, "
+                                  "or delete that folder to start over", partial.string()));
+    std::ifstream mf(partial / "meta.json");
+    nlohmann::json meta;
+    try {
+      mf >> meta;
+    } catch (const std::exception&) {
+      throw IoError(fmt::format("'{}' is unreadable; delete the folder to start over", (partial / "meta.json").string()));
+    }
+    if (meta.value("config", nlohmann::json()) != want || meta.value("jobs_total", -1) != (long long)plan.jobs.size() ||
+        meta.value("shard", "") != shard.str())
+      throw UserError(fmt::format("--resume: the interrupted run in '{}' used a different configuration; "
+                                  "rerun with its flags, or delete the folder to start over", partial.string()));
+  } else {
+    if (opt.resume) std::fprintf(stderr, "%s %s: nothing to resume at %s, starting fresh\n", ctx.tool.c_str(),
+                                 ctx.subcommand.c_str(), partial.string().c_str());
+    std::error_code ec;
+    fs::create_directory(partial, ec);
+    if (ec) throw IoError(fmt::format("cannot create '{}': {}", partial.string(), ec.message()));
+    nlohmann::json meta = {{"config", want}, {"jobs_total", plan.jobs.size()}, {"shard", shard.str()},
+                           {"started_utc", ctx.started_utc}};
+    std::ofstream mf(partial / "meta.json.tmp");
+    mf << meta.dump(2);
+    mf.close();
+    fs::rename(partial / "meta.json.tmp", partial / "meta.json");
+  }
+
+  std::int64_t done = 0;
+  for (const Job* j : mine) {
+    const fs::path rec = partial / record_name(j->index);
+    if (fs::exists(rec)) {
+      ++done;
+      continue;
+    }
+    auto t0 = std::chrono::steady_clock::now();
+    JobOutput jo = run_job(*j);
+    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+    io::Row row;
+    row.set("job", j->key).set("job_index", j->index).set("seed", static_cast<std::int64_t>(j->seed));
+    row.set("status", "done").set("wall_s", wall).set("path", to_string(ctx.device.device));
+    for (auto& [n, c] : jo.row.cells) row.set(n, c);
+    const std::string tmp = (partial / (".tmp-" + record_name(j->index))).string();
+    {
+      h5::File f = h5::File::create(tmp);
+      io::Table t;
+      t.append(row);
+      h5::Group s = f.child("summary");
+      t.write(s);
+      f.attr("job_key", j->key);
+      f.attr("job_index", j->index);
+      f.attr("params", j->params.dump());
+      if (jo.write_run) {
+        h5::Group rg = f.child("run");
+        jo.write_run(rg);
+      }
+      f.flush();
+    }
+    fs::rename(tmp, rec);
+    ++done;
+    progress.update(done, j->key);
+  }
+  progress.finish();
+
+  // Assemble every record of this shard into the final file.
+  std::vector<Record> recs;
+  for (const Job* j : mine) {
+    const fs::path rec = partial / record_name(j->index);
+    h5::File f = h5::File::open_read(rec.string());
+    io::Table t = io::Table::read(f.open_group("summary"));
+    if (t.rows() != 1) throw IoError(fmt::format("job record '{}' is malformed; delete it and rerun with --resume", rec.string()));
+    recs.push_back({j->index, j->key, t.row(0), rec.string(), f.exists("run") ? "run" : ""});
+  }
+  assemble(recs, path, ctx, plan.grid_axes, plan.grid_values, plan.finalizer,
+           static_cast<std::int64_t>(plan.jobs.size()), shard.str());
+  fs::remove_all(partial);
+  std::fprintf(stderr, "%s %s: wrote %s (%zu jobs)\n", ctx.tool.c_str(), ctx.subcommand.c_str(), path.c_str(), mine.size());
+  return 0;
+}
+
+void merge(const std::vector<std::string>& inputs, const std::string& out, const io::RunContext& ctx,
+           bool allow_partial) {
+  if (inputs.empty()) throw UserError("merge needs at least one input file");
+  io::check_output_path(out);
+  std::vector<Record> recs;
+  nlohmann::json config;
+  std::string axes, values, finalizer;
+  std::int64_t total = -1;
+  std::set<std::int64_t> seen;
+  for (size_t k = 0; k < inputs.size(); ++k) {
+    h5::File f = h5::File::open_read(inputs[k]);
+    if (!f.exists("summary") || !f.has_attr("sweep_jobs_total"))
+      throw UserError(fmt::format("'{}' is not a memcap sweep result (no /summary or sweep attributes)", inputs[k]));
+    nlohmann::json c = nlohmann::json::parse(f.open_group("config").attr_string("json").value_or("{}"));
+    c = stable_config(c);
+    auto ax = f.attr_string("sweep_grid_axes").value_or("");
+    auto va = f.attr_string("sweep_grid_values").value_or("");
+    auto fi = f.attr_string("sweep_finalizer").value_or("");
+    auto tt = f.attr_int("sweep_jobs_total").value_or(-1);
+    if (k == 0) {
+      config = c;
+      axes = ax;
+      values = va;
+      finalizer = fi;
+      total = tt;
+    } else if (c != config || ax != axes || fi != finalizer || tt != total) {
+      throw UserError(fmt::format("'{}' was made with a different configuration than '{}'; only shards of one sweep can be merged",
+                                  inputs[k], inputs[0]));
+    }
+    io::Table t = io::Table::read(f.open_group("summary"));
+    auto idx = t.numbers("job_index");
+    auto keys = t.strings("job");
+    for (size_t r = 0; r < t.rows(); ++r) {
+      auto i = static_cast<std::int64_t>(idx[r]);
+      if (!seen.insert(i).second)
+        throw UserError(fmt::format("job '{}' appears in more than one input (same shard given twice?)", keys[r]));
+      std::string rp = "runs/" + group_name(keys[r]);
+      recs.push_back({i, keys[r], t.row(r), inputs[k], f.exists(rp) ? rp : ""});
+    }
+  }
+  if (!allow_partial && static_cast<std::int64_t>(recs.size()) != total)
+    throw UserError(fmt::format("the inputs hold {} of the sweep's {} jobs; pass every shard (or --allow-partial)",
+                                recs.size(), total));
+  std::sort(recs.begin(), recs.end(), [](const Record& a, const Record& b) { return a.index < b.index; });
+  io::RunContext mctx = ctx;
+  mctx.config = config;
+  mctx.config["merged_from"] = inputs;
+  assemble(recs, out, mctx, split_csv(axes), split_csv(values), finalizer, total, "merged");
+}
+
+std::vector<double> logspace(double lo, double hi, int n) {
+  std::vector<double> v;
+  if (n <= 0) return v;
+  if (n == 1) return {lo};
+  const double a = std::log10(lo), b = std::log10(hi);
+  for (int i = 0; i < n; ++i) v.push_back(std::pow(10.0, a + (b - a) * i / (n - 1)));
+  return v;
+}
+
+std::vector<double> logspace_unique_ints(double lo, double hi, int n) {
+  std::vector<double> v;
+  for (double x : logspace(lo, hi, n)) {
+    double r = std::nearbyint(x);
+    if (v.empty() || v.back() != r) v.push_back(r);
+  }
+  return v;
+}
+
+}  // namespace memcap::sweep

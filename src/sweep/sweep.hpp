@@ -1,0 +1,74 @@
+// The sweep engine every sweep command runs on: a plan (list of jobs) -> shard selection ->
+// resume -> progress -> crash-safe per-job records -> one assembled HDF5 file.
+//
+// Crash safety: each finished job is written as its own small HDF5 record
+// OUT.partial/job-<index>.h5 (written to a temporary name, then renamed, so a record either
+// exists whole or not at all). --resume skips jobs whose record exists (after checking that the
+// stored config matches). When every job of the shard is done the records are assembled into
+// OUT (via OUT.tmp + rename) and the .partial folder is removed. A SIGKILL at any moment loses at
+// most the job in flight.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+#include "io/output_file.hpp"
+#include "io/table.hpp"
+
+namespace memcap::sweep {
+
+struct Job {
+  std::int64_t index = 0;     // position in the full (unsharded) plan
+  std::string key;            // unique, human-readable: "width=64/seed=0"
+  nlohmann::json params;      // the job's parameters (also stored per record)
+  std::uint64_t seed = 0;     // per-job seed (plan decides: base seed or derive_seed)
+};
+
+struct JobOutput {
+  io::Row row;                                    // summary columns for this job
+  std::function<void(h5::Group& run)> write_run;  // optional heavy arrays -> /runs/<key>
+};
+
+struct Plan {
+  std::vector<Job> jobs;
+  std::vector<std::string> grid_axes;     // summary columns indexing /grid arrays, e.g. {"width","seed"}
+  std::vector<std::string> grid_values;   // summary columns written to /grid, e.g. {"min_margin"}
+  std::string finalizer;                  // registered name run after assembly/merge ("" = none)
+};
+
+struct Options {
+  bool dry_run = false;
+  std::string shard;        // "i/n"; empty = SLURM_ARRAY_TASK_ID/COUNT or 0/1
+  bool resume = false;
+  std::string progress = "auto";   // auto|bar|lines|none
+};
+
+struct Shard {
+  int index = 0, count = 1;
+  static Shard parse(const std::string& spec);   // "" -> SLURM env or 0/1; UserError when malformed
+  bool owns(std::int64_t job_index) const { return job_index % count == index; }
+  std::string str() const;
+};
+
+// Post-processing hook (fits, derived arrays) run on the assembled/merged file.
+using Finalizer = std::function<void(io::OutputFile& out, const io::Table& summary, const nlohmann::json& config)>;
+void register_finalizer(const std::string& name, Finalizer f);
+
+// Run the plan; ctx.config must hold the resolved configuration. Returns the process exit code.
+// The summary table gets columns job, job_index, seed, status, wall_s, path (device) prepended.
+int run(const Plan& plan, const Options& opt, const io::RunContext& ctx, const std::string& out,
+        const std::function<JobOutput(const Job&)>& run_job);
+
+// Join shard files (same config apart from the shard) into one file; rebuilds grids and runs the
+// finalizer. UserError on mismatched configs, duplicate or missing jobs (missing: allowed with
+// allow_partial).
+void merge(const std::vector<std::string>& inputs, const std::string& out, const io::RunContext& ctx,
+           bool allow_partial = false);
+
+// Grid helpers for plans.
+std::vector<double> logspace_unique_ints(double lo, double hi, int n);  // round(logspace), dedup
+std::vector<double> logspace(double lo, double hi, int n);
+
+}  // namespace memcap::sweep
