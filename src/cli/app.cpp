@@ -4,6 +4,8 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <cstdlib>
+#include <set>
 #include <cstdio>
 #include <fstream>
 #include <new>
@@ -34,6 +36,98 @@ const CLI::App* active_leaf(const CLI::App* app) {
   return app;
 }
 
+bool looks_numeric(const std::string& v) {
+  if (v.empty()) return false;
+  char* end = nullptr;
+  std::strtod(v.c_str(), &end);
+  return end && *end == '\0';
+}
+
+std::string toml_value(const std::string& v) {
+  if (looks_numeric(v) || v == "true" || v == "false") return v;
+  std::string q = "\"";
+  for (char c : v) {
+    if (c == '"' || c == '\\') q += '\\';
+    q += c;
+  }
+  return q + "\"";
+}
+
+// The resolved options of `sub` as TOML lines that --config reads back.
+std::string config_text(const CLI::App* sub) {
+  std::string text = fmt::format("# {} {} options (read back with --config FILE)\n",
+                                 sub->get_parent() ? sub->get_parent()->get_name() : "", sub->get_name());
+  for (const CLI::Option* opt : sub->get_options()) {
+    if (opt->get_lnames().empty() || !opt->get_configurable()) continue;
+    const std::string name = opt->get_lnames()[0];
+    if (name == "help" || name == "help-all") continue;
+    if (opt->get_type_size() == 0) {
+      text += fmt::format("{} = {}\n", name, opt->count() > 0 ? "true" : "false");
+      continue;
+    }
+    std::vector<std::string> vals = opt->count() > 0 ? opt->results() : std::vector<std::string>{};
+    if (vals.empty()) {
+      std::string d = opt->get_default_str();
+      if (d.empty()) continue;
+      vals.push_back(d);
+    }
+    if (opt->get_items_expected_max() > 1) {
+      std::string arr;
+      for (size_t i = 0; i < vals.size(); ++i) arr += (i ? ", " : "") + toml_value(vals[i]);
+      text += fmt::format("{} = [{}]\n", name, arr);
+    } else {
+      text += fmt::format("{} = {}\n", name, toml_value(vals.back()));
+    }
+  }
+  return text;
+}
+
+// --config FILE: read the TOML items and append them as flags for every option the command line
+// does not set itself (so flags override the file). Sections other than the subcommand's are ignored.
+std::vector<std::string> expand_config(const std::vector<std::string>& args) {
+  std::vector<std::string> out;
+  std::string path;
+  for (size_t i = 0; i < args.size(); ++i) {
+    if (args[i] == "--config" && i + 1 < args.size()) {
+      path = args[++i];
+    } else if (args[i].rfind("--config=", 0) == 0) {
+      path = args[i].substr(9);
+    } else {
+      out.push_back(args[i]);
+    }
+  }
+  if (path.empty()) return args;
+  std::set<std::string> given;
+  std::string subcommand;
+  for (size_t i = 1; i < out.size(); ++i) {
+    const std::string& a = out[i];
+    if (a.rfind("--", 0) == 0) given.insert(a.substr(2, a.find('=') == std::string::npos ? std::string::npos : a.find('=') - 2));
+    else if (subcommand.empty() && a[0] != '-') subcommand = a;
+  }
+  std::vector<CLI::ConfigItem> items;
+  try {
+    items = CLI::ConfigTOML().from_file(path);
+  } catch (const CLI::Error& e) {
+    throw IoError(fmt::format("cannot read config file '{}': {}", path, e.what()));
+  }
+  for (auto& it : items) {
+    if (it.name == "++" || it.name == "--") continue;
+    if (!it.parents.empty() && !(it.parents.size() == 1 && it.parents[0] == subcommand)) continue;
+    if (given.count(it.name)) continue;
+    if (it.inputs.size() == 1 && (it.inputs[0] == "true" || it.inputs[0] == "false")) {
+      if (it.inputs[0] == "true") out.push_back("--" + it.name);
+      continue;
+    }
+    std::vector<std::string> vals;
+    for (auto& v : it.inputs)
+      if (!v.empty()) vals.push_back(v);
+    if (vals.empty()) continue;
+    out.push_back("--" + it.name);
+    for (auto& v : vals) out.push_back(v);
+  }
+  return out;
+}
+
 }  // namespace
 
 Register::Register(const char* tool, int order, std::function<void(CLI::App&)> setup) {
@@ -55,7 +149,10 @@ void add_common(CLI::App* sub, CommonOptions& o, const std::string& default_out)
   sub->add_option("--threads", o.threads, "CPU threads for OpenMP and OpenBLAS (0 = library default)")
       ->capture_default_str()
       ->check(CLI::NonNegativeNumber);
-  sub->set_config("--config", "", "Read options from a TOML file (e.g. a preset, or one written by --print-config); flags override it");
+  sub->add_option("--config", o.config,
+                  "Read options from a TOML file ('name = value' lines, arrays as [a, b]; e.g. a preset or a file "
+                  "written by --print-config); flags given on the command line override it")
+      ->configurable(false);
   sub->add_option("--print-config", o.print_config,
                   "Write the resolved options as a TOML file that --config reads back ('-' = stdout), then exit")
       ->configurable(false);
@@ -96,7 +193,7 @@ nlohmann::json options_json(const CLI::App* sub) {
 Prepared prepare(CLI::App* sub, const CommonOptions& o) {
   Prepared p;
   if (!o.print_config.empty()) {
-    std::string text = sub->config_to_str(true, true);
+    std::string text = config_text(sub);
     if (o.print_config == "-") {
       std::fputs(text.c_str(), stdout);
     } else {
@@ -130,7 +227,10 @@ int run_tool(const char* tool, const char* description, int argc, char** argv) {
   for (auto& e : reg)
     if (e.tool == tool) e.setup(app);
   try {
-    app.parse(argc, argv);
+    std::vector<std::string> args(argv, argv + argc);
+    args = expand_config(args);
+    std::vector<std::string> rev(args.rbegin(), args.rend() - 1);  // CLI11 takes reversed args without argv[0]
+    app.parse(rev);
   } catch (const CLI::ParseError& e) {
     int code = app.exit(e);
     return code == 0 ? 0 : kExitUsage;

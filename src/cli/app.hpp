@@ -30,6 +30,7 @@ struct CommonOptions {
   std::string device = "auto";
   int threads = 0;
   std::string print_config;   // path, or "-" for stdout
+  std::string config;         // consumed before parsing (see run_tool); kept for --help
 };
 
 // Adds --seed --out --device --threads --config --print-config. out_required: --out mandatory.
