@@ -14,6 +14,7 @@
 #include "core/device.hpp"
 #include "core/error.hpp"
 #include "core/threads.hpp"
+#include "core/version.hpp"
 
 namespace memcap::cli {
 namespace {
@@ -220,6 +221,8 @@ int run_tool(const char* tool, const char* description, int argc, char** argv) {
   CLI::App app{description, tool};
   app.require_subcommand(1);
   app.set_help_all_flag("--help-all", "Show help for every subcommand");
+  app.set_version_flag("--version", fmt::format("{} (memcap {}, git {}{})", tool, build::kVersion, build::kGitHash,
+                                                build::kGitDirty ? "-dirty" : ""));
   app.footer(fmt::format("Run '{} <subcommand> --help' for a subcommand's manual. Exit codes: 0 ok, 1 internal error, "
                          "2 bad usage or input, 3 file error, 4 numerical failure, 5 GPU/device error.", tool));
   auto& reg = registry();

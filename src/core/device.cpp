@@ -18,7 +18,7 @@ bool cuda_available(std::string* why) {
   int n = 0;
   cudaError_t err = cudaGetDeviceCount(&n);
   if (err != cudaSuccess) {
-    if (why) *why = fmt::format("CUDA runtime: {}", cudaGetErrorString(err));
+    if (why) *why = fmt::format("no usable NVIDIA GPU or driver (CUDA runtime: {})", cudaGetErrorString(err));
     cudaGetLastError();
     return false;
   }
