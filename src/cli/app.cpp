@@ -235,8 +235,15 @@ int run_tool(const char* tool, const char* description, int argc, char** argv) {
     std::vector<std::string> rev(args.rbegin(), args.rend() - 1);  // CLI11 takes reversed args without argv[0]
     app.parse(rev);
   } catch (const CLI::ParseError& e) {
-    int code = app.exit(e);
-    return code == 0 ? 0 : kExitUsage;
+    if (e.get_exit_code() == static_cast<int>(CLI::ExitCodes::Success)) return app.exit(e);  // --help, --version
+    if (argc <= 1) {  // bare tool name: show what it can do
+      std::fputs(app.help().c_str(), stderr);
+      return kExitUsage;
+    }
+    const CLI::App* leaf = active_leaf(&app);
+    std::string where = leaf == &app ? tool : fmt::format("{} {}", tool, leaf->get_name());
+    std::fprintf(stderr, "%s: error: %s (see '%s --help')\n", where.c_str(), e.what(), where.c_str());
+    return kExitUsage;
   } catch (const UserError& e) {
     const CLI::App* leaf = active_leaf(&app);
     std::fprintf(stderr, "%s: error: %s\n", leaf == &app ? tool : fmt::format("{} {}", tool, leaf->get_name()).c_str(), e.what());
