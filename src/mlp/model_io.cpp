@@ -1,0 +1,56 @@
+// Writing and reading the /mlp group of a built model (layout in model_io.hpp).
+#include "mlp/model_io.hpp"
+
+#include <fmt/format.h>
+
+#include "core/error.hpp"
+
+namespace memcap::mlp {
+
+void write_mlp(h5::Group& g, const GatedMLP& mlp, std::uint64_t seed) {
+  mlp.validate();
+  h5::WriteOptions z{true, 0};
+  g.write("A", mlp.A, z);
+  g.write("G", mlp.G, z);
+  g.write("B", mlp.B, z);
+  auto vec = [&](const char* name, const Eigen::VectorXd& v) {
+    if (v.size()) g.write(name, std::span<const double>(v.data(), static_cast<std::size_t>(v.size())));
+  };
+  vec("bias_up", mlp.bias_up);
+  vec("bias_gate", mlp.bias_gate);
+  vec("bias_out", mlp.bias_out);
+  g.attr("method", mlp.method);
+  g.attr("params", mlp.param_count);
+  g.attr("gate", mlp.gate);
+  g.attr("solver", mlp.solver_note);
+  g.attr("width", mlp.width());
+  g.attr("dim", mlp.dim());
+  g.attr("seed", static_cast<std::int64_t>(seed));
+}
+
+GatedMLP read_mlp(const h5::Group& g) {
+  for (const char* name : {"A", "G", "B"})
+    if (!g.exists(name))
+      throw IoError(fmt::format("'{}' has no MLP weights {}/{} (write them with hebb build)", g.filename(),
+                                g.path(), name));
+  GatedMLP mlp;
+  mlp.A = g.read_matrix("A");
+  mlp.G = g.read_matrix("G");
+  mlp.B = g.read_matrix("B");
+  auto vec = [&](const char* name) {
+    if (!g.exists(name)) return Eigen::VectorXd();
+    const auto v = g.read_doubles(name);
+    return Eigen::VectorXd(Eigen::Map<const Eigen::VectorXd>(v.data(), static_cast<Eigen::Index>(v.size())));
+  };
+  mlp.bias_up = vec("bias_up");
+  mlp.bias_gate = vec("bias_gate");
+  mlp.bias_out = vec("bias_out");
+  mlp.method = g.attr_string("method").value_or("");
+  mlp.gate = g.attr_string("gate").value_or("identity");
+  mlp.solver_note = g.attr_string("solver").value_or("");
+  mlp.param_count = g.attr_int("params").value_or(0);
+  mlp.validate();
+  return mlp;
+}
+
+}  // namespace memcap::mlp
