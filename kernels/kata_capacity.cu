@@ -1,0 +1,435 @@
+// CUDA trial of the capacity protocol (spec §4.6). Per query tile: raw Gram blocks by cuBLAS SGEMM,
+// an elementwise kernel turns them into the map's coefficients A (tile x K), a row kernel sums the
+// pSNR distractor power, row sums, error scales and coherence in float64; the closed-form readout
+// A [V|1], the state readout psi(Q)^T [S|Z] (softmax: a streaming KV-cache pass with a running max),
+// the relative deviation between them, and the decode GEMM + row argmax. CPU reference:
+// src/kata/capacity_cpu.cpp. Never holds more than a tile x K slice of A.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <algorithm>
+#include <cmath>
+#include <limits>
+#include <string>
+#include <vector>
+
+#include "cuda_check.cuh"
+#include "kata_capacity.cuh"
+
+namespace memcap::kata::cuda {
+namespace {
+
+#define CAP_CUBLAS(call)                                                                                   \
+  do {                                                                                                     \
+    cublasStatus_t cap_st_ = (call);                                                                       \
+    if (cap_st_ != CUBLAS_STATUS_SUCCESS)                                                                  \
+      ::memcap::cuda_detail::throw_device_error(std::string("cuBLAS error in " #call " at " __FILE__ ":") + \
+                                                std::to_string(__LINE__) + ": status " +                  \
+                                                std::to_string(static_cast<int>(cap_st_)));                \
+  } while (0)
+
+constexpr int kThreads = 256;
+constexpr std::int64_t kTileFloats = std::int64_t(1) << 25;  // 128 MiB per tile buffer
+
+cublasHandle_t handle() {
+  static cublasHandle_t h = [] {
+    cublasHandle_t x;
+    CAP_CUBLAS(cublasCreate(&x));
+    CAP_CUBLAS(cublasSetMathMode(x, CUBLAS_DEFAULT_MATH));  // plain float32: no TF32 down-conversion
+    return x;
+  }();
+  return h;
+}
+
+template <class T>
+struct DevBuf {
+  T* p = nullptr;
+  DevBuf() = default;
+  explicit DevBuf(std::size_t n) {
+    if (n) MEMCAP_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
+  }
+  DevBuf(const T* host, std::size_t n) : DevBuf(n) {
+    if (n) MEMCAP_CUDA_CHECK(cudaMemcpy(p, host, n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  DevBuf(const DevBuf&) = delete;
+  DevBuf& operator=(const DevBuf&) = delete;
+  ~DevBuf() {
+    if (p) cudaFree(p);
+  }
+};
+
+// Row-major C (M x N) = op(A) op(B) with row-major operands (cuBLAS sees the transposes).
+void gemm_rm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t Kd, const float* A, std::int64_t lda,
+             const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+  const float alpha = 1.0f;
+  CAP_CUBLAS(cublasSgemm(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N),
+                         static_cast<int>(M), static_cast<int>(Kd), &alpha, B, static_cast<int>(ldb), A,
+                         static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
+}
+
+unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
+
+// psi rows: packed PSD layout (diagonal first, then the upper triangle row-major, off-diagonals x sqrt 2).
+__global__ void features_kernel(CapacityKernelParams p, const float* X, std::int64_t rows, std::int64_t n_psi,
+                                const int* pair_i, const int* pair_j, float* out) {
+  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= rows * n_psi) return;
+  const std::int64_t r = idx / n_psi, c = idx % n_psi;
+  const float* x = X + r * p.d;
+  const int d = p.d, m = p.m;
+  const float eps = static_cast<float>(p.eps), r2 = 1.41421356237f;
+  float v = 0.0f;
+  switch (p.kind) {
+    case CapacityKernelKind::linear: v = x[c]; break;
+    case CapacityKernelKind::orthant: v = fmaxf(x[c], 0.0f) + eps; break;
+    case CapacityKernelKind::lorentz: {
+      if (c < d - 1) {
+        v = x[c];
+      } else {
+        float ny = 0.0f;
+        for (int i = 0; i < d - 1; ++i) ny += x[i] * x[i];
+        v = sqrtf(ny) * (1.0f + x[d - 1] * x[d - 1]);
+      }
+      break;
+    }
+    case CapacityKernelKind::lorentz_ray:
+    case CapacityKernelKind::lorentz_lift: {
+      float n = 0.0f;
+      for (int i = 0; i < d; ++i) n += x[i] * x[i];
+      n = sqrtf(n);
+      if (p.kind == CapacityKernelKind::lorentz_lift) v = c < d ? x[c] : n;
+      else v = c < d ? x[c] / (fmaxf(n, 1e-30f) * r2) : 1.0f / r2;
+      break;
+    }
+    case CapacityKernelKind::psd_blocks: {
+      const std::int64_t w = static_cast<std::int64_t>(m) * (m + 1) / 2;
+      const int a = static_cast<int>(c / w), l = static_cast<int>(c % w);
+      const float ui = x[a * m + pair_i[l]], uj = x[a * m + pair_j[l]];
+      v = l < m ? ui * ui + eps : r2 * ui * uj;
+      break;
+    }
+    case CapacityKernelKind::psd_sum: {
+      const int l = static_cast<int>(c);
+      const float s = static_cast<float>(p.scale);
+      for (int a = 0; a < p.g; ++a) {
+        const float ui = x[a * m + pair_i[l]], uj = x[a * m + pair_j[l]];
+        v += s * (l < m ? ui * ui : r2 * ui * uj);
+      }
+      if (l < m) v += eps;
+      break;
+    }
+    case CapacityKernelKind::softmax: break;
+  }
+  out[idx] = v;
+}
+
+__global__ void accumulate_square_kernel(float* A, const float* G, std::int64_t n, bool first) {
+  const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (i >= n) return;
+  const float g = G[i];
+  A[i] = first ? g * g : A[i] + g * g;
+}
+
+// Elementwise completion of A (rows: query norms xn/xn2; columns: key norms un/un2).
+__global__ void finish_kernel(CapacityKernelParams p, float* A, std::int64_t t, std::int64_t K, const float* xn,
+                              const float* xn2, const float* un, const float* un2, float umax) {
+  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= t * K) return;
+  const std::int64_t r = idx / K, j = idx % K;
+  float a = A[idx];
+  const float eps = static_cast<float>(p.eps);
+  switch (p.kind) {
+    case CapacityKernelKind::lorentz_ray: a = 0.5f * (1.0f + a / (fmaxf(xn[r], 1e-30f) * fmaxf(un[j], 1e-30f))); break;
+    case CapacityKernelKind::lorentz_lift: a = a + xn[r] * un[j]; break;
+    case CapacityKernelKind::psd_blocks: a = a + eps * (xn2[r] + un2[j]) + p.g * eps * eps * p.m; break;
+    case CapacityKernelKind::psd_sum: {
+      const float s = static_cast<float>(p.scale);
+      a = s * s * a + eps * s * (xn2[r] + un2[j]) + eps * eps * p.m;
+      break;
+    }
+    case CapacityKernelKind::softmax: a = expf((a - xn[r] * umax) / static_cast<float>(p.tau)); break;
+    default: break;
+  }
+  A[idx] = a;
+}
+
+template <class T, class Op>
+__device__ T block_reduce(T v, T* shared, Op op) {
+  shared[threadIdx.x] = v;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) shared[threadIdx.x] = op(shared[threadIdx.x], shared[threadIdx.x + s]);
+    __syncthreads();
+  }
+  const T out = shared[0];
+  __syncthreads();
+  return out;
+}
+
+struct Add {
+  __device__ double operator()(double a, double b) const { return a + b; }
+};
+struct Max {
+  __device__ double operator()(double a, double b) const { return a > b ? a : b; }
+};
+
+// One block per tile row: pSNR (float64 sums), row sum, error scale sum_j |A_ij||v_j|, coherence row max.
+__global__ void row_stats_kernel(const float* A, const float* Akey, std::int64_t K, std::int64_t r0, bool softmax,
+                                 const float* vnorm, const double* coh_a, const double* coh_b, double* psnr,
+                                 double* rowsum, double* scale, double* cohmax) {
+  __shared__ double sh[kThreads];
+  const std::int64_t r = blockIdx.x, i = r0 + r;
+  const float* row = A + r * K;
+  const float* krow = Akey + r * K;
+  double den = 0, sum = 0, scl = 0, cmax = 0;
+  for (std::int64_t j = threadIdx.x; j < K; j += blockDim.x) {
+    const double a = row[j];
+    sum += a;
+    scl += fabs(a) * vnorm[j];
+    if (j == i) continue;
+    den += a * a;
+    const double ak = krow[j];
+    const double c = softmax ? (ak > 0 ? exp(log(ak) + coh_a[i] + coh_b[j]) : 0.0) : fabs(ak) * coh_a[i] * coh_b[j];
+    cmax = c > cmax ? c : cmax;
+  }
+  den = block_reduce(den, sh, Add{});
+  sum = block_reduce(sum, sh, Add{});
+  scl = block_reduce(scl, sh, Add{});
+  cmax = block_reduce(cmax, sh, Max{});
+  if (threadIdx.x == 0) {
+    const double aii = row[i];
+    psnr[r] = den > 0 ? aii * aii / den : HUGE_VAL;
+    rowsum[r] = sum;
+    scale[r] = scl;
+    cohmax[r] = cmax;
+  }
+}
+
+// Softmax KV-cache block: G (t x kb) holds q.u; updates the running max, writes P = exp(G/tau - max)
+// in place and the factor exp(old max - new max) that rescales the running numerator.
+__global__ void softmax_block_kernel(float* G, std::int64_t kb, float inv_tau, double* run_max, float* rescale) {
+  __shared__ double sh[kThreads];
+  const std::int64_t r = blockIdx.x;
+  float* row = G + r * kb;
+  double m = -HUGE_VAL;
+  for (std::int64_t j = threadIdx.x; j < kb; j += blockDim.x) m = fmax(m, static_cast<double>(row[j]) * inv_tau);
+  m = block_reduce(m, sh, Max{});
+  const double m_old = run_max[r], m_new = fmax(m_old, m);
+  for (std::int64_t j = threadIdx.x; j < kb; j += blockDim.x)
+    row[j] = static_cast<float>(exp(static_cast<double>(row[j]) * inv_tau - m_new));
+  if (threadIdx.x == 0) {
+    rescale[r] = static_cast<float>(exp(m_old - m_new));
+    run_max[r] = m_new;
+  }
+}
+
+__global__ void scale_rows_kernel(float* X, std::int64_t rows, std::int64_t cols, const float* s) {
+  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx < rows * cols) X[idx] *= s[idx / cols];
+}
+
+// Per row: normalized readouts, relative deviation state vs closed form, and O for decoding.
+__global__ void deviation_kernel(const float* Ost, const float* Ncf, std::int64_t t, int d_v, bool normalized,
+                                 const double* rowsum, const double* scale, float* O, double* dev) {
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= t) return;
+  const int dv1 = d_v + 1;
+  const double dst = Ost[r * dv1 + d_v], dcf = rowsum[r];
+  const double ns = normalized ? 1.0 / dst : 1.0, nc = normalized ? 1.0 / dcf : 1.0;
+  double diff = 0;
+  for (int k = 0; k < d_v; ++k) {
+    const double o1 = Ost[r * dv1 + k] * ns, o2 = Ncf[r * dv1 + k] * nc;
+    diff += (o1 - o2) * (o1 - o2);
+    O[r * d_v + k] = static_cast<float>(o1);
+  }
+  const double s = normalized ? scale[r] / fabs(dcf) : scale[r];
+  double e = s > 0 ? sqrt(diff) / s : 0.0;
+  if (!(e == e) || isinf(e)) e = HUGE_VAL;
+  dev[r] = e;
+}
+
+__global__ void argmax_kernel(const float* S, std::int64_t n, std::int64_t* out) {
+  __shared__ float best_v[kThreads];
+  __shared__ std::int64_t best_i[kThreads];
+  const std::int64_t r = blockIdx.x;
+  const float* row = S + r * n;
+  float bv = -INFINITY;
+  std::int64_t bi = n;
+  for (std::int64_t j = threadIdx.x; j < n; j += blockDim.x)
+    if (row[j] > bv) bv = row[j], bi = j;  // strided: first max of this thread's slice
+  best_v[threadIdx.x] = bv;
+  best_i[threadIdx.x] = bi;
+  __syncthreads();
+  for (int s = blockDim.x / 2; s > 0; s >>= 1) {
+    if (threadIdx.x < s) {
+      const float v2 = best_v[threadIdx.x + s];
+      const std::int64_t i2 = best_i[threadIdx.x + s];
+      if (v2 > best_v[threadIdx.x] || (v2 == best_v[threadIdx.x] && i2 < best_i[threadIdx.x]))
+        best_v[threadIdx.x] = v2, best_i[threadIdx.x] = i2;
+    }
+    __syncthreads();
+  }
+  if (threadIdx.x == 0) out[r] = best_i[0];
+}
+
+}  // namespace
+
+void capacity_trial(const CapacityTrialInput& in, CapacityTrialOutput& out) {
+  const CapacityKernelParams& p = in.p;
+  const std::int64_t K = in.K, d = p.d, n_psi = in.n_psi, n_dec = in.n_dec;
+  const int d_v = in.d_v, dv1 = in.d_v + 1;
+  const bool softmax = p.kind == CapacityKernelKind::softmax;
+  const bool psi_gram = p.kind == CapacityKernelKind::orthant || p.kind == CapacityKernelKind::lorentz;
+
+  // Host-side small arrays: norms, value norms, [V | 1], PSD pair table.
+  std::vector<float> un(K), un2(K), qn(K), qn2(K), vnorm(K), vext(static_cast<std::size_t>(K) * dv1);
+  float umax = 0.0f;
+  for (std::int64_t i = 0; i < K; ++i) {
+    double a = 0, b = 0, c = 0;
+    for (std::int64_t k = 0; k < d; ++k) {
+      a += double(in.U[i * d + k]) * in.U[i * d + k];
+      b += double(in.Q[i * d + k]) * in.Q[i * d + k];
+    }
+    for (int k = 0; k < d_v; ++k) {
+      c += double(in.V[i * d_v + k]) * in.V[i * d_v + k];
+      vext[i * dv1 + k] = in.V[i * d_v + k];
+    }
+    vext[i * dv1 + d_v] = 1.0f;
+    un2[i] = static_cast<float>(a);
+    un[i] = static_cast<float>(std::sqrt(a));
+    qn2[i] = static_cast<float>(b);
+    qn[i] = static_cast<float>(std::sqrt(b));
+    vnorm[i] = static_cast<float>(std::sqrt(c));
+    umax = std::max(umax, un[i]);
+  }
+  std::vector<int> pi, pj;
+  for (int i = 0; i < p.m; ++i) pi.push_back(i), pj.push_back(i);
+  for (int i = 0; i < p.m; ++i)
+    for (int j = i + 1; j < p.m; ++j) pi.push_back(i), pj.push_back(j);
+
+  std::int64_t t = in.tile_rows > 0 ? in.tile_rows
+                                    : kTileFloats / std::max<std::int64_t>({K, n_psi, n_dec, std::int64_t(dv1), 1});
+  t = std::clamp<std::int64_t>(t, 1, K);
+
+  DevBuf<float> dU(in.U, K * d), dQ(in.Q, K * d), dV(vext.data(), K * dv1), dDec(in.dec, n_dec * d_v);
+  DevBuf<float> dun(un.data(), K), dun2(un2.data(), K), dqn(qn.data(), K), dqn2(qn2.data(), K),
+      dvn(vnorm.data(), K);
+  DevBuf<double> dca(in.key_coh_a, K), dcb(in.key_coh_b, K);
+  DevBuf<int> dpi(pi.data(), pi.size()), dpj(pj.data(), pj.size());
+  DevBuf<float> A(t * K), G(t * K), Akey(in.queries_are_keys ? 0 : t * K);
+  DevBuf<float> psi(softmax ? 0 : t * n_psi), psiU(psi_gram ? K * n_psi : 0), S(softmax ? 0 : n_psi * dv1);
+  DevBuf<float> Ncf(t * dv1), Ost(t * dv1), O(t * d_v), scores(t * n_dec), resc(softmax ? t : 0);
+  DevBuf<double> psnr(t), rowsum(t), scale(t), cohmax(t), dev(t), runmax(softmax ? t : 0);
+  DevBuf<std::int64_t> amax(t);
+  // Poison every output buffer with NaN (0xFF bytes; -1 for the argmax): an unwritten entry cannot pass.
+  MEMCAP_CUDA_CHECK(cudaMemset(Ncf.p, 0xFF, sizeof(float) * t * dv1));
+  MEMCAP_CUDA_CHECK(cudaMemset(Ost.p, 0xFF, sizeof(float) * t * dv1));
+  MEMCAP_CUDA_CHECK(cudaMemset(O.p, 0xFF, sizeof(float) * t * d_v));
+  MEMCAP_CUDA_CHECK(cudaMemset(scores.p, 0xFF, sizeof(float) * t * n_dec));
+  for (auto* b : {psnr.p, rowsum.p, scale.p, cohmax.p, dev.p}) MEMCAP_CUDA_CHECK(cudaMemset(b, 0xFF, sizeof(double) * t));
+  MEMCAP_CUDA_CHECK(cudaMemset(amax.p, 0xFF, sizeof(std::int64_t) * t));
+
+  auto features = [&](const float* X, std::int64_t rows, float* dst) {
+    features_kernel<<<blocks_for(rows * n_psi), kThreads>>>(p, X, rows, n_psi, dpi.p, dpj.p, dst);
+    MEMCAP_CUDA_CHECK_LAUNCH("features_kernel");
+  };
+  // A (tb x K) for rows X (device, tb x d) with norms xn/xn2 (device).
+  auto build_tile = [&](const float* X, std::int64_t tb, const float* xn, const float* xn2, float* dst) {
+    switch (p.kind) {
+      case CapacityKernelKind::linear: gemm_rm(false, true, tb, K, d, X, d, dU.p, d, 0.0f, dst, K); return;
+      case CapacityKernelKind::orthant:
+      case CapacityKernelKind::lorentz:
+        features(X, tb, psi.p);
+        gemm_rm(false, true, tb, K, n_psi, psi.p, n_psi, psiU.p, n_psi, 0.0f, dst, K);
+        return;
+      case CapacityKernelKind::psd_blocks:
+        for (int a = 0; a < p.g; ++a) {
+          gemm_rm(false, true, tb, K, p.m, X + a * p.m, d, dU.p + a * p.m, d, 0.0f, G.p, K);
+          accumulate_square_kernel<<<blocks_for(tb * K), kThreads>>>(dst, G.p, tb * K, a == 0);
+          MEMCAP_CUDA_CHECK_LAUNCH("accumulate_square_kernel");
+        }
+        break;
+      case CapacityKernelKind::psd_sum:
+        for (int a = 0; a < p.g; ++a)
+          for (int b = 0; b < p.g; ++b) {
+            gemm_rm(false, true, tb, K, p.m, X + a * p.m, d, dU.p + b * p.m, d, 0.0f, G.p, K);
+            accumulate_square_kernel<<<blocks_for(tb * K), kThreads>>>(dst, G.p, tb * K, a == 0 && b == 0);
+            MEMCAP_CUDA_CHECK_LAUNCH("accumulate_square_kernel");
+          }
+        break;
+      default: gemm_rm(false, true, tb, K, d, X, d, dU.p, d, 0.0f, dst, K); break;
+    }
+    finish_kernel<<<blocks_for(tb * K), kThreads>>>(p, dst, tb, K, xn, xn2, dun.p, dun2.p, umax);
+    MEMCAP_CUDA_CHECK_LAUNCH("finish_kernel");
+  };
+
+  // Write: [S | Z] = Psi(U)^T [V | 1], key tiles at a time (float32 accumulation in cuBLAS).
+  if (!softmax) {
+    MEMCAP_CUDA_CHECK(cudaMemset(S.p, 0, sizeof(float) * n_psi * dv1));
+    for (std::int64_t c0 = 0; c0 < K; c0 += t) {
+      const std::int64_t cb = std::min(t, K - c0);
+      features(dU.p + c0 * d, cb, psi.p);
+      gemm_rm(true, false, n_psi, dv1, cb, psi.p, n_psi, dV.p + c0 * dv1, dv1, 1.0f, S.p, dv1);
+    }
+    if (psi_gram) features(dU.p, K, psiU.p);
+  }
+
+  std::vector<double> h_psnr(t), h_coh(t), h_dev(t);
+  std::vector<std::int64_t> h_amax(t);
+  out.correct = 0;
+  out.coherence = 0;
+  out.max_deviation = 0;
+  for (std::int64_t r0 = 0; r0 < K; r0 += t) {
+    const std::int64_t tb = std::min(t, K - r0);
+    const float* Qt = dQ.p + r0 * d;
+    build_tile(Qt, tb, dqn.p + r0, dqn2.p + r0, A.p);
+    const float* Ak = A.p;
+    if (!in.queries_are_keys) {
+      build_tile(dU.p + r0 * d, tb, dun.p + r0, dun2.p + r0, Akey.p);
+      Ak = Akey.p;
+    }
+    row_stats_kernel<<<static_cast<unsigned>(tb), kThreads>>>(A.p, Ak, K, r0, softmax, dvn.p, dca.p, dcb.p, psnr.p,
+                                                               rowsum.p, scale.p, cohmax.p);
+    MEMCAP_CUDA_CHECK_LAUNCH("row_stats_kernel");
+    // Closed form: [N | D] = A [V | 1].
+    gemm_rm(false, false, tb, dv1, K, A.p, K, dV.p, dv1, 0.0f, Ncf.p, dv1);
+    // State readout.
+    if (softmax) {
+      std::vector<double> init(tb, -HUGE_VAL);
+      MEMCAP_CUDA_CHECK(cudaMemcpy(runmax.p, init.data(), sizeof(double) * tb, cudaMemcpyHostToDevice));
+      MEMCAP_CUDA_CHECK(cudaMemset(Ost.p, 0, sizeof(float) * tb * dv1));
+      const std::int64_t kb = std::max<std::int64_t>(1, std::min(K, kTileFloats / std::max<std::int64_t>(tb, 1)));
+      for (std::int64_t c0 = 0; c0 < K; c0 += kb) {  // key blocks (G holds tb x kb <= t x K)
+        const std::int64_t cb = std::min(kb, K - c0);
+        gemm_rm(false, true, tb, cb, d, Qt, d, dU.p + c0 * d, d, 0.0f, G.p, cb);
+        softmax_block_kernel<<<static_cast<unsigned>(tb), kThreads>>>(G.p, cb, static_cast<float>(1.0 / p.tau),
+                                                                      runmax.p, resc.p);
+        MEMCAP_CUDA_CHECK_LAUNCH("softmax_block_kernel");
+        scale_rows_kernel<<<blocks_for(tb * dv1), kThreads>>>(Ost.p, tb, dv1, resc.p);
+        MEMCAP_CUDA_CHECK_LAUNCH("scale_rows_kernel");
+        gemm_rm(false, false, tb, dv1, cb, G.p, cb, dV.p + c0 * dv1, dv1, 1.0f, Ost.p, dv1);
+      }
+    } else {
+      features(Qt, tb, psi.p);
+      gemm_rm(false, false, tb, dv1, n_psi, psi.p, n_psi, S.p, dv1, 0.0f, Ost.p, dv1);
+    }
+    deviation_kernel<<<blocks_for(tb), kThreads>>>(Ost.p, Ncf.p, tb, d_v, in.normalized || softmax, rowsum.p,
+                                                   scale.p, O.p, dev.p);
+    MEMCAP_CUDA_CHECK_LAUNCH("deviation_kernel");
+    gemm_rm(false, true, tb, n_dec, d_v, O.p, d_v, dDec.p, d_v, 0.0f, scores.p, n_dec);
+    argmax_kernel<<<static_cast<unsigned>(tb), kThreads>>>(scores.p, n_dec, amax.p);
+    MEMCAP_CUDA_CHECK_LAUNCH("argmax_kernel");
+
+    MEMCAP_CUDA_CHECK(cudaMemcpy(out.psnr + r0, psnr.p, sizeof(double) * tb, cudaMemcpyDeviceToHost));
+    MEMCAP_CUDA_CHECK(cudaMemcpy(h_coh.data(), cohmax.p, sizeof(double) * tb, cudaMemcpyDeviceToHost));
+    MEMCAP_CUDA_CHECK(cudaMemcpy(h_dev.data(), dev.p, sizeof(double) * tb, cudaMemcpyDeviceToHost));
+    MEMCAP_CUDA_CHECK(cudaMemcpy(h_amax.data(), amax.p, sizeof(std::int64_t) * tb, cudaMemcpyDeviceToHost));
+    for (std::int64_t r = 0; r < tb; ++r) {
+      out.coherence = std::max(out.coherence, h_coh[r]);
+      out.max_deviation = std::max(out.max_deviation, h_dev[r]);
+      if (h_amax[r] == in.target[r0 + r]) ++out.correct;
+    }
+  }
+}
+
+}  // namespace memcap::kata::cuda
