@@ -138,3 +138,26 @@ TEST_CASE("OutputFile leaves nothing under the final name unless committed") {
   CHECK(f.exists("config"));
   CHECK_THROWS_AS(io::check_output_path(temp_path("no/such/dir/x.h5")), UserError);
 }
+
+TEST_CASE("groups with many string attributes copy between files (HDF5 1.10 dense-attribute crash)") {
+  const std::string a = temp_path("many_attrs_src.h5"), b = temp_path("many_attrs_dst.h5");
+  {
+    auto f = h5::File::create(a);
+    auto g = f.child("run");
+    for (int i = 0; i < 20; ++i) g.attr("s" + std::to_string(i), std::string(40, static_cast<char>('a' + i)));
+    for (int i = 0; i < 20; ++i) g.attr("x" + std::to_string(i), i * 1.5);
+    std::vector<double> v = {1, 2, 3};
+    g.write("v", std::span<const double>(v));
+  }
+  {
+    auto src = h5::File::open_read(a);
+    auto dst = h5::File::create(b);
+    auto runs = dst.child("runs");
+    src.copy_to("run", runs, "job0");
+  }
+  auto f = h5::File::open_read(b);
+  auto g = f.open_group("runs/job0");
+  CHECK(*g.attr_string("s19") == std::string(40, 't'));
+  CHECK(*g.attr_double("x19") == 28.5);
+  CHECK(g.read_doubles("v") == std::vector<double>{1, 2, 3});
+}

@@ -408,10 +408,10 @@ bool is_hdf5(const std::string& path) {
 
 File File::create(const std::string& path) {
   silence_hdf5();
-  hid_t fapl = H5Pcreate(H5P_FILE_ACCESS);
-  Handle fa(fapl, H5Pclose);
-  H5Pset_libver_bounds(fapl, H5F_LIBVER_V18, H5F_LIBVER_LATEST);
-  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, fapl);
+  // Default (earliest) file format on purpose: attributes stay in the object header. With the
+  // 1.8+ format, groups with more than 8 attributes switch to dense storage, and HDF5 1.10's
+  // H5Ocopy crashes copying dense variable-length string attributes (seen on Debian 12).
+  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
   if (f < 0) throw IoError(fmt::format("cannot create HDF5 file '{}' (does the folder exist and is it writable?)", path));
   File file;
   file.h_ = Handle(f, H5Fclose);
