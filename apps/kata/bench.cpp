@@ -1,0 +1,292 @@
+// `kata bench`: validates then times the causal KATA attention kernels (quadratic §5.1, chunked §5.2,
+// tree §5.3) over the shapes of the paper's Tables 8, 10, 11 or the acceptance set, with the card's
+// copy-bandwidth and bf16-GEMM ceilings measured in the same run. GPU timing: CUDA events, median.
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <map>
+#include <sstream>
+
+#include "cli/app.hpp"
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "io/output_file.hpp"
+#include "kata/attention.hpp"
+#include "kata/attention_cuda.hpp"
+
+namespace {
+
+using namespace memcap;
+using namespace memcap::kata;
+
+struct BenchOptions {
+  cli::CommonOptions common;
+  std::string shapes = "accept";
+  std::string dtype = "bf16";
+  std::string forms = "quadratic,chunked,tree";
+  std::string maps = "m2";
+  std::int64_t B = 8, H = 16, T = 4096, d_head = 64, chunk = 128, validate_T = 1024;
+  int repeats = 10, warmup = 3;
+};
+
+struct Item {
+  AttentionForm form;
+  std::string map;
+  std::int64_t B, H, T, chunk;
+  std::string group;  // which table / acceptance item the row belongs to
+};
+
+std::vector<std::string> split(const std::string& s) {
+  std::vector<std::string> out;
+  std::stringstream ss(s);
+  std::string x;
+  while (std::getline(ss, x, ','))
+    if (!x.empty()) out.push_back(x);
+  return out;
+}
+
+constexpr std::int64_t K = 1024;
+
+std::vector<Item> preset_items(const BenchOptions& o) {
+  std::vector<Item> v;
+  const std::vector<std::int64_t> t8 = {1 * K, 2 * K, 4 * K, 8 * K, 16 * K, 32 * K, 64 * K, 128 * K};
+  const std::vector<std::int64_t> t11 = {2 * K, 4 * K, 8 * K, 16 * K, 32 * K, 64 * K, 128 * K};
+  if (o.shapes == "accept") {
+    for (std::int64_t T : {4 * K, 8 * K, 16 * K, 32 * K}) v.push_back({AttentionForm::quadratic, "m2", 8, 16, T, 64, "accept-quadratic"});
+    for (std::int64_t C : {64, 128}) v.push_back({AttentionForm::chunked, "m2", 8, 16, 128 * K, C, "accept-chunked"});
+    for (std::int64_t T : t11) {
+      v.push_back({AttentionForm::chunked, "linear", 1, 16, T, 128, "accept-tree"});
+      v.push_back({AttentionForm::tree, "linear", 1, 16, T, 128, "accept-tree"});
+    }
+  } else if (o.shapes == "table8") {
+    for (std::int64_t T : t8)
+      for (const char* m : {"m1", "m2"}) {
+        v.push_back({AttentionForm::quadratic, m, 8, 16, T, 64, "table8"});
+        v.push_back({AttentionForm::chunked, m, 8, 16, T, 64, "table8"});
+      }
+  } else if (o.shapes == "table10") {
+    const std::pair<std::int64_t, std::int64_t> bt[] = {{1, 2 * K},   {1, 8 * K},   {4, 2 * K},   {1, 32 * K},
+                                                        {4, 8 * K},   {16, 2 * K},  {1, 64 * K},  {32, 2 * K},
+                                                        {4, 32 * K},  {16, 8 * K},  {4, 64 * K},  {32, 8 * K},
+                                                        {16, 32 * K}, {16, 64 * K}, {32, 32 * K}, {32, 64 * K}};
+    for (auto [B, T] : bt)
+      for (AttentionForm f : {AttentionForm::chunked, AttentionForm::tree}) v.push_back({f, "linear", B, 16, T, 128, "table10"});
+  } else if (o.shapes == "table11") {
+    for (std::int64_t T : t11)
+      for (AttentionForm f : {AttentionForm::chunked, AttentionForm::tree}) v.push_back({f, "linear", 1, 16, T, 128, "table11"});
+  } else if (o.shapes == "custom") {
+    for (const auto& f : split(o.forms))
+      for (const auto& m : split(o.maps)) v.push_back({parse_attention_form(f), m, o.B, o.H, o.T, o.chunk, "custom"});
+  } else {
+    throw UserError(fmt::format("--shapes must be accept, table8, table10, table11 or custom (got '{}')", o.shapes));
+  }
+  return v;
+}
+
+// Work model (documented in docs/kata-kernels.md): attention-equivalent FLOPs and minimum bytes.
+struct Work {
+  double flops = 0, bytes = 0;
+};
+Work work_of(const Item& it, std::int64_t d, std::int64_t dv, GpuDType t) {
+  const AttentionMap m = AttentionMap::parse(it.map);
+  const double BH = double(it.B * it.H), T = double(it.T), eb = t == GpuDType::bf16 ? 2 : 4;
+  const double d_eff = m.kind == AttentionMapKind::psd_sum ? double(m.groups * d) : double(d);
+  const double n = m.n_features(int(d)), np = std::ceil(n / 64) * 64, nc = std::ceil(T / double(it.chunk));
+  const double io = BH * T * (2 * d + 2 * dv) * eb;
+  Work w;
+  if (it.form == AttentionForm::quadratic) {
+    w.flops = 2 * BH * (T * (T + 1) / 2) * (d_eff + dv);
+    w.bytes = io;
+  } else {
+    w.flops = BH * T * (4 * n * dv + (double(it.chunk) + 1) * (d_eff + dv));
+    const double prefix = BH * nc * np * (dv * 2 + 4);
+    w.bytes = io + BH * T * (d + dv) * eb + 2 * prefix;
+    if (it.form == AttentionForm::tree) w.bytes += 2 * BH * nc * np * (dv + 1) * 4;
+  }
+  return w;
+}
+
+double median(std::vector<double> x) {
+  std::sort(x.begin(), x.end());
+  return x.size() % 2 ? x[x.size() / 2] : 0.5 * (x[x.size() / 2 - 1] + x[x.size() / 2]);
+}
+
+std::vector<double> normals(std::size_t n, std::uint64_t seed, std::uint64_t stream) {
+  std::vector<double> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = rng::normal(seed, stream, i);
+  return x;
+}
+
+std::vector<double> run_cpu(AttentionForm f, const AttentionShape& s, const AttentionOptions& o, const double* q,
+                            const double* k, const double* v) {
+  if (f == AttentionForm::quadratic) return attention_quadratic(s, o, q, k, v);
+  if (f == AttentionForm::chunked) return attention_chunked(s, o, q, k, v);
+  return attention_tree(s, o, q, k, v);
+}
+
+void run_bench(CLI::App* sub, BenchOptions& o) {
+  const auto prep = cli::prepare(sub, o.common);
+  if (prep.done) return;
+  require(o.repeats >= 1 && o.warmup >= 0, "--repeats must be >= 1 and --warmup >= 0");
+  require(o.validate_T >= 1, "--validate-T must be >= 1");
+  if (!o.common.out.empty()) io::check_output_path(o.common.out);
+  const GpuDType dtype = parse_gpu_dtype(o.dtype);
+  const bool gpu = prep.ctx.device.device == Device::cuda;
+  const std::string dtype_name = gpu ? o.dtype : "fp64";  // the CPU reference runs in float64
+  auto items = preset_items(o);
+  const std::int64_t d = o.shapes == "custom" ? o.d_head : 64, dv = d;
+  if (!gpu) {
+    require(o.shapes == "custom", "--device cpu times the float64 CPU reference: use --shapes custom with small T");
+    require(o.B * o.H * o.T <= 65536, "--device cpu: keep B*H*T <= 65536 (the CPU reference is float64 and O(T^2))");
+  }
+  for (const auto& it : items) {  // parse every map and options before any work
+    AttentionShape s{it.B, it.H, it.T, d, dv};
+    default_options(AttentionMap::parse(it.map), it.chunk).validate(s);
+  }
+
+  GpuCeilings ceil{};
+  if (gpu) {
+    ceil = measure_gpu_ceilings(std::max(o.repeats, 5));
+    fmt::print("device {} (cc {}): copy {:.0f} GB/s (device-to-device, read+write), cuBLAS bf16 GEMM {:.1f} TFLOP/s "
+               "(n={})\n",
+               prep.ctx.device.name, prep.ctx.device.compute_capability, ceil.copy_gbps, ceil.gemm_tflops, ceil.gemm_n);
+  }
+
+  io::Table tab;
+  std::map<std::string, double> validated;  // (form, map, chunk, dtype, T_val) -> rel err
+  fmt::print("{:<15} {:<9} {:<7} {:>3} {:>3} {:>7} {:>4} {:<5} {:<18} {:>9} {:>10} {:>9} {:>8} {:>8} {:>7} {:>7}\n", "group",
+             "form", "map", "B", "H", "T", "C", "dtype", "variant", "rel_err", "ms_median", "Mtok/s", "TFLOP/s", "GB/s",
+             "f_gemm", "f_copy");
+  for (const auto& it : items) {
+    const AttentionOptions opt = default_options(AttentionMap::parse(it.map), it.chunk);
+    // 1. validation against the float64 CPU reference on one (b, h) slice at T_val = min(T, --validate-T)
+    const std::int64_t tv = std::min(it.T, o.validate_T);
+    const AttentionShape vs{1, 1, tv, d, dv};
+    const std::string vkey = fmt::format("{}|{}|{}|{}|{}", to_string(it.form), it.map, it.chunk, o.dtype, tv);
+    double rel = 0;
+    if (!validated.count(vkey)) {
+      auto q = normals(vs.qk_size(), o.common.seed, rng::kQueries);
+      auto k = normals(vs.qk_size(), o.common.seed, rng::kKeys);
+      auto v = normals(vs.v_size(), o.common.seed, rng::kValues);
+      if (gpu) {  // the reference sees exactly the GPU's (rounded) inputs
+        q = round_to_dtype(dtype, q);
+        k = round_to_dtype(dtype, k);
+        v = round_to_dtype(dtype, v);
+      }
+      const auto ref = attention_recurrent(vs, opt, q.data(), k.data(), v.data());
+      const auto got = gpu ? attention_cuda(it.form, vs, opt, dtype, q.data(), k.data(), v.data()).out
+                           : run_cpu(it.form, vs, opt, q.data(), k.data(), v.data());
+      validated[vkey] = relative_error(got, ref);
+    }
+    rel = validated[vkey];
+    const double tol = !gpu ? 1e-12 : (dtype == GpuDType::bf16 ? 1e-2 : 1e-5);
+    if (!(rel < tol))
+      throw NumericError(fmt::format("validation failed for {} {} C={} {}: relative error {:.3e} vs the float64 CPU "
+                                     "reference exceeds {:.0e}; not timing a wrong kernel",
+                                     to_string(it.form), it.map, it.chunk, o.dtype, rel, tol));
+    // 2. timing
+    const AttentionShape s{it.B, it.H, it.T, d, dv};
+    std::vector<double> ms;
+    std::string variant = "cpu/float64", stages;
+    if (gpu) {
+      const auto t = time_attention_cuda(it.form, s, opt, dtype, o.warmup, o.repeats, o.common.seed);
+      ms = t.ms;
+      variant = t.variant;
+      if (t.stage_ms.size() == 3)
+        stages = fmt::format("state {:.4f} scan {:.4f} output {:.4f}", t.stage_ms[0], t.stage_ms[1], t.stage_ms[2]);
+    } else {
+      const auto q = normals(s.qk_size(), o.common.seed, rng::kQueries), k = normals(s.qk_size(), o.common.seed, rng::kKeys),
+                 v = normals(s.v_size(), o.common.seed, rng::kValues);
+      for (int r = 0; r < o.warmup + o.repeats; ++r) {
+        const auto t0 = std::chrono::steady_clock::now();
+        run_cpu(it.form, s, opt, q.data(), k.data(), v.data());
+        if (r >= o.warmup) ms.push_back(std::chrono::duration<double, std::milli>(std::chrono::steady_clock::now() - t0).count());
+      }
+    }
+    const double med = median(ms);
+    const Work w = work_of(it, d, dv, dtype);
+    const double tflops = w.flops / (med * 1e-3) / 1e12, gbps = w.bytes / (med * 1e-3) / 1e9;
+    const double f_gemm = gpu ? tflops / ceil.gemm_tflops : 0, f_copy = gpu ? gbps / ceil.copy_gbps : 0;
+    const double mtok = double(it.B * it.T) / (med * 1e-3) / 1e6;
+    fmt::print("{:<15} {:<9} {:<7} {:>3} {:>3} {:>7} {:>4} {:<5} {:<18} {:>9.2e} {:>10.4f} {:>9.2f} {:>8.2f} {:>8.1f} {:>7.3f} "
+               "{:>7.3f}\n",
+               it.group, to_string(it.form), it.map, it.B, it.H, it.T, it.chunk, dtype_name, variant, rel, med, mtok, tflops,
+               gbps, f_gemm, f_copy);
+    if (!stages.empty()) fmt::print("{:<15} stages (ms, one extra launch): {}\n", "", stages);
+    std::fflush(stdout);
+    io::Row row;
+    row.set("group", it.group)
+        .set("kernel", to_string(it.form))
+        .set("map", opt.map.to_string())
+        .set("variant", variant)
+        .set("path", gpu ? "cuda" : "cpu")
+        .set("B", it.B)
+        .set("H", it.H)
+        .set("T", it.T)
+        .set("d_head", d)
+        .set("chunk", it.chunk)
+        .set("dtype", dtype_name)
+        .set("rel_err_vs_cpu", rel)
+        .set("validated_on", fmt::format("B=1,H=1,T={} (same kernel variant and chunk; float64 recurrent CPU reference)", tv))
+        .set("stage_ms", stages)
+        .set("ms_median", med)
+        .set("ms_min", *std::min_element(ms.begin(), ms.end()))
+        .set("ms_max", *std::max_element(ms.begin(), ms.end()))
+        .set("repeats", o.repeats)
+        .set("tokens_per_s", double(it.B * it.T) / (med * 1e-3))
+        .set("tflops", tflops)
+        .set("gbps", gbps)
+        .set("fraction_of_gemm_ceiling", f_gemm)
+        .set("fraction_of_copy_ceiling", f_copy)
+        .set("fraction_of_ceiling", std::max(f_gemm, f_copy))
+        .set("ceiling_gemm_tflops", ceil.gemm_tflops)
+        .set("ceiling_copy_gbps", ceil.copy_gbps);
+    tab.append(row);
+  }
+  if (o.common.out.empty()) return;
+  io::OutputFile out(o.common.out, prep.ctx);
+  out.write_summary(tab);
+  out.commit();
+  fmt::print(stderr, "wrote {}\n", o.common.out);
+}
+
+const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
+  auto o = std::make_shared<BenchOptions>();
+  auto* sub = tool.add_subcommand(
+      "bench",
+      "Validate, then time, the causal KATA attention kernels: quadratic (spec §5.1, M_g/Sigma_g, tensor cores), "
+      "chunked state (§5.2) and tree scan (§5.3). Each configuration is first checked against the float64 CPU "
+      "reference on one (b,h) slice at T_val = min(T, --validate-T), with the same kernel variant and chunk; a "
+      "failure stops the run. GPU times are CUDA-event medians over --repeats after --warmup launches, inputs "
+      "N(0,1) generated on the device. The same run measures the card's ceilings (device-to-device copy GB/s, "
+      "cuBLAS bf16 GEMM TFLOP/s) and reports each kernel's rate as a fraction of them. Writes /summary (one row "
+      "per kernel and shape) to --out.");
+  cli::add_common(sub, o->common);
+  sub->add_option("--shapes", o->shapes,
+                  "accept: the issue's acceptance set (quadratic M2 T=4K..32K and chunked M2 T=128K at B=8,H=16; "
+                  "tree vs sequential chunked scan, linear feature, B=1,H=16,C=128, T=2K..128K); table8 (B=8,H=16, "
+                  "M1/M2 quadratic and chunked, T=1K..128K); table10 (linear, H=16, C=128, the paper's (B,T) pairs); "
+                  "table11 (linear, B=1); custom (--B --H --T --d-head --chunk --forms --maps)")
+      ->capture_default_str();
+  sub->add_option("--dtype", o->dtype, "input/output type on the GPU: bf16 (tensor cores) or fp32 (SIMT path)")
+      ->capture_default_str();
+  sub->add_option("--forms", o->forms, "custom: comma list of quadratic,chunked,tree")->capture_default_str();
+  sub->add_option("--maps", o->maps, "custom: comma list of feature maps (m1,m2,m4,sigma2,sigma4,linear,orthant,lorentz; "
+                                     "options like m2:eps=1e-4)")
+      ->capture_default_str();
+  sub->add_option("--B", o->B, "custom: batch size")->capture_default_str();
+  sub->add_option("--H", o->H, "custom: heads")->capture_default_str();
+  sub->add_option("--T", o->T, "custom: sequence length (tokens)")->capture_default_str();
+  sub->add_option("--d-head", o->d_head, "custom: head width d = d_v (the tensor-core kernels need 64)")
+      ->capture_default_str();
+  sub->add_option("--chunk", o->chunk, "custom: chunk size C (tensor cores: 64 or 128; SIMT: <= 64)")
+      ->capture_default_str();
+  sub->add_option("--repeats", o->repeats, "timed launches per configuration (median reported)")->capture_default_str();
+  sub->add_option("--warmup", o->warmup, "untimed launches before timing")->capture_default_str();
+  sub->add_option("--validate-T", o->validate_T, "sequence length of the validation slice (T_val = min(T, this))")
+      ->capture_default_str();
+  sub->callback([sub, o] { run_bench(sub, *o); });
+});
+
+}  // namespace
