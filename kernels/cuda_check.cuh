@@ -2,7 +2,7 @@
 // a CUDA error into memcap::DeviceError (exit code 5) naming the call, file and line.
 // Host-only header (usable from .cu and .cpp files built with CUDA on). It does not include
 // core/error.hpp: fmt 9 does not compile under nvcc -std=c++20, so the throwing is done by
-// functions defined in src/kata/attention_cuda.cpp (compiled by the host compiler).
+// functions defined in src/core/error.cpp (compiled by the host compiler).
 #pragma once
 #include <cuda_runtime_api.h>
 

@@ -23,11 +23,6 @@
 #endif
 
 namespace memcap {
-namespace cuda_detail {
-void throw_device_error(const std::string& message) { throw DeviceError(message); }
-void throw_user_error(const std::string& message) { throw UserError(message); }
-}  // namespace cuda_detail
-
 namespace kata {
 
 AttentionForm parse_attention_form(const std::string& s) {

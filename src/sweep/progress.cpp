@@ -37,10 +37,11 @@ Progress::~Progress() {
 void Progress::update(std::int64_t done, const std::string& note) {
   done_ = done;
   note_ = note;
+  if (done_ >= total_) return;  // finish() draws the final line once
   auto now = std::chrono::steady_clock::now();
   double since = std::chrono::duration<double>(now - last_).count();
-  if (mode_ == Mode::bar && since < 0.1 && done_ < total_) return;
-  if (mode_ == Mode::lines && since < 5.0 && done_ < total_) return;
+  if (mode_ == Mode::bar && since < 0.1) return;
+  if (mode_ == Mode::lines && since < 5.0) return;
   last_ = now;
   draw(false);
 }
