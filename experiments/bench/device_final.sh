@@ -7,7 +7,7 @@ OUT=${OUT:-out}
 R=$OUT/r
 mkdir -p "$R"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv > "$R/gpu.txt" 2>&1
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90 -DMEMCAP_ENABLE_CUDA=ON \
+cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DMEMCAP_ENABLE_CUDA=ON \
   > "$R/cmake.log" 2>&1 || { tail -40 "$R/cmake.log"; exit 1; }
 cmake --build build-gpu -j16 --target gpu_test_kata_attention kata > "$R/build.log" 2>&1 ||
   { grep -B2 -A8 -E "error|Error" "$R/build.log" | head -80; exit 1; }
@@ -16,7 +16,7 @@ grep -E "test cases|assertions|agreement" "$R/gputest.log" | tee -a "$OUT/summar
 K=build-gpu/kata
 PRESETS=${PRESETS:-accept table8 table10 table11}
 if [ -z "${SKIP_VARIANTS:-}" ]; then
-for v in mt1 mt2 mt2split; do
+for v in wgmma mt1 mt2 mt2split; do
   MEMCAP_KATA_QUAD_VARIANT=$v $K bench --device cuda --shapes custom --forms quadratic --maps m2 --B 8 --H 16 --T 4096 \
     --repeats 5 --warmup 2 2>&1 | grep -E "^custom" | sed "s/^/VARIANT $v /"
   MEMCAP_KATA_QUAD_VARIANT=$v $K bench --device cuda --shapes custom --forms quadratic --maps m2 --B 8 --H 16 --T 32768 \
