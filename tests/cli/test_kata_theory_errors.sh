@@ -3,33 +3,9 @@
 # was wrong, no output file, and never a NaN printed as a result. Env: KATA (the kata executable).
 set -u
 : "${KATA:?set KATA to the kata executable}"
-tmp=$(mktemp -d)
-trap 'rm -rf "$tmp"' EXIT
-fails=0
-
-# expect CODE PATTERN -- ARGS...: exit code CODE, stderr matching PATTERN (grep -Ei), one line, no file.
-expect() {
-  local code=$1 pattern=$2
-  shift 3
-  local out="$tmp/out.h5"
-  rm -rf "$out" "$out".*
-  "$KATA" "$@" --device cpu --out "$out" >"$tmp/stdout" 2>"$tmp/stderr"
-  local rc=$?
-  if [[ $rc -ne $code ]]; then
-    echo "FAIL: kata $* -> exit $rc, expected $code"; cat "$tmp/stderr"; fails=$((fails + 1)); return
-  fi
-  if ! grep -Eqi -- "$pattern" "$tmp/stderr"; then
-    echo "FAIL: kata $* -> stderr does not match '$pattern':"; cat "$tmp/stderr"; fails=$((fails + 1)); return
-  fi
-  if ls "$out"* >/dev/null 2>&1; then
-    echo "FAIL: kata $* left an output file"; ls "$out"*; fails=$((fails + 1)); return
-  fi
-  if grep -Eqiw "nan" "$tmp/stdout"; then
-    echo "FAIL: kata $* printed NaN:"; cat "$tmp/stdout"; fails=$((fails + 1)); return
-  fi
-  [[ $(wc -l <"$tmp/stderr") -eq 1 ]] || { echo "FAIL: kata $* printed more than one line:"; cat "$tmp/stderr"; fails=$((fails + 1)); return; }
-  echo "ok: kata $* -> $rc: $(head -n1 "$tmp/stderr")"
-}
+TOOL=$KATA
+# shellcheck source=expect_error.sh
+source "$(dirname "$0")/expect_error.sh"
 
 # s not a prime power
 expect 2 "not a prime power"       -- dict --type mub --field-size 6
