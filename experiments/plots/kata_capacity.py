@@ -100,8 +100,10 @@ def main():
             ax_acc.set_ylabel("decode accuracy")
             ax_p.set_ylabel("median pSNR")
     axes[0][0].legend(fontsize=7, loc="lower left")
-    fig.suptitle("kata capacity: dots = K*_psnr (open: censored at k_max); dashed = random-key prediction, "
-                 "dotted = Welch-ideal / softmax threshold", fontsize=9)
+    import textwrap
+    caption = ("kata capacity: dots = K*_psnr (open: censored at k_max); dashed = random-key prediction, "
+               "dotted = Welch-ideal / softmax threshold")
+    fig.suptitle(textwrap.fill(caption, width=max(40, int(48 * len(maps)))), fontsize=8)
     fig.tight_layout()
     fig.savefig(args.out, dpi=args.dpi)
     print(f"wrote {args.out}")
