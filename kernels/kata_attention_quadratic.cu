@@ -1,10 +1,11 @@
 // Quadratic causal KATA attention forward (spec kata.md §5.1): tiled like FlashAttention-2, but the
 // score is sum_a (q_a.k_a)^2 (M_g) or c^2 sum_{a,b} (q_a.k_b)^2 (Sigma_g) plus the eps rank-1 terms,
-// with no running max, no rescaling and no exponentials. bf16 tensor-core paths (Hopper wgmma for M_1/M_2
-// in an sm_90a build, mma.sync otherwise) + fp32 SIMT path.
+// with no running max, no rescaling and no exponentials. bf16 tensor-core paths (mma.sync here; M_1/M_2 in
+// an sm_90a build go to the warp-specialised wgmma kernel of kata_attention_wgmma.cu) + fp32 SIMT path.
 #include "cuda_check.cuh"
 #include "kata_attention_common.cuh"
 #include "kata_attention_quadratic.cuh"
+#include "kata_attention_wgmma.cuh"
 
 #include <cstdlib>
 #include <type_traits>
@@ -276,284 +277,6 @@ __global__ void __launch_bounds__(kSimtThreads) quadratic_simt_kernel(MapParams 
   }
 }
 
-// ---- Hopper path (sm_90a): warpgroup MMA -----------------------------------------------------------
-// A CTA owns 64*NWG query rows = NWG warpgroups of 64; K/V tiles of 64 keys stream through 4 shared-memory
-// stages (cp.async, prefetch distance 2) in the 128-byte-swizzled layout wgmma descriptors read.
-// Scores: per block a, S_a = Q_a K_a^T with wgmma m64n64k16 (Q: register A fragments, K: smem), fp32;
-// P = sum_a S_a^2 (+ eps terms, diagonal mask) is re-packed to bf16 in registers as the A operand of
-// O += P V (wgmma with A from registers, V transposed by the descriptor). M_g with g in {1, 2} only.
-constexpr int kWgKeys = 64, kWgStages = 4;
-constexpr int kWgTileBytes = 64 * 128;  // 64 rows x 64 bf16, swizzled
-constexpr int wg_smem(int nwg) {  // alignment slack + Q + K/V stages + key norms
-  return 1024 + nwg * kWgTileBytes + 2 * kWgStages * kWgTileBytes + kWgKeys * 4;
-}
-
-#define MEMCAP_WG_D32                                                                                          \
-  "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),  \
-      "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15]), "+f"(d[16]),    \
-      "+f"(d[17]), "+f"(d[18]), "+f"(d[19]), "+f"(d[20]), "+f"(d[21]), "+f"(d[22]), "+f"(d[23]), "+f"(d[24]),   \
-      "+f"(d[25]), "+f"(d[26]), "+f"(d[27]), "+f"(d[28]), "+f"(d[29]), "+f"(d[30]), "+f"(d[31])
-#define MEMCAP_WG_DLIST                                                                                  \
-  "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15,%16,%17,%18,%19,%20,%21,%22,%23,%24,%25,%26,%27," \
-  "%28,%29,%30,%31}"
-
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-// Shared-memory matrix descriptor, 128B swizzle (K-major or MN-major): both byte offsets 1024 (8 rows of
-// 128 B), so either reading of LBO/SBO gives the stride between 8-row groups (the other one is unused).
-__device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr) {
-  return static_cast<uint64_t>((saddr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(1024 >> 4) << 16) |
-         (static_cast<uint64_t>(1024 >> 4) << 32) | (1ull << 62);
-}
-__device__ __forceinline__ void fence_f(float& x) { asm volatile("" : "+f"(x)::"memory"); }
-__device__ __forceinline__ float sw128_elem(const unsigned char* tile, int r, int c) {  // element (r, c) as float
-  return __bfloat162float(
-      *reinterpret_cast<const __nv_bfloat16*>(tile + r * 128 + (((c >> 3) ^ (r & 7)) << 4) + (c & 7) * 2));
-}
-__device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
-__device__ __forceinline__ void wg_wait0() { asm volatile("wgmma.wait_group.sync.aligned 0;\n" ::: "memory"); }
-__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
-// D(64x64 fp32) (+)= A(64x16, registers) * B(16x64, smem; TB = 1: MN-major, transposed by the descriptor)
-template <int TB>
-__device__ __forceinline__ void wgmma_rs(float (&d)[32], const uint32_t (&a)[4], uint64_t db, int accumulate) {
-  asm volatile(
-      "{\n.reg .pred p;\nsetp.ne.b32 p, %37, 0;\n"
-      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MEMCAP_WG_DLIST
-      ", {%32,%33,%34,%35}, %36, p, 1, 1, %38;\n}\n"
-      : MEMCAP_WG_D32
-      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db), "r"(accumulate), "n"(TB));
-}
-#endif
-
-// Rows [t0, t0+ROWS) of a [T][64] bf16 matrix into a 128B-swizzled tile (16-byte chunk c of row r at
-// r*128 + ((c ^ (r & 7)) * 16)); rows >= T zero-filled.
-template <int ROWS, int NT>
-__device__ __forceinline__ void load_tile_sw128(unsigned char* dst, const __nv_bfloat16* src, int t0, int T, int tid) {
-#pragma unroll
-  for (int c = tid; c < ROWS * 8; c += NT) {
-    const int r = c >> 3, ch = c & 7;
-    const bool valid = t0 + r < T;
-    cp_async16(dst + r * 128 + ((ch ^ (r & 7)) << 4), src + (valid ? (static_cast<int64_t>(t0 + r) * 64 + ch * 8) : 0),
-               valid);
-  }
-}
-template <int G, int NWG>
-__global__ void __launch_bounds__(128 * NWG, 1) quadratic_wgmma_kernel(MapParams mp, const __nv_bfloat16* __restrict__ q,
-                                                                         const __nv_bfloat16* __restrict__ k,
-                                                                         const __nv_bfloat16* __restrict__ v,
-                                                                         __nv_bfloat16* __restrict__ out, int T) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  constexpr int M = 64 / G, KS = M / 16, NT = 128 * NWG, ROWS = 64 * NWG;
-  extern __shared__ __align__(16) unsigned char smem_raw[];
-  const uint32_t raw = smem_u32(smem_raw);
-  unsigned char* sQ = smem_raw + (((raw + 1023u) & ~1023u) - raw);
-  unsigned char* sK = sQ + NWG * kWgTileBytes;
-  unsigned char* sV = sK + kWgStages * kWgTileBytes;
-  float* sKn = reinterpret_cast<float*>(sV + kWgStages * kWgTileBytes);
-
-  const int tid = threadIdx.x, wg = tid >> 7, wwarp = (tid >> 5) & 3, lane = tid & 31, g = lane >> 2, tq = lane & 3;
-  // blockIdx.x = query tile, longest first: CTAs resident together mostly share one head, so its K/V
-  // tiles stream through L2 once for all of them.
-  const int qt = static_cast<int>(gridDim.x) - 1 - static_cast<int>(blockIdx.x);
-  const std::int64_t bh = blockIdx.y;
-  q += bh * T * 64;
-  k += bh * T * 64;
-  v += bh * T * 64;
-  out += bh * T * 64;
-  const int q0 = qt * ROWS;
-  const int nkt_all = (T + kWgKeys - 1) / kWgKeys;
-  const int nkt = min(NWG * qt + NWG, nkt_all);    // key tiles this CTA streams
-  const int diag_kt = NWG * qt + wg;               // this warpgroup's diagonal tile (rows 64*diag_kt..)
-  const bool use_eps = mp.eps != 0.f;
-  const float eps_lin = mp.eps;
-  const float eps_const = mp.eps * mp.eps * mp.m * mp.groups;
-
-  load_tile_sw128<ROWS, NT>(sQ, q, q0, T, tid);
-  load_tile_sw128<kWgKeys, NT>(sK, k, 0, T, tid);
-  load_tile_sw128<kWgKeys, NT>(sV, v, 0, T, tid);
-  cp_async_commit();
-  if (nkt > 1) {
-    load_tile_sw128<kWgKeys, NT>(sK + kWgTileBytes, k, kWgKeys, T, tid);
-    load_tile_sw128<kWgKeys, NT>(sV + kWgTileBytes, v, kWgKeys, T, tid);
-  }
-  cp_async_commit();
-
-  const int lrow0 = wwarp * 16 + g;  // this thread's rows within the warpgroup: lrow0, lrow0 + 8
-  const uint64_t dk = sw128_desc(smem_u32(sK)), dv = sw128_desc(smem_u32(sV));
-  float qn[2] = {0.f, 0.f};
-  uint32_t qa[4][4];  // Q as register A fragments (k-step ks), read once from shared memory
-  float o[32], s[G][32];
-#pragma unroll
-  for (int i = 0; i < 32; ++i) o[i] = 0.f;
-#pragma unroll
-  for (int a = 0; a < G; ++a)
-#pragma unroll
-    for (int i = 0; i < 32; ++i) s[a][i] = 0.f;
-  float rs[2] = {0.f, 0.f};
-
-  for (int kt = 0; kt < nkt; ++kt) {
-    cp_async_wait_one_pending();  // tile kt (and Q) landed for this thread's copies
-    fence_proxy_async();          // generic-proxy smem writes -> visible to the wgmma (async) proxy
-    __syncthreads();              // ... for every thread's copies; stage (kt+2)%4 free (read by tile kt-2)
-    if (kt + 2 < nkt) {
-      const int st2 = (kt + 2) % kWgStages;
-      load_tile_sw128<kWgKeys, NT>(sK + st2 * kWgTileBytes, k, (kt + 2) * kWgKeys, T, tid);
-      load_tile_sw128<kWgKeys, NT>(sV + st2 * kWgTileBytes, v, (kt + 2) * kWgKeys, T, tid);
-    }
-    cp_async_commit();  // always one group per iteration (possibly empty): keeps wait_group 1 exact
-    const int st = kt % kWgStages;
-    if (kt == 0) {
-      const unsigned char* myq = sQ + wg * kWgTileBytes;
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-        for (int h = 0; h < 4; ++h) {
-          const int r = lrow0 + (h & 1) * 8, col = ks * 16 + 2 * tq + (h >> 1) * 8;
-          qa[ks][h] = *reinterpret_cast<const uint32_t*>(myq + r * 128 + (((col >> 3) ^ (r & 7)) << 4) + (col & 7) * 2);
-        }
-    }
-    if (use_eps) {
-      if (kt == 0) {
-        const unsigned char* myq = sQ + wg * kWgTileBytes;
-        for (int c = tq * 16; c < tq * 16 + 16; ++c) {
-          const float x0 = sw128_elem(myq, lrow0, c), x1 = sw128_elem(myq, lrow0 + 8, c);
-          qn[0] += x0 * x0;
-          qn[1] += x1 * x1;
-        }
-#pragma unroll
-        for (int h = 0; h < 2; ++h) {
-          qn[h] += __shfl_xor_sync(0xffffffffu, qn[h], 1);
-          qn[h] += __shfl_xor_sync(0xffffffffu, qn[h], 2);
-        }
-      }
-      if (tid < kWgKeys) {
-        float acc = 0.f;
-        for (int c = 0; c < 64; ++c) {
-          const float x = sw128_elem(sK + st * kWgTileBytes, tid, c);
-          acc += x * x;
-        }
-        sKn[tid] = acc;
-      }
-      __syncthreads();
-    }
-    if (kt > diag_kt) continue;  // above this warpgroup's diagonal (the CTA's last tiles)
-    // S_a = Q_a K_a^T
-#pragma unroll
-    for (int a = 0; a < G; ++a)
-#pragma unroll
-      for (int i = 0; i < 32; ++i) fence_f(s[a][i]);
-    wg_fence();
-#pragma unroll
-    for (int a = 0; a < G; ++a)
-#pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-        const uint32_t off = static_cast<uint32_t>((a * M + ks * 16) * 2) >> 4;
-        wgmma_rs<0>(s[a], qa[(a * M) / 16 + ks], dk + ((st * kWgTileBytes) >> 4) + off, ks > 0);
-      }
-    wg_commit();
-    wg_wait0();  // also retires the previous tile's P V
-#pragma unroll
-    for (int a = 0; a < G; ++a)
-#pragma unroll
-      for (int i = 0; i < 32; ++i) fence_f(s[a][i]);
-#pragma unroll
-    for (int i = 0; i < 32; ++i) fence_f(o[i]);
-    // P = sum_a S_a^2 (+ eps terms), causal mask on the diagonal tile, row sums, bf16 A fragments
-    uint32_t pa[4][4];
-    auto square = [&](auto diag_tag, auto eps_tag) {
-      constexpr bool DIAG = decltype(diag_tag)::value, EPS = decltype(eps_tag)::value;
-#pragma unroll
-      for (int j = 0; j < 8; ++j) {
-        float p[4];
-#pragma unroll
-        for (int e = 0; e < 4; ++e) {
-          float x = 0.f;
-#pragma unroll
-          for (int a = 0; a < G; ++a) x += s[a][4 * j + e] * s[a][4 * j + e];
-          const int key = 8 * j + 2 * tq + (e & 1), row = lrow0 + 8 * (e >> 1);
-          if (EPS) x += eps_lin * (qn[e >> 1] + sKn[key]) + eps_const;
-          if (DIAG && key > row) x = 0.f;
-          p[e] = x;
-        }
-        rs[0] += p[0] + p[1];
-        rs[1] += p[2] + p[3];
-        pa[j >> 1][(j & 1) * 2 + 0] = pack_bf16(p[0], p[1]);
-        pa[j >> 1][(j & 1) * 2 + 1] = pack_bf16(p[2], p[3]);
-      }
-    };
-    if (use_eps) {
-      if (kt == diag_kt) square(std::true_type{}, std::true_type{});
-      else square(std::false_type{}, std::true_type{});
-    } else {
-      if (kt == diag_kt) square(std::true_type{}, std::false_type{});
-      else square(std::false_type{}, std::false_type{});
-    }
-    // O += P V
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs<1>(o, pa[kk], dv + ((st * kWgTileBytes + kk * 16 * 128) >> 4), 1);
-    wg_commit();
-  }
-  wg_wait0();
-#pragma unroll
-  for (int i = 0; i < 32; ++i) fence_f(o[i]);
-  float inv[2];
-#pragma unroll
-  for (int h = 0; h < 2; ++h) {
-    float r = rs[h];
-    r += __shfl_xor_sync(0xffffffffu, r, 1);
-    r += __shfl_xor_sync(0xffffffffu, r, 2);
-    inv[h] = mp.normalized ? (r != 0.f ? 1.f / r : 0.f) : 1.f;
-  }
-  const int r0 = q0 + wg * 64 + lrow0, r1 = r0 + 8;
-#pragma unroll
-  for (int j = 0; j < 8; ++j) {
-    const int col = j * 8 + 2 * tq;
-    if (r0 < T)
-      *reinterpret_cast<__nv_bfloat162*>(out + static_cast<std::int64_t>(r0) * 64 + col) =
-          __floats2bfloat162_rn(o[4 * j] * inv[0], o[4 * j + 1] * inv[0]);
-    if (r1 < T)
-      *reinterpret_cast<__nv_bfloat162*>(out + static_cast<std::int64_t>(r1) * 64 + col) =
-          __floats2bfloat162_rn(o[4 * j + 2] * inv[1], o[4 * j + 3] * inv[1]);
-  }
-#endif
-}
-
-// 1 when this binary holds the sm_90a (wgmma) build of the kernels, 0 otherwise.
-__global__ void wgmma_probe_kernel(int* flag) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  *flag = 1;
-#else
-  *flag = 0;
-#endif
-}
-bool wgmma_available() {
-  static const bool ok = [] {
-    int* d = nullptr;
-    int h = 0;
-    MEMCAP_CUDA_CHECK(cudaMalloc(&d, sizeof(int)));
-    wgmma_probe_kernel<<<1, 1>>>(d);
-    MEMCAP_CUDA_CHECK_LAUNCH("wgmma_probe_kernel");
-    MEMCAP_CUDA_CHECK(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
-    MEMCAP_CUDA_CHECK(cudaFree(d));
-    return h == 1;
-  }();
-  return ok;
-}
-
-template <int G, int NWG>
-void launch_wgmma(const MapParams& mp, const AttentionLaunch& p, const void* q, const void* k, const void* v, void* out,
-                  cudaStream_t stream) {
-  auto kern = quadratic_wgmma_kernel<G, NWG>;
-  constexpr int smem = wg_smem(NWG);
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
-  const dim3 grid(static_cast<unsigned>((p.T + 64 * NWG - 1) / (64 * NWG)), static_cast<unsigned>(p.B * p.H));
-  kern<<<grid, 128 * NWG, smem, stream>>>(mp, static_cast<const __nv_bfloat16*>(q),
-                                              static_cast<const __nv_bfloat16*>(k), static_cast<const __nv_bfloat16*>(v),
-                                              static_cast<__nv_bfloat16*>(out), static_cast<int>(p.T));
-  MEMCAP_CUDA_CHECK_LAUNCH("quadratic_wgmma_kernel");
-}
-
 template <int KIND, int G, int MT, bool SPLIT>
 void launch_mma_mt(const MapParams& mp, const AttentionLaunch& p, const void* q, const void* k, const void* v, void* out,
                    cudaStream_t stream) {
@@ -567,14 +290,15 @@ void launch_mma_mt(const MapParams& mp, const AttentionLaunch& p, const void* q,
   MEMCAP_CUDA_CHECK_LAUNCH("quadratic_mma_kernel");
 }
 
-// Tensor-core variant: "wgmma" (sm_90a build, M_g with g <= 2; default where available), "mt2" (mma.sync,
-// 32 rows per warp, 4 warps; default otherwise), "mt1" (16 rows per warp, 8 warps), "mt2split" (mt2 +
-// branch-free path below the diagonal). MEMCAP_KATA_QUAD_VARIANT overrides (wgmma only where it applies).
+// Tensor-core variant: "ws3" / "ws2" (sm_90a build, M_g with g <= 2: the warp-specialised wgmma kernel
+// of kata_attention_wgmma.cu with 3 or 2 consumer warpgroups; default ws3 where it applies), "mt2"
+// (mma.sync, 32 rows per warp, 4 warps; default otherwise), "mt1" (16 rows per warp, 8 warps), "mt2split"
+// (mt2 + branch-free path below the diagonal). MEMCAP_KATA_QUAD_VARIANT overrides (ws* only where it applies).
 const std::string& quad_variant() {
   static const std::string v = [] {
     const char* e = std::getenv("MEMCAP_KATA_QUAD_VARIANT");
     const std::string s = e ? e : "";
-    return (s == "mt1" || s == "mt2split" || s == "mt2") ? s : std::string("wgmma");
+    return (s == "mt1" || s == "mt2split" || s == "mt2" || s == "ws2") ? s : std::string("ws3");
   }();
   return v;
 }
@@ -588,12 +312,6 @@ void launch_mma(const MapParams& mp, const AttentionLaunch& p, const void* q, co
     launch_mma_mt<KIND, G, 2, true>(mp, p, q, k, v, out, stream);
   else
     launch_mma_mt<KIND, G, 2, false>(mp, p, q, k, v, out, stream);
-}
-
-// The wgmma kernel applies: M_g with g in {1, 2} and an sm_90a build.
-bool use_wgmma(const AttentionLaunch& p) {
-  return quad_variant() == "wgmma" && p.map_kind == kPsdBlock && (p.groups == 1 || p.groups == 2) &&
-         wgmma_available();
 }
 
 template <class E>
@@ -622,11 +340,8 @@ const char* launch_quadratic(const AttentionLaunch& p, const void* q, const void
   const bool psd = p.map_kind == kPsdBlock || p.map_kind == kPsdSum;
   if (p.dtype == DType::bf16 && p.d == 64 && p.dv == 64 && psd &&
       (p.groups == 1 || p.groups == 2 || p.groups == 4)) {
-    if (use_wgmma(p)) {
-      if (p.groups == 1) launch_wgmma<1, 3>(mp, p, q, k, v, out, stream);
-      if (p.groups == 2) launch_wgmma<2, 3>(mp, p, q, k, v, out, stream);
-      return "quadratic/mma-bf16/wgmma";
-    }
+    if (quad_variant().rfind("ws", 0) == 0)
+      if (const char* name = launch_quadratic_wgmma(mp, p, q, k, v, out, stream, quad_variant().c_str())) return name;
     if (p.map_kind == kPsdBlock) {
       if (p.groups == 1) launch_mma<kPsdBlock, 1>(mp, p, q, k, v, out, stream);
       if (p.groups == 2) launch_mma<kPsdBlock, 2>(mp, p, q, k, v, out, stream);
@@ -637,7 +352,7 @@ const char* launch_quadratic(const AttentionLaunch& p, const void* q, const void
       if (p.groups == 4) launch_mma<kPsdSum, 4>(mp, p, q, k, v, out, stream);
     }
     static const std::string name =
-        "quadratic/mma-bf16/" + (quad_variant() == "wgmma" ? std::string("mt2") : quad_variant());
+        "quadratic/mma-bf16/" + (quad_variant().rfind("ws", 0) == 0 ? std::string("mt2") : quad_variant());
     return name.c_str();
   }
   if (p.dtype == DType::bf16)

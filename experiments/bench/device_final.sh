@@ -16,7 +16,7 @@ grep -E "test cases|assertions|agreement" "$R/gputest.log" | tee -a "$OUT/summar
 K=build-gpu/kata
 PRESETS=${PRESETS:-accept table8 table10 table11}
 if [ -z "${SKIP_VARIANTS:-}" ]; then
-for v in wgmma mt1 mt2 mt2split; do
+for v in ws3 ws2 mt2 mt1 mt2split; do
   MEMCAP_KATA_QUAD_VARIANT=$v $K bench --device cuda --shapes custom --forms quadratic --maps m2 --B 8 --H 16 --T 4096 \
     --repeats 5 --warmup 2 2>&1 | grep -E "^custom" | sed "s/^/VARIANT $v /"
   MEMCAP_KATA_QUAD_VARIANT=$v $K bench --device cuda --shapes custom --forms quadratic --maps m2 --B 8 --H 16 --T 32768 \
