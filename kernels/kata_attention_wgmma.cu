@@ -10,6 +10,7 @@
 
 #include <cstring>
 #include <string>
+#include <type_traits>
 
 namespace memcap::kata::cuda {
 namespace {
@@ -217,24 +218,29 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #pragma unroll
     for (int i = 0; i < 32; ++i) s[a][i] = 0.f;
 
-  // One pipeline step: wait for tile j (and its key norms, eps only), then issue S_a = Q_a K_a^T for tile j
-  // and, when pv >= 0, O += P V_pv with P in pa; one commit group each. Every register operand is fenced
-  // before wgmma.fence, so no ordinary instruction touches a wgmma input while the stage is open.
-  auto issue_step = [&](int j, int pv, uint32_t(&pa)[4][4]) -> const float* {
-    const int st = j % STAGES;
-    mbar_wait(bar_full + 8 * st, (j / STAGES) & 1);
+  // One pipeline step: with SCORES, wait for tile j (and its key norms, eps only) and issue
+  // S_a = Q_a K_a^T for it; with PV, issue O += P V_pv with P in pa; one commit group each (both flags are
+  // compile-time: a wgmma under a run-time branch makes ptxas serialise them, C7520). Every
+  // register operand is fenced before wgmma.fence, so no ordinary instruction touches a wgmma input while
+  // the stage is open. Returns tile j's key norms.
+  auto issue_step = [&](auto scores_tag, auto pv_tag, int j, int pv, uint32_t(&pa)[4][4]) -> const float* {
+    constexpr bool SCORES = decltype(scores_tag)::value, PV = decltype(pv_tag)::value;
     const float* kn = kn_buf + (j & 1) * kKeys;
-    if (use_eps) {  // 2 threads per key; double-buffered, one named barrier per tile for this warpgroup
-      const int key = (tid & 127) >> 1, half = tid & 1;
-      const unsigned char* tile = sbase + L::k + st * kTileBytes;
-      float acc = 0.f;
-      for (int c = half * 32; c < half * 32 + 32; ++c) {
-        const float x = sw128_elem(tile, key, c);
-        acc += x * x;
+    const int st = j % STAGES;
+    if constexpr (SCORES) {
+      mbar_wait(bar_full + 8 * st, (j / STAGES) & 1);
+      if (use_eps) {  // 2 threads per key; double-buffered, one named barrier per tile for this warpgroup
+        const int key = (tid & 127) >> 1, half = tid & 1;
+        const unsigned char* tile = sbase + L::k + st * kTileBytes;
+        float acc = 0.f;
+        for (int c = half * 32; c < half * 32 + 32; ++c) {
+          const float x = sw128_elem(tile, key, c);
+          acc += x * x;
+        }
+        acc += __shfl_xor_sync(0xffffffffu, acc, 1);
+        if (half == 0) const_cast<float*>(kn)[key] = acc;
+        asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
       }
-      acc += __shfl_xor_sync(0xffffffffu, acc, 1);
-      if (half == 0) const_cast<float*>(kn)[key] = acc;
-      asm volatile("bar.sync %0, 128;\n" ::"r"(1 + wg) : "memory");
     }
 #pragma unroll
     for (int a = 0; a < G; ++a)
@@ -247,34 +253,23 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #pragma unroll
       for (int h = 0; h < 4; ++h) fence_u(pa[kk][h]);
     wg_fence();
+    if constexpr (SCORES) {
 #pragma unroll
-    for (int a = 0; a < G; ++a)
+      for (int a = 0; a < G; ++a)
 #pragma unroll
-      for (int ks = 0; ks < KS; ++ks) {
-        const uint32_t off = static_cast<uint32_t>((a * M + ks * 16) * 2) >> 4;
-        wgmma_ss(s[a], dq + off, dk + ((st * kTileBytes) >> 4) + off, ks > 0);
-      }
-    wg_commit();
-    if (pv >= 0) {
+        for (int ks = 0; ks < KS; ++ks) {
+          const uint32_t off = static_cast<uint32_t>((a * M + ks * 16) * 2) >> 4;
+          wgmma_ss(s[a], dq + off, dk + ((st * kTileBytes) >> 4) + off, ks > 0);
+        }
+      wg_commit();
+    }
+    if constexpr (PV) {
       const int sv = pv % STAGES;
 #pragma unroll
       for (int kk = 0; kk < 4; ++kk) wgmma_rs_mn(o, pa[kk], dv + ((sv * kTileBytes + kk * 16 * 128) >> 4));
       wg_commit();
     }
     return kn;
-  };
-  auto issue_last_pv = [&](int j, uint32_t(&pa)[4][4]) {  // O += P V_j, the final tile
-    const int sv = j % STAGES;
-#pragma unroll
-    for (int i = 0; i < 32; ++i) fence_f(o[i]);
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk)
-#pragma unroll
-      for (int h = 0; h < 4; ++h) fence_u(pa[kk][h]);
-    wg_fence();
-#pragma unroll
-    for (int kk = 0; kk < 4; ++kk) wgmma_rs_mn(o, pa[kk], dv + ((sv * kTileBytes + kk * 16 * 128) >> 4));
-    wg_commit();
   };
   auto square = [&](int j, const float* kn, uint32_t (&dst)[4][4]) {
     if (use_eps) {
@@ -292,7 +287,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
   // P fragments alternate between two register sets (no copies: a wgmma may still read the other one).
   uint32_t pa0[4][4], pa1[4][4];
   {
-    const float* kn = issue_step(0, -1, pa0);
+    const float* kn = issue_step(std::true_type{}, std::false_type{}, 0, -1, pa0);
     wg_wait<0>();
 #pragma unroll
     for (int a = 0; a < G; ++a)
@@ -302,7 +297,7 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
   }
   // Step j: tensor core runs S_j, then P_{j-1} V_{j-1} (P in cur); meanwhile S_j is squared into nxt.
   auto step = [&](int j, uint32_t(&cur)[4][4], uint32_t(&nxt)[4][4]) {
-    const float* kn = issue_step(j, j - 1, cur);
+    const float* kn = issue_step(std::true_type{}, std::true_type{}, j, j - 1, cur);
     wg_wait<1>();  // S_j has landed; P V may still run while we square
 #pragma unroll
     for (int a = 0; a < G; ++a)
@@ -323,9 +318,9 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
   }
   if (j <= last) {
     step(j, pa0, pa1);
-    issue_last_pv(last, pa1);
+    issue_step(std::false_type{}, std::true_type{}, 0, last, pa1);
   } else {
-    issue_last_pv(last, pa0);
+    issue_step(std::false_type{}, std::true_type{}, 0, last, pa0);
   }
   wg_wait<0>();
 #pragma unroll
