@@ -10,26 +10,15 @@ import argparse
 import math
 import sys
 
-import h5py
-import matplotlib
+import numpy as np
 
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
-import numpy as np  # noqa: E402
+from memcap_plot import open_result, pyplot, text
 
-
-def text(v):
-    return v.decode() if isinstance(v, bytes) else str(v)
+plt = pyplot()
 
 
 def load(path):
-    try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        sys.exit(f"cannot open {path}: {e}")
-    with f:
-        if "summary" not in f or "runs" not in f:
-            sys.exit(f"{path}: no /summary or /runs (not a `kata capacity` result?)")
+    with open_result(path, ("summary", "runs"), "kata capacity") as f:
         s = f["summary"]
         n = len(s["job"][()])
         rows = []

@@ -8,13 +8,12 @@ Usage: kata_capacity_compare.py A.h5 B.h5 [--gpu-s SECONDS --cpu-s SECONDS] [--l
 """
 import argparse
 
-import h5py
+from memcap_plot import open_result, texts
 
 
 def table(f):
     s = f["summary"]
-    dec = lambda a: [x.decode() if isinstance(x, bytes) else str(x) for x in a]
-    jobs = dec(s["job"][()])
+    jobs = list(texts(s["job"][()]))
     return {j: {k: s[k][()][i] for k in s} for i, j in enumerate(jobs)}
 
 
@@ -36,7 +35,8 @@ def main():
     ap.add_argument("--labels", default="gpu,cpu")
     args = ap.parse_args()
     la, lb = args.labels.split(",")
-    fa, fb = h5py.File(args.a, "r"), h5py.File(args.b, "r")
+    fa = open_result(args.a, ("summary", "runs"), "kata capacity-sweep")
+    fb = open_result(args.b, ("summary", "runs"), "kata capacity-sweep")
     ta, tb = table(fa), table(fb)
     common = sorted(set(ta) & set(tb))
     if set(ta) != set(tb):

@@ -7,12 +7,11 @@ import os
 import re
 import sys
 
-import h5py
 import numpy as np
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from memcap_plot import open_result, pyplot
+
+plt = pyplot()
 
 
 def welch(D, T):
@@ -24,7 +23,7 @@ def load(folder, family):
     rows = []
     for path in glob.glob(os.path.join(folder, f"{family}_s*.h5")):
         s = int(re.search(r"_s(\d+)\.h5$", path).group(1))
-        with h5py.File(path, "r") as f:
+        with open_result(path, ("summary",), "kata dict") as f:
             g = f["summary"]
             rows.append((s, int(g["count"][0]), int(g["dim"][0]), float(g["coherence"][0])))
     if not rows:

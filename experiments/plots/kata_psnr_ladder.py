@@ -5,26 +5,19 @@ packed keys, e.g. --keys mub, drawn as open markers)."""
 import argparse
 import sys
 
-import h5py
 import numpy as np
 
-import matplotlib
-matplotlib.use("Agg")
-import matplotlib.pyplot as plt  # noqa: E402
+from memcap_plot import open_result, pyplot, texts
+
+plt = pyplot()
 
 
 def load(path):
-    try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        sys.exit(f"cannot open {path}: {e}")
-    with f:
-        if "summary" not in f or "psnr_welch" not in f["summary"]:
-            sys.exit(f"{path}: no /summary/psnr_welch (not a `kata psnr` result?)")
+    with open_result(path, ("summary/psnr_welch",), "kata psnr") as f:
         s = {k: f["summary"][k][()] for k in f["summary"]}
         p = int(s["p"][0])
-    s["rung"] = np.array([r.decode() if isinstance(r, bytes) else str(r) for r in s["rung"]])
-    s["source"] = np.array([r.decode() if isinstance(r, bytes) else str(r) for r in s["source"]])
+    s["rung"] = texts(s["rung"])
+    s["source"] = texts(s["source"])
     return s, p
 
 

@@ -1,5 +1,6 @@
-"""Shared helpers of the figure scripts: read a `hebb margin-sweep` result file (HDF5, h5py) and draw
-the measured margin (mean, ±2 std band over seeds) with the fitted theory curve (R² in the legend)."""
+"""Shared helpers of the figure scripts: open a memcap result file (HDF5, h5py) with a one-line error when
+it is not the expected kind, decode HDF5 strings, a headless pyplot; and for `hebb margin-sweep` results,
+read them and draw the measured margin (mean, ±2 std band over seeds) with the fitted theory curve."""
 import argparse
 import sys
 
@@ -21,6 +22,30 @@ def pyplot():
     return plt
 
 
+def text(v):
+    """An HDF5 string attribute or element (bytes or str) as str."""
+    return v.decode() if isinstance(v, bytes) else str(v)
+
+
+def texts(a):
+    """An HDF5 string dataset's values as a numpy array of str."""
+    return np.array([text(x) for x in a])
+
+
+def open_result(path, required, kind):
+    """`path` opened read-only, or exit with one line when it cannot be opened or lacks one of the
+    `required` paths (e.g. ("summary", "runs")); `kind` names the command that writes such files."""
+    try:
+        f = h5py.File(path, "r")
+    except OSError as e:
+        sys.exit(f"cannot open {path}: {e}")
+    missing = [r for r in required if r not in f]
+    if missing:
+        f.close()
+        sys.exit(f"{path}: no {', '.join('/' + m for m in missing)} (not a `{kind}` result?)")
+    return f
+
+
 def parse_args(description, default_out):
     ap = argparse.ArgumentParser(description=description)
     ap.add_argument("results", help="HDF5 file written by `hebb margin-sweep`")
@@ -32,19 +57,13 @@ def parse_args(description, default_out):
 
 def load(path):
     """Points, fit attributes and best-seed statistics of a margin sweep, as plain numpy arrays."""
-    try:
-        f = h5py.File(path, "r")
-    except OSError as e:
-        sys.exit(f"cannot open {path}: {e}")
-    with f:
-        if "points" not in f or "fit" not in f:
-            sys.exit(f"{path}: no /points or /fit group (not a `hebb margin-sweep` result?)")
+    with open_result(path, ("points", "fit"), "hebb margin-sweep") as f:
         pts = f["points"]
         axis = pts.attrs["axis"]
-        axis = axis.decode() if isinstance(axis, bytes) else str(axis)
+        axis = text(axis)
         d = {k: pts[k][()] for k in pts if isinstance(pts[k], h5py.Dataset)}
         best = {k: pts["best"][k][()] for k in pts["best"]}
-        fit = {k: (v.decode() if isinstance(v, bytes) else v) for k, v in f["fit"].attrs.items()}
+        fit = {k: (text(v) if isinstance(v, bytes) else v) for k, v in f["fit"].attrs.items()}
         cfg = f["config"].attrs.get("json", "") if "config" in f else ""
     return axis, d, best, fit, cfg
 
