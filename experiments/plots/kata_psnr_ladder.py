@@ -3,7 +3,6 @@ rung (lines), the random-key estimate (thin dashed) and Monte-Carlo medians with
 retrievability threshold pSNR = 1. Input: `kata psnr --out FILE.h5` (optionally a second run with
 packed keys, e.g. --keys mub, drawn as open markers)."""
 import argparse
-import sys
 
 import numpy as np
 
