@@ -1,5 +1,5 @@
-// CPU reference of causal KATA attention: feature maps against closed-form kernels (spec §2.4-2.7),
-// and the recurrent, quadratic, chunked and tree forms against each other to 1e-12 (spec §5.2, 7.1.9).
+// CPU reference of causal KATA attention: the maps it takes from FeatureMap::parse (attention_map: kind
+// codes, eps defaults, refusals), features against closed-form kernels (spec §2.4-2.7), and the recurrent, quadratic, chunked and tree forms against each other to 1e-12 (spec §5.2, 7.1.9).
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -33,37 +33,67 @@ const char* kMaps[] = {"m1", "m2", "m4", "m2:eps=1e-4", "sigma2", "sigma4:eps=1e
 
 }  // namespace
 
+// The attention forms get their maps from FeatureMap::parse (the one parser) through attention_map().
+AttentionMap amap(const std::string& spec, std::int64_t d) { return attention_map(FeatureMap::parse(spec, d)); }
+
 TEST_CASE("packed PSD features: worked example of spec 2.4 (dot = (u.v)^2 = 20.25)") {
-  const AttentionMap m = AttentionMap::parse("m1");
-  const double u[3] = {1, 2, 3}, w[3] = {0.5, -1, 2};
-  std::vector<double> pu(6), pw(6);
-  m.features(u, 3, pu.data());
-  m.features(w, 3, pw.data());
+  const FeatureMap m = FeatureMap::parse("m1", 3);
+  Eigen::MatrixXd uw(2, 3);
+  uw << 1, 2, 3, 0.5, -1, 2;
+  const Eigen::MatrixXd p = m.apply(uw);
+  REQUIRE(p.cols() == 6);
   const double expect_u[6] = {1, 4, 9, 2.828427124746190, 4.242640687119285, 8.485281374238570};
-  for (int i = 0; i < 6; ++i) CHECK(pu[i] == doctest::Approx(expect_u[i]).epsilon(1e-14));
-  double dot = 0;
-  for (int i = 0; i < 6; ++i) dot += pu[i] * pw[i];
-  CHECK(dot == doctest::Approx(20.25).epsilon(1e-14));
-  CHECK(m.kernel(u, w, 3) == doctest::Approx(20.25).epsilon(1e-14));
-  CHECK(m.n_features(64) == 2080);
-  CHECK(AttentionMap::parse("m2").n_features(64) == 1056);
-  CHECK(AttentionMap::parse("m4").n_features(64) == 544);
-  CHECK(AttentionMap::parse("sigma2").n_features(64) == 528);
-  CHECK(AttentionMap::parse("sigma4").n_features(64) == 136);
-  CHECK(AttentionMap::parse("sigma4").scale == 0.25);
+  for (int i = 0; i < 6; ++i) CHECK(p(0, i) == doctest::Approx(expect_u[i]).epsilon(1e-14));
+  CHECK(p.row(0).dot(p.row(1)) == doctest::Approx(20.25).epsilon(1e-14));
+  CHECK(m.kernel(uw.row(0).transpose(), uw.row(1).transpose()) == doctest::Approx(20.25).epsilon(1e-14));
+  CHECK(amap("m1", 64).n_features == 2080);
+  CHECK(amap("m2", 64).n_features == 1056);
+  CHECK(amap("m4", 64).n_features == 544);
+  CHECK(amap("sigma2", 64).n_features == 528);
+  CHECK(amap("sigma4", 64).n_features == 136);
+  CHECK(amap("sigma4", 64).scale == 0.25);
+  CHECK(amap("m4", 64).block_width == 16);
+  CHECK(amap("lorentz", 64).n_features == 64);
+}
+
+TEST_CASE("attention_map: kind codes of the kernels, eps defaults of spec 2 (one parser for the toolkit)") {
+  // AttentionLaunch::map_kind values the CUDA kernels read (kernels/kata_attention_common.cuh).
+  CHECK(static_cast<int>(amap("linear", 8).kind) == 0);
+  CHECK(static_cast<int>(amap("orthant", 8).kind) == 1);
+  CHECK(static_cast<int>(amap("lorentz", 8).kind) == 2);
+  CHECK(static_cast<int>(amap("m2", 8).kind) == 3);
+  CHECK(static_cast<int>(amap("sigma2", 8).kind) == 4);
+  // eps defaults: orthant 1e-6 (§2.2), M_g 0 (§5.1 / U7), Sigma_g 1e-4 (§2.6, F.4)
+  CHECK(amap("orthant", 8).eps == 1e-6);
+  CHECK(amap("m2", 8).eps == 0.0);
+  CHECK(amap("sigma2", 8).eps == 1e-4);
+  CHECK(amap("sigma4", 8).eps == 1e-4);
+  CHECK(amap("sigma4:eps=0", 8).eps == 0.0);
+  CHECK(amap("sigma2", 8).scale == 1.0);
+  CHECK(amap("sigma4:scale=0.5", 8).scale == 0.5);
+  CHECK(amap("m2", 8).groups == 2);
+  CHECK(amap("orthant", 8).groups == 1);
+  CHECK(amap("linear", 8).nonnegative() == false);
+  CHECK(amap("lorentz", 8).nonnegative());
+  // capacity-only maps are refused with a message naming the attention maps
+  for (const char* spec : {"softmax:tau=0.125", "deg2", "deg4", "lorentz-lift", "lorentz-ray"}) {
+    CAPTURE(spec);
+    CHECK_THROWS_WITH_AS(attention_map(FeatureMap::parse(spec, 8)),
+                         doctest::Contains("not available for causal attention"), UserError);
+    CHECK_THROWS_AS(default_options(FeatureMap::parse(spec, 8)), UserError);
+  }
 }
 
 TEST_CASE("Lorentz L3 map: example of spec 2.3 (kernel 0.984)") {
-  const AttentionMap m = AttentionMap::parse("lorentz");
-  const double x[3] = {0.6, 0, 0.8}, y[3] = {0, 1, 0};
-  double px[3], py[3];
-  m.features(x, 3, px);
-  m.features(y, 3, py);
-  CHECK(px[0] == doctest::Approx(0.6));
-  CHECK(px[1] == 0.0);
-  CHECK(px[2] == doctest::Approx(0.984).epsilon(1e-14));
-  CHECK(py[2] == doctest::Approx(1.0).epsilon(1e-14));
-  CHECK(m.kernel(x, y, 3) == doctest::Approx(0.984).epsilon(1e-14));
+  const FeatureMap m = FeatureMap::parse("lorentz", 3);
+  Eigen::MatrixXd xy(2, 3);
+  xy << 0.6, 0, 0.8, 0, 1, 0;
+  const Eigen::MatrixXd p = m.apply(xy);
+  CHECK(p(0, 0) == doctest::Approx(0.6));
+  CHECK(p(0, 1) == 0.0);
+  CHECK(p(0, 2) == doctest::Approx(0.984).epsilon(1e-14));
+  CHECK(p(1, 2) == doctest::Approx(1.0).epsilon(1e-14));
+  CHECK(m.kernel(xy.row(0).transpose(), xy.row(1).transpose()) == doctest::Approx(0.984).epsilon(1e-14));
 }
 
 TEST_CASE("features agree with the closed-form kernels (spec 2.7: g in {1,2,4}, eps in {0,1e-4,0.3})") {
@@ -73,30 +103,34 @@ TEST_CASE("features agree with the closed-form kernels (spec 2.7: g in {1,2,4}, 
     for (const char* eps : {"", ":eps=0", ":eps=1e-4", ":eps=0.3"}) {
       const std::string spec = std::string(base) + eps;
       if (std::string(eps).size() && (spec.rfind("linear", 0) == 0 || spec.rfind("lorentz", 0) == 0)) continue;
-      const AttentionMap m = AttentionMap::parse(spec);
+      const FeatureMap m = FeatureMap::parse(spec, d);
       CAPTURE(spec);
-      CHECK(AttentionMap::parse(m.to_string()).to_string() == m.to_string());
-      const int n = m.n_features(d);
-      std::vector<double> fq(n), fk(n);
+      const std::string canon = m.canonical_spec();  // resolved options round-trip through the parser
+      CHECK(FeatureMap::parse(canon, d).canonical_spec() == canon);
+      CHECK(FeatureMap::parse(canon, d).eps() == m.eps());
+      CHECK(FeatureMap::parse(canon, d).scale() == m.scale());
+      const Eigen::MatrixXd X = Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(
+          x.data(), 10, d);
+      const Eigen::MatrixXd P = m.apply(X);
+      CHECK(P.cols() == amap(spec, d).n_features);
       for (int r = 0; r < 5; ++r) {
-        const double* q = x.data() + r * 2 * d;
-        const double* k = q + d;
-        m.features(q, d, fq.data());
-        m.features(k, d, fk.data());
-        double dot = 0;
-        for (int i = 0; i < n; ++i) dot += fq[i] * fk[i];
-        const double kern = m.kernel(q, k, d);
+        const double dot = P.row(2 * r).dot(P.row(2 * r + 1));
+        const double kern = m.kernel(X.row(2 * r).transpose(), X.row(2 * r + 1).transpose());
         CHECK(std::abs(dot - kern) <= 1e-13 * std::max(1.0, std::abs(kern)));
-        if (m.nonnegative()) CHECK(kern >= 0.0);
+        if (amap(spec, d).nonnegative()) CHECK(kern >= 0.0);
       }
     }
 }
 
-TEST_CASE("Sigma_1 equals M_1 (spec 2.6)") {
+TEST_CASE("Sigma_1 equals M_1 at equal eps (spec 2.6)") {
   const int d = 8;
   const auto x = normals(2 * d, 3, rng::kUser);
-  CHECK(AttentionMap::parse("sigma1").kernel(x.data(), x.data() + d, d) ==
-        doctest::Approx(AttentionMap::parse("m1").kernel(x.data(), x.data() + d, d)).epsilon(1e-15));
+  const Eigen::Map<const Eigen::VectorXd> q(x.data(), d), k(x.data() + d, d);
+  for (const char* eps : {"0", "1e-4", "0.3"}) {
+    CAPTURE(eps);
+    CHECK(FeatureMap::parse(std::string("sigma1:eps=") + eps, d).kernel(q, k) ==
+          doctest::Approx(FeatureMap::parse(std::string("m1:eps=") + eps, d).kernel(q, k)).epsilon(1e-15));
+  }
 }
 
 TEST_CASE("recurrent = quadratic = chunked = tree to 1e-12 (T=37, C=8, every map)") {
@@ -104,7 +138,7 @@ TEST_CASE("recurrent = quadratic = chunked = tree to 1e-12 (T=37, C=8, every map
   const auto in = make_inputs(s, 11);
   for (const char* spec : kMaps) {
     CAPTURE(spec);
-    const AttentionOptions o = default_options(AttentionMap::parse(spec), 8);
+    const AttentionOptions o = default_options(FeatureMap::parse(spec, s.d), 8);
     const auto rec = attention_recurrent(s, o, in.q.data(), in.k.data(), in.v.data());
     const auto quad = attention_quadratic(s, o, in.q.data(), in.k.data(), in.v.data());
     const auto chunk = attention_chunked(s, o, in.q.data(), in.k.data(), in.v.data());
@@ -112,7 +146,7 @@ TEST_CASE("recurrent = quadratic = chunked = tree to 1e-12 (T=37, C=8, every map
     CHECK(relative_error(quad, rec) < 1e-12);
     CHECK(relative_error(chunk, rec) < 1e-12);
     CHECK(relative_error(tree, rec) < 1e-12);
-    if (o.map.nonnegative()) {  // also unnormalized readout for cone maps
+    if (o.normalized) {  // also unnormalized readout for cone maps
       AttentionOptions u = o;
       u.normalized = false;
       CHECK(relative_error(attention_chunked(s, u, in.q.data(), in.k.data(), in.v.data()),
@@ -132,7 +166,7 @@ TEST_CASE("forms agree on random shapes (seeded; T, C, d, g drawn at random)") {
     CAPTURE(spec);
     CAPTURE(s.T);
     CAPTURE(C);
-    const AttentionOptions o = default_options(AttentionMap::parse(spec), C);
+    const AttentionOptions o = default_options(FeatureMap::parse(spec, s.d), C);
     const auto in = make_inputs(s, 100 + trial);
     const auto rec = attention_recurrent(s, o, in.q.data(), in.k.data(), in.v.data());
     CHECK(relative_error(attention_quadratic(s, o, in.q.data(), in.k.data(), in.v.data()), rec) < 1e-12);
@@ -144,19 +178,20 @@ TEST_CASE("forms agree on random shapes (seeded; T, C, d, g drawn at random)") {
 TEST_CASE("Proposition 1: the normalized readout is a convex gate (spec 1.5, M2 eps=1e-4, T=37)") {
   const AttentionShape s{1, 1, 37, 8, 4};
   const auto in = make_inputs(s, 5);
-  const AttentionOptions o = default_options(AttentionMap::parse("m2:eps=1e-4"), 8);
+  const AttentionOptions o = default_options(FeatureMap::parse("m2:eps=1e-4", s.d), 8);
   const auto out = attention_recurrent(s, o, in.q.data(), in.k.data(), in.v.data());
   double worst = 0;
   for (int t = 0; t < s.T; ++t) {
-    const double* q = in.q.data() + t * s.d;
+    const Eigen::Map<const Eigen::VectorXd> q(in.q.data() + t * s.d, s.d);
+    const auto key = [&](int i) { return Eigen::Map<const Eigen::VectorXd>(in.k.data() + i * s.d, s.d); };
     double dprev = 0;
     std::vector<double> nprev(s.dv, 0.0);
     for (int i = 0; i < t; ++i) {
-      const double a = o.map.kernel(q, in.k.data() + i * s.d, s.d);
+      const double a = o.map.kernel(q, key(i));
       dprev += a;
       for (int c = 0; c < s.dv; ++c) nprev[c] += a * in.v[i * s.dv + c];
     }
-    const double ct = o.map.kernel(q, in.k.data() + t * s.d, s.d);
+    const double ct = o.map.kernel(q, key(t));
     const double alpha = dprev / (dprev + ct), beta = ct / (dprev + ct);
     CHECK(alpha >= 0.0);
     CHECK(beta >= 0.0);
@@ -171,7 +206,7 @@ TEST_CASE("Proposition 1: the normalized readout is a convex gate (spec 1.5, M2 
 TEST_CASE("causality: changing tokens after t leaves outputs up to t unchanged") {
   const AttentionShape s{1, 1, 20, 8, 3};
   auto in = make_inputs(s, 9);
-  const AttentionOptions o = default_options(AttentionMap::parse("sigma2"), 4);
+  const AttentionOptions o = default_options(FeatureMap::parse("sigma2", s.d), 4);
   const auto before = attention_chunked(s, o, in.q.data(), in.k.data(), in.v.data());
   for (std::int64_t i = 10 * s.d; i < s.qk_size(); ++i) in.k[i] += 1.0;
   for (std::int64_t i = 10 * s.dv; i < s.v_size(); ++i) in.v[i] -= 2.0;
@@ -183,18 +218,25 @@ TEST_CASE("causality: changing tokens after t leaves outputs up to t unchanged")
 TEST_CASE("bad input is a UserError with a message") {
   const AttentionShape s{1, 1, 4, 6, 2};
   const auto in = make_inputs(s, 1);
-  CHECK_THROWS_AS(attention_quadratic(s, default_options(AttentionMap::parse("m4")), in.q.data(), in.k.data(),
-                                      in.v.data()),
-                  UserError);
-  AttentionOptions lin = default_options(AttentionMap::parse("linear"));
+  CHECK_THROWS_WITH_AS(FeatureMap::parse("m4", s.d), doctest::Contains("not divisible"), UserError);  // d = 6
+  // options built for another head width
+  CHECK_THROWS_WITH_AS(attention_quadratic(s, default_options(FeatureMap::parse("m4", 8)), in.q.data(), in.k.data(),
+                                           in.v.data()),
+                       doctest::Contains("was built for d = 8"), UserError);
+  AttentionOptions unparsed;  // default-constructed map (d = 0): refused, not run
+  CHECK_THROWS_AS(attention_chunked(s, unparsed, in.q.data(), in.k.data(), in.v.data()), UserError);
+  AttentionOptions lin = default_options(FeatureMap::parse("linear", s.d));
   lin.normalized = true;
   CHECK_THROWS_AS(attention_recurrent(s, lin, in.q.data(), in.k.data(), in.v.data()), UserError);
-  CHECK_THROWS_AS(AttentionMap::parse("softmax"), UserError);
-  CHECK_THROWS_AS(AttentionMap::parse("m2:eps=-1"), UserError);
-  CHECK_THROWS_AS(AttentionMap::parse("m2:scale=2"), UserError);
+  CHECK_THROWS_AS(FeatureMap::parse("softmax", s.d), UserError);
+  CHECK_THROWS_AS(default_options(FeatureMap::parse("softmax:tau=0.5", s.d)), UserError);
+  CHECK_THROWS_AS(FeatureMap::parse("m2:eps=-1", s.d), UserError);
+  CHECK_THROWS_AS(FeatureMap::parse("m2:scale=2", s.d), UserError);
+  CHECK_THROWS_AS(FeatureMap::parse("lorentz:eps=1", s.d), UserError);
+  CHECK_THROWS_AS(FeatureMap::parse("sigma", s.d), UserError);
   auto bad = in.q;
   bad[3] = NAN;
-  CHECK_THROWS_AS(attention_recurrent(s, default_options(AttentionMap::parse("m2")), bad.data(), in.k.data(),
+  CHECK_THROWS_AS(attention_recurrent(s, default_options(FeatureMap::parse("m2", s.d)), bad.data(), in.k.data(),
                                       in.v.data()),
                   NumericError);
 }

@@ -163,3 +163,26 @@ TEST_CASE("thm 8 series: e^z = sum z^{2r}(1+z)/(2r+1)! + sum 2r z^{2r}/(2r+1)!")
     CHECK(std::abs(s - std::exp(z)) < 1e-12);
   }
 }
+
+TEST_CASE("canonical_spec: every option resolved, and it parses back to the same map") {
+  CHECK(FeatureMap::parse("linear", 8).canonical_spec() == "linear");
+  CHECK(FeatureMap::parse("orthant", 8).canonical_spec() == "orthant:eps=1e-06");
+  CHECK(FeatureMap::parse("m2", 8).canonical_spec() == "m2:eps=0");
+  CHECK(FeatureMap::parse("sigma4", 8).canonical_spec() == "sigma4:eps=0.0001,scale=0.25");
+  CHECK(FeatureMap::parse("sigma2:scale=0.5,eps=0.3", 8).canonical_spec() == "sigma2:eps=0.3,scale=0.5");
+  CHECK(FeatureMap::parse("deg4", 8).canonical_spec() == "deg4");
+  CHECK(FeatureMap::parse("softmax:tau=0.125", 8).canonical_spec() == "softmax:tau=0.125");
+  const Eigen::MatrixXd X = rng::normal_matrix(3, 8, 13, rng::kUser);
+  for (const char* s : {"linear", "orthant", "orthant:eps=0.3", "lorentz", "lorentz-lift", "lorentz-ray", "m1", "m4:eps=0.3",
+                        "sigma2", "sigma4", "sigma4:eps=0,scale=1", "deg2", "softmax:tau=0.5"}) {
+    CAPTURE(s);
+    const auto f = FeatureMap::parse(s, 8);
+    const auto g = FeatureMap::parse(f.canonical_spec(), 8);
+    CHECK(g.kind() == f.kind());
+    CHECK(g.canonical_spec() == f.canonical_spec());
+    CHECK(g.eps() == f.eps());
+    CHECK(g.scale() == f.scale());
+    CHECK(g.tau() == f.tau());
+    CHECK(g.kernel_matrix(X, X) == f.kernel_matrix(X, X));  // bit-identical: same options, same code
+  }
+}

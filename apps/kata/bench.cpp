@@ -46,6 +46,19 @@ std::vector<std::string> split(const std::string& s) {
   return out;
 }
 
+// --maps: commas separate maps and also a map's options, so a piece "key=value" without ':' continues the
+// previous map ("m2,sigma4:eps=0,scale=1,linear" -> m2 | sigma4:eps=0,scale=1 | linear).
+std::vector<std::string> split_maps(const std::string& s) {
+  std::vector<std::string> out;
+  for (const auto& piece : split(s)) {
+    if (!out.empty() && piece.find('=') != std::string::npos && piece.find(':') == std::string::npos)
+      out.back() += "," + piece;
+    else
+      out.push_back(piece);
+  }
+  return out;
+}
+
 constexpr std::int64_t K = 1024;
 
 std::vector<Item> preset_items(const BenchOptions& o) {
@@ -77,7 +90,7 @@ std::vector<Item> preset_items(const BenchOptions& o) {
       for (AttentionForm f : {AttentionForm::chunked, AttentionForm::tree}) v.push_back({f, "linear", 1, 16, T, 128, "table11"});
   } else if (o.shapes == "custom") {
     for (const auto& f : split(o.forms))
-      for (const auto& m : split(o.maps)) v.push_back({parse_attention_form(f), m, o.B, o.H, o.T, o.chunk, "custom"});
+      for (const auto& m : split_maps(o.maps)) v.push_back({parse_attention_form(f), m, o.B, o.H, o.T, o.chunk, "custom"});
   } else {
     throw UserError(fmt::format("--shapes must be accept, table8, table10, table11 or custom (got '{}')", o.shapes));
   }
@@ -88,11 +101,10 @@ std::vector<Item> preset_items(const BenchOptions& o) {
 struct Work {
   double flops = 0, bytes = 0;
 };
-Work work_of(const Item& it, std::int64_t d, std::int64_t dv, GpuDType t) {
-  const AttentionMap m = AttentionMap::parse(it.map);
+Work work_of(const Item& it, const AttentionMap& m, std::int64_t d, std::int64_t dv, GpuDType t) {
   const double BH = double(it.B * it.H), T = double(it.T), eb = t == GpuDType::bf16 ? 2 : 4;
   const double d_eff = m.kind == AttentionMapKind::psd_sum ? double(m.groups * d) : double(d);
-  const double n = m.n_features(int(d)), np = std::ceil(n / 64) * 64, nc = std::ceil(T / double(it.chunk));
+  const double n = m.n_features, np = std::ceil(n / 64) * 64, nc = std::ceil(T / double(it.chunk));
   const double io = BH * T * (2 * d + 2 * dv) * eb;
   Work w;
   if (it.form == AttentionForm::quadratic) {
@@ -142,7 +154,7 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
   }
   for (const auto& it : items) {  // parse every map and options before any work
     AttentionShape s{it.B, it.H, it.T, d, dv};
-    default_options(AttentionMap::parse(it.map), it.chunk).validate(s);
+    default_options(FeatureMap::parse(it.map, d), it.chunk).validate(s);
   }
 
   GpuCeilings ceil{};
@@ -159,7 +171,7 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
              "form", "map", "B", "H", "T", "C", "dtype", "variant", "rel_err", "ms_median", "Mtok/s", "TFLOP/s", "GB/s",
              "f_gemm", "f_copy");
   for (const auto& it : items) {
-    const AttentionOptions opt = default_options(AttentionMap::parse(it.map), it.chunk);
+    const AttentionOptions opt = default_options(FeatureMap::parse(it.map, d), it.chunk);
     // 1. validation against the float64 CPU reference on one (b, h) slice at T_val = min(T, --validate-T)
     const std::int64_t tv = std::min(it.T, o.validate_T);
     const AttentionShape vs{1, 1, tv, d, dv};
@@ -205,7 +217,7 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
       }
     }
     const double med = median(ms);
-    const Work w = work_of(it, d, dv, dtype);
+    const Work w = work_of(it, attention_map(opt.map), d, dv, dtype);
     const double tflops = w.flops / (med * 1e-3) / 1e12, gbps = w.bytes / (med * 1e-3) / 1e9;
     const double f_gemm = gpu ? tflops / ceil.gemm_tflops : 0, f_copy = gpu ? gbps / ceil.copy_gbps : 0;
     const double mtok = double(it.B * it.T) / (med * 1e-3) / 1e6;
@@ -218,7 +230,7 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
     io::Row row;
     row.set("group", it.group)
         .set("kernel", to_string(it.form))
-        .set("map", opt.map.to_string())
+        .set("map", opt.map.canonical_spec())
         .set("variant", variant)
         .set("path", gpu ? "cuda" : "cpu")
         .set("B", it.B)
@@ -272,8 +284,10 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
   sub->add_option("--dtype", o->dtype, "input/output type on the GPU: bf16 (tensor cores) or fp32 (SIMT path)")
       ->capture_default_str();
   sub->add_option("--forms", o->forms, "custom: comma list of quadratic,chunked,tree")->capture_default_str();
-  sub->add_option("--maps", o->maps, "custom: comma list of feature maps (m1,m2,m4,sigma2,sigma4,linear,orthant,lorentz; "
-                                     "options like m2:eps=1e-4)")
+  sub->add_option("--maps", o->maps,
+                  "custom: comma list of feature maps (m1,m2,m4,sigma2,sigma4,linear,orthant,lorentz; options like "
+                  "m2:eps=1e-4, sigma4:eps=0,scale=1). Default eps: orthant 1e-6, m<g> 0, sigma<g> 1e-4 (spec §2); "
+                  "/summary/map records the spec with every option resolved")
       ->capture_default_str();
   sub->add_option("--B", o->B, "custom: batch size")->capture_default_str();
   sub->add_option("--H", o->H, "custom: heads")->capture_default_str();

@@ -5,6 +5,7 @@
 #include <Eigen/Dense>
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -31,19 +32,15 @@ void check_inputs(const AttentionShape& s, const AttentionOptions& o, const doub
   finite(v, s.v_size(), "v");
 }
 
-Mat features_of(const AttentionMap& map, const double* x, std::int64_t rows, int d) {
-  Mat f(rows, map.n_features(d));
-  for (std::int64_t t = 0; t < rows; ++t) map.features(x + t * d, d, f.row(t).data());
-  return f;
+// Rows psi(x_t) (packed, FeatureMap::apply) of `rows` raw vectors x (row-major, width d).
+Mat features_of(const FeatureMap& map, const double* x, std::int64_t rows, std::int64_t d) {
+  return map.apply(CMap(x, rows, d));
 }
 
-// Closed-form kernel matrix A_ij = <psi(q_i), psi(k_j)> for rows of Q and K.
-Mat kernel_rows(const AttentionMap& map, const double* q, std::int64_t nq, const double* k, std::int64_t nk,
-                int d) {
-  Mat a(nq, nk);
-  for (std::int64_t i = 0; i < nq; ++i)
-    for (std::int64_t j = 0; j < nk; ++j) a(i, j) = map.kernel(q + i * d, k + j * d, d);
-  return a;
+// Closed-form kernel matrix A_ij = <psi(q_i), psi(k_j)> for rows of Q and K (FeatureMap::kernel_matrix).
+Mat kernel_rows(const FeatureMap& map, const double* q, std::int64_t nq, const double* k, std::int64_t nk,
+                std::int64_t d) {
+  return map.kernel_matrix(CMap(q, nq, d), CMap(k, nk, d));
 }
 
 // out_row = num / den (normalized; 0 when den == 0) or num.
@@ -65,7 +62,7 @@ std::vector<double> for_each_head(const AttentionShape& s, PerHead&& f) {
 void chunk_output(const AttentionShape& s, const AttentionOptions& o, const double* q, const double* k,
                   const double* v, std::int64_t t0, std::int64_t len, const Mat& S, const Eigen::VectorXd& Z,
                   double* out) {
-  const int d = static_cast<int>(s.d);
+  const std::int64_t d = s.d;
   Mat psiq = features_of(o.map, q + t0 * d, len, d);
   Mat num = psiq * S;                                     // inter-chunk part
   Eigen::VectorXd den = psiq * Z;
@@ -85,17 +82,21 @@ void AttentionShape::validate() const {
 }
 
 void AttentionOptions::validate(const AttentionShape& s) const {
-  map.validate(static_cast<int>(s.d));
+  const AttentionMap a = attention_map(map);
+  if (map.input_dim() != s.d)
+    throw UserError(fmt::format("attention: feature map '{}' was built for d = {} but the heads have d = {}; parse "
+                                "the map with the head width",
+                                map.spec(), map.input_dim(), s.d));
   if (chunk < 1) throw UserError(fmt::format("attention: chunk size must be >= 1 (got {})", chunk));
-  if (normalized && !map.nonnegative())
+  if (normalized && !a.nonnegative())
     throw UserError("attention: the linear feature map has no cone, so its denominator can vanish; "
                     "use the unnormalized readout with it");
 }
 
-AttentionOptions default_options(const AttentionMap& map, std::int64_t chunk) {
+AttentionOptions default_options(const FeatureMap& map, std::int64_t chunk) {
   AttentionOptions o;
   o.map = map;
-  o.normalized = map.nonnegative();
+  o.normalized = attention_map(map).nonnegative();
   o.chunk = chunk;
   return o;
 }
@@ -103,21 +104,25 @@ AttentionOptions default_options(const AttentionMap& map, std::int64_t chunk) {
 std::vector<double> attention_recurrent(const AttentionShape& s, const AttentionOptions& o, const double* q,
                                         const double* k, const double* v) {
   check_inputs(s, o, q, k, v);
-  const int d = static_cast<int>(s.d);
-  const int n = o.map.n_features(d);
+  const std::int64_t d = s.d, n = o.map.feature_dim();
+  constexpr std::int64_t kBlock = 256;  // tokens whose features are formed at once (bounds memory)
   return for_each_head(s, [&](std::int64_t bh, double* out) {
     const double* qh = q + bh * s.T * d;
     const double* kh = k + bh * s.T * d;
     const double* vh = v + bh * s.T * s.dv;
     Mat S = Mat::Zero(n, s.dv);
-    Eigen::VectorXd Z = Eigen::VectorXd::Zero(n), pk(n), pq(n), num(s.dv);
-    for (std::int64_t t = 0; t < s.T; ++t) {
-      o.map.features(kh + t * d, d, pk.data());
-      o.map.features(qh + t * d, d, pq.data());
-      S += pk * Eigen::Map<const Eigen::RowVectorXd>(vh + t * s.dv, s.dv);  // S_t = S_{t-1} + psi(k) v^T
-      Z += pk;
-      num = S.transpose() * pq;
-      readout(o.normalized, num.data(), pq.dot(Z), s.dv, out + t * s.dv);
+    Eigen::VectorXd Z = Eigen::VectorXd::Zero(n), num(s.dv);
+    for (std::int64_t t0 = 0; t0 < s.T; t0 += kBlock) {
+      const std::int64_t len = std::min(kBlock, s.T - t0);
+      const Mat PK = features_of(o.map, kh + t0 * d, len, d), PQ = features_of(o.map, qh + t0 * d, len, d);
+      for (std::int64_t i = 0; i < len; ++i) {
+        const std::int64_t t = t0 + i;
+        // S_t = S_{t-1} + psi(k_t) v_t^T,  Z_t = Z_{t-1} + psi(k_t)
+        S += PK.row(i).transpose() * Eigen::Map<const Eigen::RowVectorXd>(vh + t * s.dv, s.dv);
+        Z += PK.row(i).transpose();
+        num = S.transpose() * PQ.row(i).transpose();
+        readout(o.normalized, num.data(), PQ.row(i).dot(Z), s.dv, out + t * s.dv);
+      }
     }
   });
 }
@@ -125,7 +130,7 @@ std::vector<double> attention_recurrent(const AttentionShape& s, const Attention
 std::vector<double> attention_quadratic(const AttentionShape& s, const AttentionOptions& o, const double* q,
                                         const double* k, const double* v) {
   check_inputs(s, o, q, k, v);
-  const int d = static_cast<int>(s.d);
+  const std::int64_t d = s.d;
   return for_each_head(s, [&](std::int64_t bh, double* out) {
     Mat A = kernel_rows(o.map, q + bh * s.T * d, s.T, k + bh * s.T * d, s.T, d);
     for (std::int64_t i = 0; i < s.T; ++i)
@@ -139,8 +144,7 @@ std::vector<double> attention_quadratic(const AttentionShape& s, const Attention
 std::vector<double> attention_chunked(const AttentionShape& s, const AttentionOptions& o, const double* q,
                                       const double* k, const double* v) {
   check_inputs(s, o, q, k, v);
-  const int d = static_cast<int>(s.d);
-  const int n = o.map.n_features(d);
+  const std::int64_t d = s.d, n = o.map.feature_dim();
   return for_each_head(s, [&](std::int64_t bh, double* out) {
     const double* qh = q + bh * s.T * d;
     const double* kh = k + bh * s.T * d;
@@ -160,8 +164,7 @@ std::vector<double> attention_chunked(const AttentionShape& s, const AttentionOp
 std::vector<double> attention_tree(const AttentionShape& s, const AttentionOptions& o, const double* q,
                                    const double* k, const double* v) {
   check_inputs(s, o, q, k, v);
-  const int d = static_cast<int>(s.d);
-  const int n = o.map.n_features(d);
+  const std::int64_t d = s.d, n = o.map.feature_dim();
   const std::int64_t nc = (s.T + o.chunk - 1) / o.chunk;
   return for_each_head(s, [&](std::int64_t bh, double* out) {
     const double* qh = q + bh * s.T * d;

@@ -20,15 +20,20 @@ struct AttentionShape {
 // Readout. normalized: o_t = psi(q_t)^T S_t / psi(q_t)^T Z_t (plain KATA, §1.3/§2.11.1);
 // a zero denominator (all scores 0) gives o_t = 0. unnormalized: o_t = psi(q_t)^T S_t (the
 // linear feature has no cone, so it is always read out unnormalized).
+// `map` comes from FeatureMap::parse(spec, d) with d the head width; the forms use its apply()
+// (packed ψ) and kernel_matrix() (closed form). Only the maps attention_map() accepts can run.
 struct AttentionOptions {
-  AttentionMap map;
+  FeatureMap map;
   bool normalized = true;
   std::int64_t chunk = 64;   // C for the chunked and tree forms
+  // UserError unless map is an attention map (attention_map) built for d = s.d, chunk >= 1, and the
+  // readout suits the map (normalized needs a cone map).
   void validate(const AttentionShape& s) const;
 };
 
-// Default readout for a map: normalized for cone maps, unnormalized for linear.
-AttentionOptions default_options(const AttentionMap& map, std::int64_t chunk = 64);
+// Default readout for a map: normalized for cone maps, unnormalized for linear. UserError for maps
+// attention cannot run (see attention_map).
+AttentionOptions default_options(const FeatureMap& map, std::int64_t chunk = 64);
 
 // All four return out [B,H,T,dv]. Inputs are validated for size and finiteness.
 std::vector<double> attention_recurrent(const AttentionShape& s, const AttentionOptions& o,

@@ -110,10 +110,11 @@ cuda::AttentionLaunch launch_of(const AttentionShape& s, const AttentionOptions&
   p.d = static_cast<int>(s.d);
   p.dv = static_cast<int>(s.dv);
   p.chunk = static_cast<int>(std::min<std::int64_t>(o.chunk, 1 << 20));
-  p.map_kind = static_cast<int>(o.map.kind);
-  p.groups = o.map.groups;
-  p.eps = static_cast<float>(o.map.eps);
-  p.scale = static_cast<float>(o.map.scale);
+  const AttentionMap m = attention_map(o.map);  // kind codes = AttentionMapKind (kata_attention_common.cuh)
+  p.map_kind = static_cast<int>(m.kind);
+  p.groups = m.groups;
+  p.eps = static_cast<float>(m.eps);
+  p.scale = static_cast<float>(m.scale);
   p.normalized = o.normalized;
   p.dtype = t == GpuDType::bf16 ? cuda::DType::bf16 : cuda::DType::f32;
   return p;

@@ -1,38 +1,36 @@
-// Feature maps psi used by causal KATA attention (spec kata.md §2.1-2.7): linear, orthant,
-// Lorentz (L3 implementation map), KATA-M_g (block PSD) and KATA-Sigma_g (summed blocks),
-// in the packed symmetric layout (diagonal first, then upper triangle scaled by sqrt 2).
+// The feature maps causal KATA attention can run (spec kata.md §2, §5): a kernel-facing view of a
+// parsed FeatureMap (kind, groups, eps, scale, widths). Spec strings are parsed only by
+// FeatureMap::parse; attention_map() is the one function that turns a FeatureMap into this view.
 #pragma once
-#include <string>
+#include <cstdint>
+
+#include "kata/feature_map.hpp"
 
 namespace memcap::kata {
 
-enum class AttentionMapKind { linear, orthant, lorentz, psd_block, psd_sum };
+// Kind codes shared with the CUDA kernels (AttentionLaunch::map_kind, kernels/kata_attention_common.cuh):
+// keep these values.
+enum class AttentionMapKind { linear = 0, orthant = 1, lorentz = 2, psd_block = 3, psd_sum = 4 };
 
+// Plain description of a map for the attention forms and kernels; build it with attention_map().
+// ψ(x) and the closed-form kernel are FeatureMap::apply / FeatureMap::kernel_matrix (packed layout of
+// §2.4: diagonal first, then the strict upper triangle row-major × √2 — the CUDA kernels use the same).
 struct AttentionMap {
-  AttentionMapKind kind = AttentionMapKind::psd_block;
-  int groups = 2;       // g for M_g / Sigma_g (block width m = d / g)
-  double eps = 0.0;     // epsilon: orthant ReLU(x)+eps; PSD: eps*I added to each PSD factor
-  double scale = 1.0;   // Sigma_g only: c in psi = c * sum_a u_a u_a^T (default 1/4 when g = 4)
-
-  // "linear" | "orthant[:eps=E]" | "lorentz" | "m<g>[:eps=E]" | "sigma<g>[:eps=E,scale=C]".
-  // Defaults: orthant eps = 1e-6 (paper F.4); PSD maps eps = 0 (the gate-free kernels of §5.1).
-  static AttentionMap parse(const std::string& spec);
-  std::string to_string() const;  // canonical spec string, parse(to_string()) == *this
+  AttentionMapKind kind = AttentionMapKind::linear;
+  int d = 0;            // raw head width d
+  int groups = 1;       // g of M_g / Σ_g (1 otherwise)
+  int block_width = 0;  // m = d / g for the PSD maps, d otherwise
+  int n_features = 0;   // packed n_ψ
+  double eps = 0.0;     // orthant: ReLU(x)+ε; PSD: εI (per block for M_g, once for Σ_g)
+  double scale = 1.0;   // c of Σ_g (1 otherwise)
 
   bool is_psd() const { return kind == AttentionMapKind::psd_block || kind == AttentionMapKind::psd_sum; }
-  bool nonnegative() const { return kind != AttentionMapKind::linear; }  // kernel >= 0 (cone map)
-  int block_width(int d) const;       // m = d / g (PSD maps), d otherwise
-  int n_features(int d) const;        // packed n_psi
-  void validate(int d) const;         // UserError unless the map is defined for raw width d
-
-  // psi(x) for one raw vector x (length d) into out (length n_features(d)).
-  void features(const double* x, int d, double* out) const;
-  // <psi(q), psi(k)> in closed form (spec 2.7), without forming psi.
-  double kernel(const double* q, const double* k, int d) const;
+  bool nonnegative() const { return kind != AttentionMapKind::linear; }  // a cone map: kernel >= 0
 };
 
-// Packed index -> (i, j) pair of the m x m symmetric factor: l < m is the diagonal (l, l),
-// then the strict upper triangle row by row.
-void packed_pair(int m, int l, int* i, int* j);
+// The attention view of `map`. Attention runs linear, orthant, lorentz (L3), m<g> and sigma<g>;
+// UserError (saying which maps to use) for softmax, deg<2r>, lorentz-lift and lorentz-ray, and for a
+// map too wide for the kernels' int sizes.
+AttentionMap attention_map(const FeatureMap& map);
 
 }  // namespace memcap::kata

@@ -144,6 +144,21 @@ FeatureMap FeatureMap::parse(const std::string& spec, std::int64_t d) {
   return f;
 }
 
+std::string FeatureMap::canonical_spec() const {
+  switch (kind_) {
+    case MapKind::Linear: return "linear";
+    case MapKind::Orthant: return fmt::format("orthant:eps={}", eps_);
+    case MapKind::Lorentz: return "lorentz";
+    case MapKind::LorentzLift: return "lorentz-lift";
+    case MapKind::LorentzRay: return "lorentz-ray";
+    case MapKind::BlockPsd: return fmt::format("m{}:eps={}", g_, eps_);
+    case MapKind::SumPsd: return fmt::format("sigma{}:eps={},scale={}", g_, eps_, scale_);
+    case MapKind::EvenDegree: return fmt::format("deg{}", degree_);
+    case MapKind::Softmax: return fmt::format("softmax:tau={}", tau_);
+  }
+  return "";
+}
+
 std::string FeatureMap::cone() const {
   switch (kind_) {
     case MapKind::Linear: return fmt::format("R^{} (no cone)", d_);

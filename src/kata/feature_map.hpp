@@ -17,7 +17,14 @@ class FeatureMap {
   // options eps=E, default 0), "sigma2","sigma4",.. (Σ_g, eps default 1e-4, scale default 1/4 for
   // g = 4 else 1, option scale=C), "deg2","deg4",.. (packed u^{⊗2r}), "softmax:tau=T" (reference
   // only). UserError on unknown map, d not divisible by g, bad eps/tau/scale, d too small.
+  // This is the only parser of map spec strings in the toolkit (capacity, psnr and the attention forms /
+  // `kata bench` all use it), so one string means one map everywhere. ε defaults and their spec source:
+  // orthant 1e-6 (§2.2, F.4); Σ_g 1e-4 (§2.6: the reported Σ2/Σ4 configurations; §4.4); M_g 0 (§7.2 U7:
+  // the paper gives no ε for M_g, and §5.1's quadratic score is Σ_a (q_a·k_a)² with ε terms only on request).
   static FeatureMap parse(const std::string& spec, std::int64_t d);
+  // The spec with every option resolved, e.g. "sigma4:eps=0.0001,scale=0.25" or "orthant:eps=1e-06";
+  // parse(canonical_spec(), d) gives the same map. Results store it so the ε actually used is on record.
+  std::string canonical_spec() const;
 
   const std::string& spec() const { return spec_; }
   MapKind kind() const { return kind_; }
