@@ -1,6 +1,7 @@
 #!/usr/bin/env bash
-# One device call for the perf report: build, gpu tests, variant comparisons, then every preset of
-# `kata bench` with the SDPA baseline. Everything is tarred into $OUT/results.tar.gz; summary.log last.
+# One device call for the perf report: build, gpu tests (FULL_CTEST=1: the whole tree and every ctest test),
+# variant comparisons (SKIP_VARIANTS=1 skips them), then each preset of `kata bench` (PRESETS, default all
+# four) with the SDPA baseline. Everything is tarred into $OUT/results.tar.gz; summary.log last.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
 OUT=${OUT:-out}
@@ -9,9 +10,16 @@ mkdir -p "$R"
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv > "$R/gpu.txt" 2>&1
 cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DMEMCAP_ENABLE_CUDA=ON \
   > "$R/cmake.log" 2>&1 || { tail -40 "$R/cmake.log"; exit 1; }
-cmake --build build-gpu -j16 --target gpu_test_kata_attention kata > "$R/build.log" 2>&1 ||
-  { grep -B2 -A8 -E "error|Error" "$R/build.log" | head -80; exit 1; }
-./build-gpu/tests/gpu_test_kata_attention > "$R/gputest.log" 2>&1; echo "gpu tests rc=$?" | tee "$OUT/summary.log"
+if [ -n "${FULL_CTEST:-}" ]; then  # whole tree + every test (CPU, CLI, Python, gpu-labelled)
+  cmake --build build-gpu -j16 > "$R/build.log" 2>&1 || { grep -B2 -A8 -E "error|Error" "$R/build.log" | head -80; exit 1; }
+  (cd build-gpu && ctest -j8 --output-on-failure > "$R/ctest.log" 2>&1); echo "ctest rc=$?" | tee "$OUT/summary.log"
+  grep -E "tests passed|tests failed|Total Test time|\*\*\*|Failed|Skipped" "$R/ctest.log" | tee -a "$OUT/summary.log"
+  ./build-gpu/tests/gpu_test_kata_attention > "$R/gputest.log" 2>&1
+else
+  cmake --build build-gpu -j16 --target gpu_test_kata_attention kata > "$R/build.log" 2>&1 ||
+    { grep -B2 -A8 -E "error|Error" "$R/build.log" | head -80; exit 1; }
+  ./build-gpu/tests/gpu_test_kata_attention > "$R/gputest.log" 2>&1; echo "gpu tests rc=$?" | tee "$OUT/summary.log"
+fi
 grep -E "test cases|assertions|agreement" "$R/gputest.log" | tee -a "$OUT/summary.log"
 K=build-gpu/kata
 PRESETS=${PRESETS:-accept table8 table10 table11}

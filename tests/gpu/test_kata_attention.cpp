@@ -41,7 +41,7 @@ double check_case(const Case& c, std::uint64_t seed, std::vector<double>* gpu_ou
   const auto q = round_to_dtype(c.dtype, normals(s.qk_size(), seed, rng::kQueries));
   const auto k = round_to_dtype(c.dtype, normals(s.qk_size(), seed, rng::kKeys));
   const auto v = round_to_dtype(c.dtype, normals(s.v_size(), seed, rng::kValues));
-  const AttentionOptions o = default_options(AttentionMap::parse(c.map), c.chunk);
+  const AttentionOptions o = default_options(FeatureMap::parse(c.map, s.d), c.chunk);
   const auto ref = attention_chunked(s, o, q.data(), k.data(), v.data());
   const auto gpu = attention_cuda(c.form, s, o, c.dtype, q.data(), k.data(), v.data());
   const double err = relative_error(gpu.out, ref);
@@ -59,7 +59,7 @@ double tol(GpuDType t) { return t == GpuDType::bf16 ? kTolBf16 : kTolF32; }
 
 TEST_CASE("quadratic form: tensor-core bf16 (d = dv = 64) agrees with the CPU reference") {
   for (const char* map : {"m1", "m2", "m4", "m2:eps=1e-4", "sigma2", "sigma4:eps=1e-4"})
-    for (std::int64_t T : {37, 300}) {
+    for (std::int64_t T : {37, 300, 1000}) {  // 1000: 16 key tiles, the K/V ring wraps four times
       Case c{AttentionForm::quadratic, map, GpuDType::bf16, {2, 3, T, 64, 64}, 64};
       std::string variant;
       CAPTURE(map);
@@ -133,10 +133,10 @@ TEST_CASE("the GPU forms agree with each other (bf16, M2 and orthant)") {
 TEST_CASE("bad launches are UserErrors, not crashes") {
   const AttentionShape s{1, 1, 16, 64, 64};
   const auto x = normals(s.qk_size(), 1, 1);
-  CHECK_THROWS_AS(attention_cuda(AttentionForm::tree, s, default_options(AttentionMap::parse("m2"), 64), GpuDType::bf16,
+  CHECK_THROWS_AS(attention_cuda(AttentionForm::tree, s, default_options(FeatureMap::parse("m2", s.d), 64), GpuDType::bf16,
                                  x.data(), x.data(), x.data()),
                   UserError);
-  CHECK_THROWS_AS(attention_cuda(AttentionForm::chunked, s, default_options(AttentionMap::parse("m2"), 100),
+  CHECK_THROWS_AS(attention_cuda(AttentionForm::chunked, s, default_options(FeatureMap::parse("m2", s.d), 100),
                                  GpuDType::f32, x.data(), x.data(), x.data()),
                   UserError);
   CHECK(tol(GpuDType::f32) < tol(GpuDType::bf16));
