@@ -27,6 +27,7 @@ struct Case {
   GpuDType dtype;
   AttentionShape shape;
   std::int64_t chunk;
+  bool normalized = true;  // false: o = numerator only; true: default_options' choice (unnormalized for linear)
 };
 
 std::vector<double> normals(std::size_t n, std::uint64_t seed, std::uint64_t stream) {
@@ -41,12 +42,13 @@ double check_case(const Case& c, std::uint64_t seed, std::vector<double>* gpu_ou
   const auto q = round_to_dtype(c.dtype, normals(s.qk_size(), seed, rng::kQueries));
   const auto k = round_to_dtype(c.dtype, normals(s.qk_size(), seed, rng::kKeys));
   const auto v = round_to_dtype(c.dtype, normals(s.v_size(), seed, rng::kValues));
-  const AttentionOptions o = default_options(FeatureMap::parse(c.map, s.d), c.chunk);
+  AttentionOptions o = default_options(FeatureMap::parse(c.map, s.d), c.chunk);
+  if (!c.normalized) o.normalized = false;
   const auto ref = attention_chunked(s, o, q.data(), k.data(), v.data());
   const auto gpu = attention_cuda(c.form, s, o, c.dtype, q.data(), k.data(), v.data());
   const double err = relative_error(gpu.out, ref);
-  std::printf("%-9s %-16s %-4s B=%lld H=%lld T=%-5lld d=%-3lld dv=%-3lld C=%-3lld %-20s relerr %.3e\n",
-              to_string(c.form), c.map.c_str(), to_string(c.dtype), (long long)s.B, (long long)s.H, (long long)s.T,
+  std::printf("%-9s %-16s %-4s %s B=%lld H=%lld T=%-5lld d=%-3lld dv=%-3lld C=%-3lld %-20s relerr %.3e\n",
+              to_string(c.form), c.map.c_str(), to_string(c.dtype), o.normalized ? "norm  " : "unnorm", (long long)s.B, (long long)s.H, (long long)s.T,
               (long long)s.d, (long long)s.dv, (long long)c.chunk, gpu.variant.c_str(), err);
   if (gpu_out) *gpu_out = gpu.out;
   if (variant) *variant = gpu.variant;
@@ -115,6 +117,23 @@ TEST_CASE("bf16 with d != 64 runs the SIMT path and stays within the bf16 tolera
   for (AttentionForm f : {AttentionForm::quadratic, AttentionForm::chunked})
     CHECK(check_case({f, "sigma2", GpuDType::bf16, {1, 2, 150, 32, 16}, 32}, 5000) < kTolBf16);
   CHECK(check_case({AttentionForm::tree, "orthant", GpuDType::bf16, {1, 2, 150, 32, 16}, 32}, 5001) < kTolBf16);
+}
+
+TEST_CASE("unnormalized readout (o = numerator) on every kernel path") {
+  const AttentionShape s{2, 2, 300, 64, 64};
+  struct Path { AttentionForm form; const char* map; GpuDType dtype; std::int64_t chunk; };
+  const Path paths[] = {
+      {AttentionForm::quadratic, "m2", GpuDType::bf16, 64},      // Hopper warp-specialised (sm_90a) or mt2
+      {AttentionForm::quadratic, "sigma2", GpuDType::bf16, 64},  // mma.sync
+      {AttentionForm::quadratic, "m2", GpuDType::f32, 64},       // SIMT
+      {AttentionForm::chunked, "m2", GpuDType::bf16, 64},
+      {AttentionForm::chunked, "orthant", GpuDType::f32, 32},
+      {AttentionForm::tree, "orthant", GpuDType::bf16, 128},
+  };
+  for (const Path& p : paths) {
+    CAPTURE(p.map);
+    CHECK(check_case({p.form, p.map, p.dtype, s, p.chunk, false}, 7000) < tol(p.dtype));
+  }
 }
 
 TEST_CASE("the GPU forms agree with each other (bf16, M2 and orthant)") {
