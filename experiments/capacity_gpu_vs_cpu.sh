@@ -4,13 +4,14 @@
 # accuracy beside the threshold on both devices, so one can see it sits within float tolerance.
 # Usage: experiments/capacity_gpu_vs_cpu.sh [OUTDIR]
 #   (files from two machines: experiments/plots/kata_capacity_compare.py GPU.h5 CPU.h5 --gpu-s S --cpu-s S)
-#   env KATA (default build/kata), CAP_ARGS (the sweep flags), CPU_FLAGS (extra CPU-run flags, e.g.
+#   env KATA (default build/kata), CAP_ARGS (the sweep flags; default: all nine maps at the command's own
+#   defaults, --trials 3 and --k-max up to 16384), CPU_FLAGS (extra CPU-run flags, e.g.
 #   "--threads 2"), CPU_TIMEOUT (seconds, default 0 = none),
 #   SKIP_CPU=1 (GPU only; compares nothing).
 set -uo pipefail
 KATA=${KATA:-build/kata}
 OUTDIR=${1:-capacity_gpu_vs_cpu}
-CAP_ARGS=${CAP_ARGS:---maps linear,orthant,lorentz,m1,m2,m4,sigma2,sigma4,softmax:tau=0.125 --dims 32,64,128 --keys random,mub --trials 1 --k-max 4096 --seed 0 --progress none}
+CAP_ARGS=${CAP_ARGS:---maps linear,orthant,lorentz,m1,m2,m4,sigma2,sigma4,softmax:tau=0.125 --dims 32,64,128 --keys random,mub --seed 0 --progress none}
 CPU_TIMEOUT=${CPU_TIMEOUT:-0}
 CPU_FLAGS=${CPU_FLAGS:-}   # e.g. "--threads 2"
 mkdir -p "$OUTDIR"
