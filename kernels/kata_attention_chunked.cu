@@ -88,13 +88,7 @@ __global__ void __launch_bounds__(128) chunk_state_mma_kernel(MapParams mp, cons
     for (int ks = 0; ks < C / 16; ++ks) {
       uint32_t a[4];
       load_a_trans(a, sPsi, kStride, warp * 16, ks * 16, lane);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        uint32_t bv[4];
-        load_b_kn(bv, cV, kStride, j * 16, ks * 16, lane);
-        mma_bf16(acc[2 * j], a, bv[0], bv[1]);
-        mma_bf16(acc[2 * j + 1], a, bv[2], bv[3]);
-      }
+      mma_rows_x_tile64(acc, a, cV, kStride, ks * 16, lane);
     }
     if (MODE == 1) {
       float* S = static_cast<float*>(s_out) + base * 64;
@@ -197,13 +191,7 @@ __global__ void __launch_bounds__(C * 2) chunk_output_mma_kernel(MapParams mp, c
     for (int ks = 0; ks < 4; ++ks) {
       uint32_t a[4];
       load_a(a, sPQ, kStride, warp * 16, ks * 16, lane);
-#pragma unroll
-      for (int j = 0; j < 4; ++j) {
-        uint32_t bs[4];
-        load_b_kn(bs, cS, kStride, j * 16, ks * 16, lane);
-        mma_bf16(acc[2 * j], a, bs[0], bs[1]);
-        mma_bf16(acc[2 * j + 1], a, bs[2], bs[3]);
-      }
+      mma_rows_x_tile64(acc, a, cS, kStride, ks * 16, lane);
     }
     __syncthreads();
   }
@@ -254,13 +242,7 @@ __global__ void __launch_bounds__(C * 2) chunk_output_mma_kernel(MapParams mp, c
     pa[3] = pack_bf16(p[1][2], p[1][3]);
     rs0 += p[0][0] + p[0][1] + p[1][0] + p[1][1];
     rs1 += p[0][2] + p[0][3] + p[1][2] + p[1][3];
-#pragma unroll
-    for (int j = 0; j < 4; ++j) {
-      uint32_t bv[4];
-      load_b_kn(bv, sV, kStride, j * 16, kb * 16, lane);
-      mma_bf16(acc[2 * j], pa, bv[0], bv[1]);
-      mma_bf16(acc[2 * j + 1], pa, bv[2], bv[3]);
-    }
+    mma_rows_x_tile64(acc, pa, sV, kStride, kb * 16, lane);
   }
   rs0 += __shfl_xor_sync(0xffffffffu, rs0, 1);
   rs0 += __shfl_xor_sync(0xffffffffu, rs0, 2);

@@ -242,6 +242,19 @@ __device__ __forceinline__ void load_b_kn(uint32_t (&b)[4], const __nv_bfloat16*
   ldmatrix_x4_trans(b, X + (k0 + (i & 1) * 8 + (lane & 7)) * stride + n0 + (i >> 1) * 8);
 }
 
+// acc (16 rows x 64 columns: 8 n-blocks of 8) += A (16 rows x one 16-wide k-slice, fragment a) times rows
+// k0..k0+15 of a row-major [k][n] bf16 tile X (64 columns; stride in elements).
+__device__ __forceinline__ void mma_rows_x_tile64(float (&acc)[8][4], const uint32_t (&a)[4], const __nv_bfloat16* X,
+                                                  int stride, int k0, int lane) {
+#pragma unroll
+  for (int j = 0; j < 4; ++j) {
+    uint32_t b[4];
+    load_b_kn(b, X, stride, j * 16, k0, lane);
+    mma_bf16(acc[2 * j], a, b[0], b[1]);
+    mma_bf16(acc[2 * j + 1], a, b[2], b[3]);
+  }
+}
+
 // Scores of one warp's 16 query rows against 16 keys (two n-blocks of 8) into p[2][4] (fp32),
 // from Q fragments qf (registers) and the key tile (smem, row-major [key][d], stride 72).
 constexpr int kStride = 72;  // padded smem row (elements) of 64-wide bf16 tiles

@@ -46,27 +46,25 @@ void hadamard_inplace(Eigen::MatrixXd& A, const Eigen::MatrixXd& B, double s) {
   for (Eigen::Index j = 0; j < cols; ++j) A.col(j).array() *= s * B.col(j).array();
 }
 
-Eigen::MatrixXd gram_columns(const Eigen::MatrixXd& phi, double alpha) {
-  const int n = lapack_int(phi.cols(), "Gram"), k = lapack_int(phi.rows(), "Gram");
-  Eigen::MatrixXd S(phi.cols(), phi.cols());
+namespace {
+// alpha ΦᵀΦ (of_columns) or alpha ΦΦᵀ by one dsyrk on the lower triangle, then mirrored.
+Eigen::MatrixXd syrk_gram(const Eigen::MatrixXd& phi, double alpha, bool of_columns) {
+  const Eigen::Index size = of_columns ? phi.cols() : phi.rows();
+  const int n = lapack_int(size, "Gram"), k = lapack_int(of_columns ? phi.rows() : phi.cols(), "Gram");
+  Eigen::MatrixXd S(size, size);
   advise_huge_pages(S);
   const double beta = 0;
-  const int lda = std::max(k, 1), ldc = std::max(n, 1);
-  if (n > 0) dsyrk_("L", "T", &n, &k, &alpha, phi.data(), &lda, &beta, S.data(), &ldc);  // Eigen's blas.h declares dsyrk_
+  const int lda = std::max(lapack_int(phi.rows(), "Gram"), 1), ldc = std::max(n, 1);
+  if (n > 0)  // Eigen's blas.h declares dsyrk_
+    dsyrk_("L", of_columns ? "T" : "N", &n, &k, &alpha, phi.data(), &lda, &beta, S.data(), &ldc);
   symmetrize_from_lower(S);
   return S;
 }
+}  // namespace
 
-Eigen::MatrixXd gram_rows(const Eigen::MatrixXd& phi, double alpha) {
-  const int n = lapack_int(phi.rows(), "Gram"), k = lapack_int(phi.cols(), "Gram");
-  Eigen::MatrixXd S(phi.rows(), phi.rows());
-  advise_huge_pages(S);
-  const double beta = 0;
-  const int lda = std::max(n, 1), ldc = std::max(n, 1);
-  if (n > 0) dsyrk_("L", "N", &n, &k, &alpha, phi.data(), &lda, &beta, S.data(), &ldc);  // Eigen's blas.h declares dsyrk_
-  symmetrize_from_lower(S);
-  return S;
-}
+Eigen::MatrixXd gram_columns(const Eigen::MatrixXd& phi, double alpha) { return syrk_gram(phi, alpha, true); }
+
+Eigen::MatrixXd gram_rows(const Eigen::MatrixXd& phi, double alpha) { return syrk_gram(phi, alpha, false); }
 
 std::string solve_symmetric(Eigen::MatrixXd& S, Eigen::MatrixXd& R) {
   require(S.rows() == S.cols() && R.rows() == S.rows(), "solve: S is {}x{}, right-hand side {}x{}", S.rows(),
