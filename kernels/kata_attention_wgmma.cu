@@ -406,8 +406,7 @@ void launch_ws(const MapParams& mp, const AttentionLaunch& p, const void* q, con
 
 bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15u) == 0; }
 
-}  // namespace
-
+// True when this binary holds the sm_90a build of the kernel and the device runs it (probed once).
 bool wgmma_available() {
   static const bool ok = [] {
     int* d = nullptr;
@@ -421,6 +420,8 @@ bool wgmma_available() {
   }();
   return ok;
 }
+
+}  // namespace
 
 const char* launch_quadratic_wgmma(const MapParams& mp, const AttentionLaunch& p, const void* q, const void* k,
                                    const void* v, void* out, cudaStream_t stream, const char* variant) {

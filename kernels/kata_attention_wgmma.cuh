@@ -7,12 +7,9 @@
 
 namespace memcap::kata::cuda {
 
-// True when this binary holds the sm_90a build of the kernel and the device runs it (probed once).
-bool wgmma_available();
-
-// Launches the warp-specialised kernel when it applies (bf16, d = dv = 64, M_g with g in {1, 2},
-// 16-byte aligned buffers, wgmma_available()) and returns its variant name; nullptr when it does not
-// apply. `variant`: "ws3" (3 consumer warpgroups, 192 query rows per CTA, default) or "ws2" (2, 128 rows).
+// Launches the warp-specialised kernel when it applies (bf16, d = dv = 64, M_g with g in {1, 2}, 16-byte
+// aligned buffers, and this binary holds the sm_90a build of the kernel) and returns its variant name;
+// nullptr when it does not apply. `variant`: "ws3" (3 consumer warpgroups, 192 query rows per CTA, default) or "ws2" (2, 128 rows).
 const char* launch_quadratic_wgmma(const MapParams& mp, const AttentionLaunch& p, const void* q, const void* k,
                                    const void* v, void* out, cudaStream_t stream, const char* variant);
 
