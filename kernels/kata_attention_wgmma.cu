@@ -2,6 +2,7 @@
 // §5.1): FlashAttention-3-style warp specialisation. One producer warpgroup streams K/V tiles with TMA into
 // an mbarrier-guarded ring; each consumer warpgroup owns 64 query rows and overlaps, within itself, the
 // squaring of score tile j with the P.V wgmma of tile j-1 (and, across warpgroups, everything else).
+#include "core/gpu.hpp"
 #include "cuda_check.cuh"
 #include "kata_attention_wgmma.cuh"
 
@@ -409,13 +410,11 @@ bool aligned16(const void* p) { return (reinterpret_cast<std::uintptr_t>(p) & 15
 // True when this binary holds the sm_90a build of the kernel and the device runs it (probed once).
 bool wgmma_available() {
   static const bool ok = [] {
-    int* d = nullptr;
+    gpu::Buffer d(sizeof(int));
     int h = 0;
-    MEMCAP_CUDA_CHECK(cudaMalloc(&d, sizeof(int)));
-    wgmma_probe_kernel<<<1, 1>>>(d);
+    wgmma_probe_kernel<<<1, 1>>>(static_cast<int*>(d.get()));
     MEMCAP_CUDA_CHECK_LAUNCH("wgmma_probe_kernel");
-    MEMCAP_CUDA_CHECK(cudaMemcpy(&h, d, sizeof(int), cudaMemcpyDeviceToHost));
-    MEMCAP_CUDA_CHECK(cudaFree(d));
+    MEMCAP_CUDA_CHECK(cudaMemcpy(&h, d.get(), sizeof(int), cudaMemcpyDeviceToHost));
     return h == 1;
   }();
   return ok;

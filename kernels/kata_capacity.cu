@@ -4,67 +4,64 @@
 // A [V|1], the state readout psi(Q)^T [S|Z] (softmax: a streaming KV-cache pass with a running max),
 // the relative deviation between them, and the decode GEMM + row argmax. CPU reference:
 // src/kata/capacity_cpu.cpp. Never holds more than a tile x K slice of A.
-#include <cublas_v2.h>
 #include <cuda_runtime.h>
 
 #include <algorithm>
 #include <cmath>
 #include <limits>
+#include <memory>
 #include <string>
 #include <vector>
 
-#include "cuda_check.cuh"
+#include "core/gpu.hpp"
 #include "kata_capacity.cuh"
 
 namespace memcap::kata::cuda {
 namespace {
 
-#define CAP_CUBLAS(call)                                                                                   \
-  do {                                                                                                     \
-    cublasStatus_t cap_st_ = (call);                                                                       \
-    if (cap_st_ != CUBLAS_STATUS_SUCCESS)                                                                  \
-      ::memcap::cuda_detail::throw_device_error(std::string("cuBLAS error in " #call " at " __FILE__ ":") + \
-                                                std::to_string(__LINE__) + ": status " +                  \
-                                                std::to_string(static_cast<int>(cap_st_)));                \
-  } while (0)
-
 constexpr int kThreads = 256;
 constexpr std::int64_t kTileFloats = std::int64_t(1) << 25;  // 128 MiB per tile buffer
 
-cublasHandle_t handle() {
-  static cublasHandle_t h = [] {
-    cublasHandle_t x;
-    CAP_CUBLAS(cublasCreate(&x));
-    CAP_CUBLAS(cublasSetMathMode(x, CUBLAS_DEFAULT_MATH));  // plain float32: no TF32 down-conversion
-    return x;
+// One stream and its cuBLAS handle per host thread, made on the first trial and kept for the life
+// of the process (like a static handle: destroying them at exit could run after the CUDA runtime
+// has unloaded). SGEMMs run in plain float32: no TF32 down-conversion.
+struct TrialContext {
+  gpu::Stream stream;
+  gpu::Handles handles{stream};
+};
+
+TrialContext& context() {
+  thread_local TrialContext* ctx = [] {
+    auto c = std::make_unique<TrialContext>();
+    MEMCAP_CUBLAS_CHECK(cublasSetMathMode(c->handles.blas(), CUBLAS_DEFAULT_MATH));
+    return c.release();
   }();
-  return h;
+  return *ctx;
 }
 
-template <class T>
-struct DevBuf {
-  T* p = nullptr;
-  DevBuf() = default;
-  explicit DevBuf(std::size_t n) {
-    if (n) MEMCAP_CUDA_CHECK(cudaMalloc(&p, n * sizeof(T)));
+// The device arrays of one trial: each a gpu::Tensor, all freed when the trial returns or throws.
+struct TrialArrays {
+  std::vector<gpu::Tensor> owned;
+  template <class T>
+  T* alloc(std::int64_t n) {
+    owned.emplace_back(std::vector<std::int64_t>{n}, gpu::dtype_of<T>());
+    return owned.back().data<T>();
   }
-  DevBuf(const T* host, std::size_t n) : DevBuf(n) {
-    if (n) MEMCAP_CUDA_CHECK(cudaMemcpy(p, host, n * sizeof(T), cudaMemcpyHostToDevice));
-  }
-  DevBuf(const DevBuf&) = delete;
-  DevBuf& operator=(const DevBuf&) = delete;
-  ~DevBuf() {
-    if (p) cudaFree(p);
+  template <class T>
+  T* copy(const T* host, std::int64_t n, const gpu::Stream& s) {
+    T* d = alloc<T>(n);
+    owned.back().upload(host, s);  // host arrays outlive the trial's last synchronize
+    return d;
   }
 };
 
 // Row-major C (M x N) = op(A) op(B) with row-major operands (cuBLAS sees the transposes).
-void gemm_rm(bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t Kd, const float* A, std::int64_t lda,
-             const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
+void gemm_rm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t Kd, const float* A,
+             std::int64_t lda, const float* B, std::int64_t ldb, float beta, float* C, std::int64_t ldc) {
   const float alpha = 1.0f;
-  CAP_CUBLAS(cublasSgemm(handle(), tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N),
-                         static_cast<int>(M), static_cast<int>(Kd), &alpha, B, static_cast<int>(ldb), A,
-                         static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
+  MEMCAP_CUBLAS_CHECK(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N,
+                                  static_cast<int>(N), static_cast<int>(M), static_cast<int>(Kd), &alpha, B,
+                                  static_cast<int>(ldb), A, static_cast<int>(lda), &beta, C, static_cast<int>(ldc)));
 }
 
 unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
@@ -311,119 +308,138 @@ void capacity_trial(const CapacityTrialInput& in, CapacityTrialOutput& out) {
                                     : kTileFloats / std::max<std::int64_t>({K, n_psi, n_dec, std::int64_t(dv1), 1});
   t = std::clamp<std::int64_t>(t, 1, K);
 
-  DevBuf<float> dU(in.U, K * d), dQ(in.Q, K * d), dV(vext.data(), K * dv1), dDec(in.dec, n_dec * d_v);
-  DevBuf<float> dun(un.data(), K), dun2(un2.data(), K), dqn(qn.data(), K), dqn2(qn2.data(), K),
-      dvn(vnorm.data(), K);
-  DevBuf<double> dca(in.key_coh_a, K), dcb(in.key_coh_b, K);
-  DevBuf<int> dpi(pi.data(), pi.size()), dpj(pj.data(), pj.size());
-  DevBuf<float> A(t * K), G(t * K), Akey(in.queries_are_keys ? 0 : t * K);
-  DevBuf<float> psi(softmax ? 0 : t * n_psi), psiU(psi_gram ? K * n_psi : 0), S(softmax ? 0 : n_psi * dv1);
-  DevBuf<float> Ncf(t * dv1), Ost(t * dv1), O(t * d_v), scores(t * n_dec), resc(softmax ? t : 0);
-  DevBuf<double> psnr(t), rowsum(t), scale(t), cohmax(t), dev(t), runmax(softmax ? t : 0);
-  DevBuf<std::int64_t> amax(t);
+  TrialContext& ctx = context();
+  const gpu::Stream& st = ctx.stream;
+  cublasHandle_t blas = ctx.handles.blas();
+  TrialArrays mem;
+  const float* dU = mem.copy(in.U, K * d, st);
+  const float* dQ = mem.copy(in.Q, K * d, st);
+  const float* dV = mem.copy(vext.data(), K * dv1, st);
+  const float* dDec = mem.copy(in.dec, n_dec * d_v, st);
+  const float *dun = mem.copy(un.data(), K, st), *dun2 = mem.copy(un2.data(), K, st);
+  const float *dqn = mem.copy(qn.data(), K, st), *dqn2 = mem.copy(qn2.data(), K, st);
+  const float* dvn = mem.copy(vnorm.data(), K, st);
+  const double *dca = mem.copy(in.key_coh_a, K, st), *dcb = mem.copy(in.key_coh_b, K, st);
+  const int* dpi = mem.copy(pi.data(), static_cast<std::int64_t>(pi.size()), st);
+  const int* dpj = mem.copy(pj.data(), static_cast<std::int64_t>(pj.size()), st);
+  float *A = mem.alloc<float>(t * K), *G = mem.alloc<float>(t * K);
+  float* Akey = mem.alloc<float>(in.queries_are_keys ? 0 : t * K);
+  float* psi = mem.alloc<float>(softmax ? 0 : t * n_psi);
+  float* psiU = mem.alloc<float>(psi_gram ? K * n_psi : 0);
+  float* S = mem.alloc<float>(softmax ? 0 : n_psi * dv1);
+  float *Ncf = mem.alloc<float>(t * dv1), *Ost = mem.alloc<float>(t * dv1), *O = mem.alloc<float>(t * d_v);
+  float* scores = mem.alloc<float>(t * n_dec);
+  float* resc = mem.alloc<float>(softmax ? t : 0);
+  double *psnr = mem.alloc<double>(t), *rowsum = mem.alloc<double>(t), *scale = mem.alloc<double>(t);
+  double *cohmax = mem.alloc<double>(t), *dev = mem.alloc<double>(t), *runmax = mem.alloc<double>(softmax ? t : 0);
+  std::int64_t* amax = mem.alloc<std::int64_t>(t);
   // Poison every output buffer with NaN (0xFF bytes; -1 for the argmax): an unwritten entry cannot pass.
-  MEMCAP_CUDA_CHECK(cudaMemset(Ncf.p, 0xFF, sizeof(float) * t * dv1));
-  MEMCAP_CUDA_CHECK(cudaMemset(Ost.p, 0xFF, sizeof(float) * t * dv1));
-  MEMCAP_CUDA_CHECK(cudaMemset(O.p, 0xFF, sizeof(float) * t * d_v));
-  MEMCAP_CUDA_CHECK(cudaMemset(scores.p, 0xFF, sizeof(float) * t * n_dec));
-  for (auto* b : {psnr.p, rowsum.p, scale.p, cohmax.p, dev.p}) MEMCAP_CUDA_CHECK(cudaMemset(b, 0xFF, sizeof(double) * t));
-  MEMCAP_CUDA_CHECK(cudaMemset(amax.p, 0xFF, sizeof(std::int64_t) * t));
+  MEMCAP_CUDA_CHECK(cudaMemsetAsync(Ncf, 0xFF, sizeof(float) * t * dv1, st.get()));
+  MEMCAP_CUDA_CHECK(cudaMemsetAsync(Ost, 0xFF, sizeof(float) * t * dv1, st.get()));
+  MEMCAP_CUDA_CHECK(cudaMemsetAsync(O, 0xFF, sizeof(float) * t * d_v, st.get()));
+  MEMCAP_CUDA_CHECK(cudaMemsetAsync(scores, 0xFF, sizeof(float) * t * n_dec, st.get()));
+  for (auto* b : {psnr, rowsum, scale, cohmax, dev})
+    MEMCAP_CUDA_CHECK(cudaMemsetAsync(b, 0xFF, sizeof(double) * t, st.get()));
+  MEMCAP_CUDA_CHECK(cudaMemsetAsync(amax, 0xFF, sizeof(std::int64_t) * t, st.get()));
 
   auto features = [&](const float* X, std::int64_t rows, float* dst) {
-    features_kernel<<<blocks_for(rows * n_psi), kThreads>>>(p, X, rows, n_psi, dpi.p, dpj.p, dst);
+    features_kernel<<<blocks_for(rows * n_psi), kThreads, 0, st.get()>>>(p, X, rows, n_psi, dpi, dpj, dst);
     MEMCAP_CUDA_CHECK_LAUNCH("features_kernel");
   };
   // A (tb x K) for rows X (device, tb x d) with norms xn/xn2 (device).
   auto build_tile = [&](const float* X, std::int64_t tb, const float* xn, const float* xn2, float* dst) {
     switch (p.kind) {
-      case CapacityKernelKind::linear: gemm_rm(false, true, tb, K, d, X, d, dU.p, d, 0.0f, dst, K); return;
+      case CapacityKernelKind::linear: gemm_rm(blas, false, true, tb, K, d, X, d, dU, d, 0.0f, dst, K); return;
       case CapacityKernelKind::orthant:
       case CapacityKernelKind::lorentz:
-        features(X, tb, psi.p);
-        gemm_rm(false, true, tb, K, n_psi, psi.p, n_psi, psiU.p, n_psi, 0.0f, dst, K);
+        features(X, tb, psi);
+        gemm_rm(blas, false, true, tb, K, n_psi, psi, n_psi, psiU, n_psi, 0.0f, dst, K);
         return;
       case CapacityKernelKind::psd_blocks:
         for (int a = 0; a < p.g; ++a) {
-          gemm_rm(false, true, tb, K, p.m, X + a * p.m, d, dU.p + a * p.m, d, 0.0f, G.p, K);
-          accumulate_square_kernel<<<blocks_for(tb * K), kThreads>>>(dst, G.p, tb * K, a == 0);
+          gemm_rm(blas, false, true, tb, K, p.m, X + a * p.m, d, dU + a * p.m, d, 0.0f, G, K);
+          accumulate_square_kernel<<<blocks_for(tb * K), kThreads, 0, st.get()>>>(dst, G, tb * K, a == 0);
           MEMCAP_CUDA_CHECK_LAUNCH("accumulate_square_kernel");
         }
         break;
       case CapacityKernelKind::psd_sum:
         for (int a = 0; a < p.g; ++a)
           for (int b = 0; b < p.g; ++b) {
-            gemm_rm(false, true, tb, K, p.m, X + a * p.m, d, dU.p + b * p.m, d, 0.0f, G.p, K);
-            accumulate_square_kernel<<<blocks_for(tb * K), kThreads>>>(dst, G.p, tb * K, a == 0 && b == 0);
+            gemm_rm(blas, false, true, tb, K, p.m, X + a * p.m, d, dU + b * p.m, d, 0.0f, G, K);
+            accumulate_square_kernel<<<blocks_for(tb * K), kThreads, 0, st.get()>>>(dst, G, tb * K,
+                                                                                     a == 0 && b == 0);
             MEMCAP_CUDA_CHECK_LAUNCH("accumulate_square_kernel");
           }
         break;
-      default: gemm_rm(false, true, tb, K, d, X, d, dU.p, d, 0.0f, dst, K); break;
+      default: gemm_rm(blas, false, true, tb, K, d, X, d, dU, d, 0.0f, dst, K); break;
     }
-    finish_kernel<<<blocks_for(tb * K), kThreads>>>(p, dst, tb, K, xn, xn2, dun.p, dun2.p, umax);
+    finish_kernel<<<blocks_for(tb * K), kThreads, 0, st.get()>>>(p, dst, tb, K, xn, xn2, dun, dun2, umax);
     MEMCAP_CUDA_CHECK_LAUNCH("finish_kernel");
   };
 
   // Write: [S | Z] = Psi(U)^T [V | 1], key tiles at a time (float32 accumulation in cuBLAS).
   if (!softmax) {
-    MEMCAP_CUDA_CHECK(cudaMemset(S.p, 0, sizeof(float) * n_psi * dv1));
+    MEMCAP_CUDA_CHECK(cudaMemsetAsync(S, 0, sizeof(float) * n_psi * dv1, st.get()));
     for (std::int64_t c0 = 0; c0 < K; c0 += t) {
       const std::int64_t cb = std::min(t, K - c0);
-      features(dU.p + c0 * d, cb, psi.p);
-      gemm_rm(true, false, n_psi, dv1, cb, psi.p, n_psi, dV.p + c0 * dv1, dv1, 1.0f, S.p, dv1);
+      features(dU + c0 * d, cb, psi);
+      gemm_rm(blas, true, false, n_psi, dv1, cb, psi, n_psi, dV + c0 * dv1, dv1, 1.0f, S, dv1);
     }
-    if (psi_gram) features(dU.p, K, psiU.p);
+    if (psi_gram) features(dU, K, psiU);
   }
 
-  std::vector<double> h_psnr(t), h_coh(t), h_dev(t);
+  std::vector<double> h_psnr(t), h_coh(t), h_dev(t), runmax_init(softmax ? t : 0, -HUGE_VAL);
   std::vector<std::int64_t> h_amax(t);
   out.correct = 0;
   out.coherence = 0;
   out.max_deviation = 0;
   for (std::int64_t r0 = 0; r0 < K; r0 += t) {
     const std::int64_t tb = std::min(t, K - r0);
-    const float* Qt = dQ.p + r0 * d;
-    build_tile(Qt, tb, dqn.p + r0, dqn2.p + r0, A.p);
-    const float* Ak = A.p;
+    const float* Qt = dQ + r0 * d;
+    build_tile(Qt, tb, dqn + r0, dqn2 + r0, A);
+    const float* Ak = A;
     if (!in.queries_are_keys) {
-      build_tile(dU.p + r0 * d, tb, dun.p + r0, dun2.p + r0, Akey.p);
-      Ak = Akey.p;
+      build_tile(dU + r0 * d, tb, dun + r0, dun2 + r0, Akey);
+      Ak = Akey;
     }
-    row_stats_kernel<<<static_cast<unsigned>(tb), kThreads>>>(A.p, Ak, K, r0, softmax, dvn.p, dca.p, dcb.p, psnr.p,
-                                                               rowsum.p, scale.p, cohmax.p);
+    row_stats_kernel<<<static_cast<unsigned>(tb), kThreads, 0, st.get()>>>(A, Ak, K, r0, softmax, dvn, dca, dcb,
+                                                                          psnr, rowsum, scale, cohmax);
     MEMCAP_CUDA_CHECK_LAUNCH("row_stats_kernel");
     // Closed form: [N | D] = A [V | 1].
-    gemm_rm(false, false, tb, dv1, K, A.p, K, dV.p, dv1, 0.0f, Ncf.p, dv1);
+    gemm_rm(blas, false, false, tb, dv1, K, A, K, dV, dv1, 0.0f, Ncf, dv1);
     // State readout.
     if (softmax) {
-      std::vector<double> init(tb, -HUGE_VAL);
-      MEMCAP_CUDA_CHECK(cudaMemcpy(runmax.p, init.data(), sizeof(double) * tb, cudaMemcpyHostToDevice));
-      MEMCAP_CUDA_CHECK(cudaMemset(Ost.p, 0, sizeof(float) * tb * dv1));
+      MEMCAP_CUDA_CHECK(
+          cudaMemcpyAsync(runmax, runmax_init.data(), sizeof(double) * tb, cudaMemcpyHostToDevice, st.get()));
+      MEMCAP_CUDA_CHECK(cudaMemsetAsync(Ost, 0, sizeof(float) * tb * dv1, st.get()));
       const std::int64_t kb = std::max<std::int64_t>(1, std::min(K, kTileFloats / std::max<std::int64_t>(tb, 1)));
       for (std::int64_t c0 = 0; c0 < K; c0 += kb) {  // key blocks (G holds tb x kb <= t x K)
         const std::int64_t cb = std::min(kb, K - c0);
-        gemm_rm(false, true, tb, cb, d, Qt, d, dU.p + c0 * d, d, 0.0f, G.p, cb);
-        softmax_block_kernel<<<static_cast<unsigned>(tb), kThreads>>>(G.p, cb, static_cast<float>(1.0 / p.tau),
-                                                                      runmax.p, resc.p);
+        gemm_rm(blas, false, true, tb, cb, d, Qt, d, dU + c0 * d, d, 0.0f, G, cb);
+        softmax_block_kernel<<<static_cast<unsigned>(tb), kThreads, 0, st.get()>>>(
+            G, cb, static_cast<float>(1.0 / p.tau), runmax, resc);
         MEMCAP_CUDA_CHECK_LAUNCH("softmax_block_kernel");
-        scale_rows_kernel<<<blocks_for(tb * dv1), kThreads>>>(Ost.p, tb, dv1, resc.p);
+        scale_rows_kernel<<<blocks_for(tb * dv1), kThreads, 0, st.get()>>>(Ost, tb, dv1, resc);
         MEMCAP_CUDA_CHECK_LAUNCH("scale_rows_kernel");
-        gemm_rm(false, false, tb, dv1, cb, G.p, cb, dV.p + c0 * dv1, dv1, 1.0f, Ost.p, dv1);
+        gemm_rm(blas, false, false, tb, dv1, cb, G, cb, dV + c0 * dv1, dv1, 1.0f, Ost, dv1);
       }
     } else {
-      features(Qt, tb, psi.p);
-      gemm_rm(false, false, tb, dv1, n_psi, psi.p, n_psi, S.p, dv1, 0.0f, Ost.p, dv1);
+      features(Qt, tb, psi);
+      gemm_rm(blas, false, false, tb, dv1, n_psi, psi, n_psi, S, dv1, 0.0f, Ost, dv1);
     }
-    deviation_kernel<<<blocks_for(tb), kThreads>>>(Ost.p, Ncf.p, tb, d_v, in.normalized || softmax, rowsum.p,
-                                                   scale.p, O.p, dev.p);
+    deviation_kernel<<<blocks_for(tb), kThreads, 0, st.get()>>>(Ost, Ncf, tb, d_v, in.normalized || softmax,
+                                                                rowsum, scale, O, dev);
     MEMCAP_CUDA_CHECK_LAUNCH("deviation_kernel");
-    gemm_rm(false, true, tb, n_dec, d_v, O.p, d_v, dDec.p, d_v, 0.0f, scores.p, n_dec);
-    argmax_kernel<<<static_cast<unsigned>(tb), kThreads>>>(scores.p, n_dec, amax.p);
+    gemm_rm(blas, false, true, tb, n_dec, d_v, O, d_v, dDec, d_v, 0.0f, scores, n_dec);
+    argmax_kernel<<<static_cast<unsigned>(tb), kThreads, 0, st.get()>>>(scores, n_dec, amax);
     MEMCAP_CUDA_CHECK_LAUNCH("argmax_kernel");
 
-    MEMCAP_CUDA_CHECK(cudaMemcpy(out.psnr + r0, psnr.p, sizeof(double) * tb, cudaMemcpyDeviceToHost));
-    MEMCAP_CUDA_CHECK(cudaMemcpy(h_coh.data(), cohmax.p, sizeof(double) * tb, cudaMemcpyDeviceToHost));
-    MEMCAP_CUDA_CHECK(cudaMemcpy(h_dev.data(), dev.p, sizeof(double) * tb, cudaMemcpyDeviceToHost));
-    MEMCAP_CUDA_CHECK(cudaMemcpy(h_amax.data(), amax.p, sizeof(std::int64_t) * tb, cudaMemcpyDeviceToHost));
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(out.psnr + r0, psnr, sizeof(double) * tb, cudaMemcpyDeviceToHost, st.get()));
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(h_coh.data(), cohmax, sizeof(double) * tb, cudaMemcpyDeviceToHost, st.get()));
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(h_dev.data(), dev, sizeof(double) * tb, cudaMemcpyDeviceToHost, st.get()));
+    MEMCAP_CUDA_CHECK(
+        cudaMemcpyAsync(h_amax.data(), amax, sizeof(std::int64_t) * tb, cudaMemcpyDeviceToHost, st.get()));
+    st.synchronize();
     for (std::int64_t r = 0; r < tb; ++r) {
       out.coherence = std::max(out.coherence, h_coh[r]);
       out.max_deviation = std::max(out.max_deviation, h_dev[r]);

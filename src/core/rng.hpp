@@ -29,6 +29,7 @@ enum Stream : std::uint64_t {
   kNoise = 21,
   kDictionary = 30,
   kQueries = 31,
+  kGdInit = 40,     // GD-trained MLP init (U, G, D, biases: consecutive counter ranges)
   kUser = 1000,  // first free stream id for callers
 };
 

@@ -1,6 +1,6 @@
-// Host side of the CUDA KATA attention kernels: buffer management, dtype conversion, NaN poisoning,
-// CUDA-event timing and the copy / cuBLAS-GEMM ceilings. Without MEMCAP_HAVE_CUDA every entry point
-// throws DeviceError.
+// Host side of the CUDA KATA attention kernels: device tensors (core/gpu.hpp), dtype conversion, NaN
+// poisoning, CUDA-event timing and the copy / cuBLAS-GEMM ceilings, all on one stream per call.
+// Without MEMCAP_HAVE_CUDA every entry point throws DeviceError.
 #include "kata/attention_cuda.hpp"
 
 #include <fmt/format.h>
@@ -12,11 +12,9 @@
 #include "core/error.hpp"
 
 #ifdef MEMCAP_HAVE_CUDA
-#include <cublas_v2.h>
 #include <cuda_bf16.h>
-#include <cuda_runtime_api.h>
 
-#include "cuda_check.cuh"
+#include "core/gpu.hpp"
 #include "kata_attention_chunked.cuh"
 #include "kata_attention_fill.cuh"
 #include "kata_attention_quadratic.cuh"
@@ -85,20 +83,6 @@ bool attention_cuda_built() { return true; }
 
 namespace {
 
-// Owning device buffer.
-struct DeviceBuffer {
-  void* p = nullptr;
-  std::size_t bytes = 0;
-  explicit DeviceBuffer(std::size_t n) : bytes(n) {
-    if (n) MEMCAP_CUDA_CHECK(cudaMalloc(&p, n));
-  }
-  ~DeviceBuffer() {
-    if (p) cudaFree(p);
-  }
-  DeviceBuffer(const DeviceBuffer&) = delete;
-  DeviceBuffer& operator=(const DeviceBuffer&) = delete;
-};
-
 cuda::AttentionLaunch launch_of(const AttentionShape& s, const AttentionOptions& o, GpuDType t) {
   s.validate();
   o.validate(s);
@@ -120,28 +104,39 @@ cuda::AttentionLaunch launch_of(const AttentionShape& s, const AttentionOptions&
   return p;
 }
 
-std::size_t elem_bytes(GpuDType t) { return t == GpuDType::bf16 ? 2 : 4; }
+gpu::DType tensor_dtype(GpuDType t) { return t == GpuDType::bf16 ? gpu::DType::bf16 : gpu::DType::f32; }
 
-void upload(void* dst, const double* src, std::size_t n, GpuDType t) {
-  if (t == GpuDType::bf16) {
+gpu::Tensor device_tensor(std::size_t n, GpuDType t) {
+  return gpu::Tensor({static_cast<std::int64_t>(n)}, tensor_dtype(t));
+}
+
+// Host doubles -> the tensor's dtype; waits for the copy (the staging vector is local).
+void upload(gpu::Tensor& dst, const double* src, const gpu::Stream& s) {
+  const auto n = static_cast<std::size_t>(dst.numel());
+  if (dst.dtype() == gpu::DType::bf16) {
     std::vector<__nv_bfloat16> h(n);
     for (std::size_t i = 0; i < n; ++i) h[i] = __float2bfloat16(static_cast<float>(src[i]));
-    MEMCAP_CUDA_CHECK(cudaMemcpy(dst, h.data(), n * 2, cudaMemcpyHostToDevice));
+    dst.upload(h.data(), s);
+    s.synchronize();
   } else {
     std::vector<float> h(src, src + n);
-    MEMCAP_CUDA_CHECK(cudaMemcpy(dst, h.data(), n * 4, cudaMemcpyHostToDevice));
+    dst.upload(h.data(), s);
+    s.synchronize();
   }
 }
 
-std::vector<double> download(const void* src, std::size_t n, GpuDType t) {
+std::vector<double> download(const gpu::Tensor& src, const gpu::Stream& s) {
+  const auto n = static_cast<std::size_t>(src.numel());
   std::vector<double> out(n);
-  if (t == GpuDType::bf16) {
+  if (src.dtype() == gpu::DType::bf16) {
     std::vector<__nv_bfloat16> h(n);
-    MEMCAP_CUDA_CHECK(cudaMemcpy(h.data(), src, n * 2, cudaMemcpyDeviceToHost));
+    src.download(h.data(), s);
+    s.synchronize();
     for (std::size_t i = 0; i < n; ++i) out[i] = __bfloat162float(h[i]);
   } else {
     std::vector<float> h(n);
-    MEMCAP_CUDA_CHECK(cudaMemcpy(h.data(), src, n * 4, cudaMemcpyDeviceToHost));
+    src.download(h.data(), s);
+    s.synchronize();
     for (std::size_t i = 0; i < n; ++i) out[i] = h[i];
   }
   return out;
@@ -152,11 +147,12 @@ std::size_t workspace_for(AttentionForm f, const cuda::AttentionLaunch& p) {
   return cuda::chunk_workspace_bytes(p, f == AttentionForm::chunked ? cuda::ChunkForm::chunked : cuda::ChunkForm::tree);
 }
 
-const char* run_form(AttentionForm f, const cuda::AttentionLaunch& p, const void* q, const void* k, const void* v,
-                     void* out, void* ws, std::size_t ws_bytes, cudaStream_t stream) {
-  if (f == AttentionForm::quadratic) return cuda::launch_quadratic(p, q, k, v, out, stream);
-  return cuda::launch_chunk_form(p, f == AttentionForm::chunked ? cuda::ChunkForm::chunked : cuda::ChunkForm::tree, q,
-                                 k, v, out, ws, ws_bytes, stream);
+const char* run_form(AttentionForm f, const cuda::AttentionLaunch& p, const gpu::Tensor& q, const gpu::Tensor& k,
+                     const gpu::Tensor& v, gpu::Tensor& out, const gpu::Buffer& ws, const gpu::Stream& stream) {
+  if (f == AttentionForm::quadratic)
+    return cuda::launch_quadratic(p, q.raw(), k.raw(), v.raw(), out.raw(), stream.get());
+  return cuda::launch_chunk_form(p, f == AttentionForm::chunked ? cuda::ChunkForm::chunked : cuda::ChunkForm::tree,
+                                 q.raw(), k.raw(), v.raw(), out.raw(), ws.get(), ws.bytes(), stream.get());
 }
 
 void require_gpu() {
@@ -181,19 +177,20 @@ GpuAttentionResult attention_cuda(AttentionForm form, const AttentionShape& s, c
                                   const double* q, const double* k, const double* v) {
   require_gpu();
   const cuda::AttentionLaunch p = launch_of(s, o, t);
-  const std::size_t eb = elem_bytes(t);
-  DeviceBuffer dq(s.qk_size() * eb), dk(s.qk_size() * eb), dv(s.v_size() * eb), dout(s.v_size() * eb);
+  gpu::Stream stream;
+  gpu::Tensor dq = device_tensor(s.qk_size(), t), dk = device_tensor(s.qk_size(), t);
+  gpu::Tensor dv = device_tensor(s.v_size(), t), dout = device_tensor(s.v_size(), t);
   const std::size_t ws_bytes = workspace_for(form, p);
-  DeviceBuffer ws(ws_bytes);
-  upload(dq.p, q, s.qk_size(), t);
-  upload(dk.p, k, s.qk_size(), t);
-  upload(dv.p, v, s.v_size(), t);
-  cuda::fill_nan(dout.p, p.dtype, s.v_size(), nullptr);
-  if (ws_bytes) cuda::fill_nan(ws.p, cuda::DType::f32, static_cast<std::int64_t>(ws_bytes / 4), nullptr);
+  gpu::Buffer ws(ws_bytes);
+  upload(dq, q, stream);
+  upload(dk, k, stream);
+  upload(dv, v, stream);
+  cuda::fill_nan(dout.raw(), p.dtype, s.v_size(), stream.get());
+  if (ws_bytes) cuda::fill_nan(ws.get(), cuda::DType::f32, static_cast<std::int64_t>(ws_bytes / 4), stream.get());
   GpuAttentionResult r;
-  r.variant = run_form(form, p, dq.p, dk.p, dv.p, dout.p, ws.p, ws_bytes, nullptr);
-  MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());
-  r.out = download(dout.p, s.v_size(), t);
+  r.variant = run_form(form, p, dq, dk, dv, dout, ws, stream);
+  stream.synchronize();
+  r.out = download(dout, stream);
   return r;
 }
 
@@ -202,49 +199,35 @@ GpuTiming time_attention_cuda(AttentionForm form, const AttentionShape& s, const
   require_gpu();
   if (repeats < 1 || warmup < 0) throw UserError("--repeats must be >= 1 and --warmup >= 0");
   const cuda::AttentionLaunch p = launch_of(s, o, t);
-  const std::size_t eb = elem_bytes(t);
-  DeviceBuffer dq(s.qk_size() * eb), dk(s.qk_size() * eb), dv(s.v_size() * eb), dout(s.v_size() * eb);
+  gpu::Stream stream;
+  gpu::Tensor dq = device_tensor(s.qk_size(), t), dk = device_tensor(s.qk_size(), t);
+  gpu::Tensor dv = device_tensor(s.v_size(), t), dout = device_tensor(s.v_size(), t);
   GpuTiming r;
   r.workspace_bytes = workspace_for(form, p);
-  DeviceBuffer ws(r.workspace_bytes);
-  cuda::fill_normal(dq.p, p.dtype, s.qk_size(), seed, 31, 1.f, nullptr);
-  cuda::fill_normal(dk.p, p.dtype, s.qk_size(), seed, 1, 1.f, nullptr);
-  cuda::fill_normal(dv.p, p.dtype, s.v_size(), seed, 2, 1.f, nullptr);
-  cuda::fill_nan(dout.p, p.dtype, s.v_size(), nullptr);
-  cudaEvent_t e0, e1;
-  MEMCAP_CUDA_CHECK(cudaEventCreate(&e0));
-  MEMCAP_CUDA_CHECK(cudaEventCreate(&e1));
-  for (int i = 0; i < warmup; ++i) r.variant = run_form(form, p, dq.p, dk.p, dv.p, dout.p, ws.p, r.workspace_bytes, nullptr);
-  MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());
+  gpu::Buffer ws(r.workspace_bytes);
+  cuda::fill_normal(dq.raw(), p.dtype, s.qk_size(), seed, 31, 1.f, stream.get());
+  cuda::fill_normal(dk.raw(), p.dtype, s.qk_size(), seed, 1, 1.f, stream.get());
+  cuda::fill_normal(dv.raw(), p.dtype, s.v_size(), seed, 2, 1.f, stream.get());
+  cuda::fill_nan(dout.raw(), p.dtype, s.v_size(), stream.get());
+  gpu::Event e0, e1;
+  for (int i = 0; i < warmup; ++i) r.variant = run_form(form, p, dq, dk, dv, dout, ws, stream);
+  stream.synchronize();
   for (int i = 0; i < repeats; ++i) {
-    MEMCAP_CUDA_CHECK(cudaEventRecord(e0, nullptr));
-    r.variant = run_form(form, p, dq.p, dk.p, dv.p, dout.p, ws.p, r.workspace_bytes, nullptr);
-    MEMCAP_CUDA_CHECK(cudaEventRecord(e1, nullptr));
-    MEMCAP_CUDA_CHECK(cudaEventSynchronize(e1));
-    float ms = 0;
-    MEMCAP_CUDA_CHECK(cudaEventElapsedTime(&ms, e0, e1));
-    r.ms.push_back(ms);
+    e0.record(stream);
+    r.variant = run_form(form, p, dq, dk, dv, dout, ws, stream);
+    e1.record(stream);
+    r.ms.push_back(gpu::Event::elapsed_ms(e0, e1));
   }
   if (form != AttentionForm::quadratic) {  // one more launch with events between the stages
-    cudaEvent_t st[2];
-    MEMCAP_CUDA_CHECK(cudaEventCreate(&st[0]));
-    MEMCAP_CUDA_CHECK(cudaEventCreate(&st[1]));
+    gpu::Event st0, st1;
+    cudaEvent_t st[2] = {st0.get(), st1.get()};
     cuda::AttentionLaunch pp = p;
     pp.stage_events = st;
-    MEMCAP_CUDA_CHECK(cudaEventRecord(e0, nullptr));
-    run_form(form, pp, dq.p, dk.p, dv.p, dout.p, ws.p, r.workspace_bytes, nullptr);
-    MEMCAP_CUDA_CHECK(cudaEventRecord(e1, nullptr));
-    MEMCAP_CUDA_CHECK(cudaEventSynchronize(e1));
-    float a = 0, b = 0, c = 0;
-    MEMCAP_CUDA_CHECK(cudaEventElapsedTime(&a, e0, st[0]));
-    MEMCAP_CUDA_CHECK(cudaEventElapsedTime(&b, st[0], st[1]));
-    MEMCAP_CUDA_CHECK(cudaEventElapsedTime(&c, st[1], e1));
-    r.stage_ms = {a, b, c};
-    cudaEventDestroy(st[0]);
-    cudaEventDestroy(st[1]);
+    e0.record(stream);
+    run_form(form, pp, dq, dk, dv, dout, ws, stream);
+    e1.record(stream);
+    r.stage_ms = {gpu::Event::elapsed_ms(e0, st0), gpu::Event::elapsed_ms(st0, st1), gpu::Event::elapsed_ms(st1, e1)};
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   r.median_ms = median(r.ms);
   return r;
 }
@@ -252,53 +235,47 @@ GpuTiming time_attention_cuda(AttentionForm form, const AttentionShape& s, const
 GpuCeilings measure_gpu_ceilings(int repeats) {
   require_gpu();
   GpuCeilings c;
-  cudaEvent_t e0, e1;
-  MEMCAP_CUDA_CHECK(cudaEventCreate(&e0));
-  MEMCAP_CUDA_CHECK(cudaEventCreate(&e1));
+  gpu::Stream stream;
+  gpu::Event e0, e1;
   auto timed = [&](auto&& fn) {
     fn();
-    MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());
+    stream.synchronize();
     std::vector<double> ms;
     for (int i = 0; i < std::max(repeats, 3); ++i) {
-      MEMCAP_CUDA_CHECK(cudaEventRecord(e0, nullptr));
+      e0.record(stream);
       fn();
-      MEMCAP_CUDA_CHECK(cudaEventRecord(e1, nullptr));
-      MEMCAP_CUDA_CHECK(cudaEventSynchronize(e1));
-      float x = 0;
-      MEMCAP_CUDA_CHECK(cudaEventElapsedTime(&x, e0, e1));
-      ms.push_back(x);
+      e1.record(stream);
+      ms.push_back(gpu::Event::elapsed_ms(e0, e1));
     }
     return median(ms);
   };
   {  // device-to-device copy of 4 GiB
     c.copy_bytes = std::int64_t(1) << 32;
-    DeviceBuffer a(c.copy_bytes), b(c.copy_bytes);
-    cuda::fill_normal(a.p, cuda::DType::f32, c.copy_bytes / 4, 5, 7, 1.f, nullptr);
-    const double ms = timed([&] { MEMCAP_CUDA_CHECK(cudaMemcpyAsync(b.p, a.p, c.copy_bytes, cudaMemcpyDeviceToDevice, nullptr)); });
+    const auto bytes = static_cast<std::size_t>(c.copy_bytes);
+    gpu::Buffer a(bytes), b(bytes);
+    cuda::fill_normal(a.get(), cuda::DType::f32, c.copy_bytes / 4, 5, 7, 1.f, stream.get());
+    const double ms = timed(
+        [&] { MEMCAP_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream.get())); });
     c.copy_gbps = 2.0 * static_cast<double>(c.copy_bytes) / (ms * 1e-3) / 1e9;
   }
   {  // cuBLAS bf16 GEMM, fp32 accumulate, random data
     c.gemm_n = 8192;
     const std::int64_t n = c.gemm_n;
-    DeviceBuffer a(n * n * 2), b(n * n * 2), d(n * n * 2);
-    cuda::fill_normal(a.p, cuda::DType::bf16, n * n, 5, 8, 1.f, nullptr);
-    cuda::fill_normal(b.p, cuda::DType::bf16, n * n, 5, 9, 1.f, nullptr);
-    cublasHandle_t h;
-    if (cublasCreate(&h) != CUBLAS_STATUS_SUCCESS) throw DeviceError("cublasCreate failed");
+    gpu::Tensor a({n, n}, gpu::DType::bf16), b({n, n}, gpu::DType::bf16), d({n, n}, gpu::DType::bf16);
+    cuda::fill_normal(a.raw(), cuda::DType::bf16, n * n, 5, 8, 1.f, stream.get());
+    cuda::fill_normal(b.raw(), cuda::DType::bf16, n * n, 5, 9, 1.f, stream.get());
+    gpu::Handles h(stream);
+    cublasHandle_t blas = h.blas();
     const float alpha = 1.f, beta = 0.f;
+    const int ni = static_cast<int>(n);
     auto gemm = [&] {
-      const cublasStatus_t st =
-          cublasGemmEx(h, CUBLAS_OP_N, CUBLAS_OP_N, static_cast<int>(n), static_cast<int>(n), static_cast<int>(n),
-                       &alpha, a.p, CUDA_R_16BF, static_cast<int>(n), b.p, CUDA_R_16BF, static_cast<int>(n), &beta,
-                       d.p, CUDA_R_16BF, static_cast<int>(n), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT);
-      if (st != CUBLAS_STATUS_SUCCESS) throw DeviceError(fmt::format("cublasGemmEx failed (status {})", int(st)));
+      MEMCAP_CUBLAS_CHECK(cublasGemmEx(blas, CUBLAS_OP_N, CUBLAS_OP_N, ni, ni, ni, &alpha, a.raw(), CUDA_R_16BF, ni,
+                                       b.raw(), CUDA_R_16BF, ni, &beta, d.raw(), CUDA_R_16BF, ni, CUBLAS_COMPUTE_32F,
+                                       CUBLAS_GEMM_DEFAULT));
     };
     const double ms = timed(gemm);
-    cublasDestroy(h);
     c.gemm_tflops = 2.0 * double(n) * double(n) * double(n) / (ms * 1e-3) / 1e12;
   }
-  cudaEventDestroy(e0);
-  cudaEventDestroy(e1);
   return c;
 }
 #endif
