@@ -1,0 +1,113 @@
+// Linear layer on the GPU (kernels/nn_layers.cuh; CPU reference nn::cpu::linear_* in src/nn/layers.cpp):
+// cuBLAS GEMMs on row-major data (a row-major [R,C] array is a column-major C x R matrix), a bias
+// broadcast kernel, and a bias-gradient column reduction with a fixed summation order.
+#include <cublas_v2.h>
+#include <cuda_runtime.h>
+
+#include <climits>
+#include <string>
+#include <type_traits>
+
+#include "core/gpu.hpp"
+#include "nn_device.cuh"
+#include "nn_layers.cuh"
+
+namespace memcap::nn::cuda {
+
+namespace {
+
+template <class T>
+__global__ void bias_add_kernel(T* __restrict__ out, const T* __restrict__ bias, std::int64_t N, std::int64_t OC) {
+  const std::int64_t total = N * OC;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
+       i += std::int64_t(gridDim.x) * blockDim.x)
+    out[i] += bias[i % OC];
+}
+
+// dbias[o] += Σ_n dout[n, o]: block (32, 32) owns 32 columns; thread (x, y) sums rows y, y+32, ... in
+// order, then the 32 row-partials of a column are added in y order.
+template <class T>
+__global__ void bias_grad_kernel(T* __restrict__ dbias, const T* __restrict__ dout, std::int64_t N, std::int64_t OC) {
+  __shared__ T part[32][33];
+  const std::int64_t o = blockIdx.x * 32 + threadIdx.x;
+  T s = 0;
+  if (o < OC)
+    for (std::int64_t n = threadIdx.y; n < N; n += 32) s += dout[n * OC + o];
+  part[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+  if (threadIdx.y == 0 && o < OC) {
+    T t = 0;
+    for (int y = 0; y < 32; ++y) t += part[y][threadIdx.x];
+    dbias[o] += t;
+  }
+}
+
+int to_int(std::int64_t v, const char* what) {
+  if (v < 0 || v > INT_MAX)
+    cuda_detail::throw_user_error(std::string("linear layer: ") + what + " = " + std::to_string(v) +
+                                  " is outside cuBLAS's 32-bit range; use smaller shapes");
+  return static_cast<int>(v);
+}
+
+// Column-major C[m,n] = alpha op(A) op(B) + beta C.
+template <class T>
+void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T* A,
+          int lda, const T* B, int ldb, T beta, T* C, int ldc) {
+  if constexpr (std::is_same_v<T, float>)
+    MEMCAP_CUBLAS_CHECK(cublasSgemm(h, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc));
+  else
+    MEMCAP_CUBLAS_CHECK(cublasDgemm(h, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc));
+}
+
+}  // namespace
+
+void check_handle_stream(cublasHandle_t h, cudaStream_t stream) {
+  cudaStream_t bound = nullptr;
+  MEMCAP_CUBLAS_CHECK(cublasGetStream(h, &bound));
+  if (bound != stream)
+    cuda_detail::throw_device_error(
+        "nn::cuda: the cuBLAS handle is bound to another stream than the one the layer runs on "
+        "(internal error: use the gpu::Handles of that stream)");
+}
+
+template <class T>
+void linear_forward(T* out, const T* inp, const T* W, const T* bias, std::int64_t N, std::int64_t C,
+                    std::int64_t OC, cublasHandle_t h, cudaStream_t stream) {
+  const int n = to_int(N, "N"), c = to_int(C, "C"), oc = to_int(OC, "OC");
+  if (n == 0 || oc == 0) return;
+  check_handle_stream(h, stream);
+  // out_cm (OC x N) = W_cmᵀ (OC x C) · inp_cm (C x N)
+  gemm<T>(h, CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, T(1), W, c > 0 ? c : 1, inp, c > 0 ? c : 1, T(0), out, oc);
+  if (bias) {
+    bias_add_kernel<T><<<dev::elem_blocks(N * OC), dev::kElemThreads, 0, stream>>>(out, bias, N, OC);
+    MEMCAP_CUDA_CHECK_LAUNCH("bias_add_kernel");
+  }
+}
+
+template <class T>
+void linear_backward(T* dinp, T* dW, T* dbias, const T* dout, const T* inp, const T* W, std::int64_t N,
+                     std::int64_t C, std::int64_t OC, cublasHandle_t h, cudaStream_t stream) {
+  const int n = to_int(N, "N"), c = to_int(C, "C"), oc = to_int(OC, "OC");
+  check_handle_stream(h, stream);
+  const int ldc = c > 0 ? c : 1, ldo = oc > 0 ? oc : 1;
+  // dinp_cm (C x N) = W_cm (C x OC) · dout_cm (OC x N)
+  if (dinp && n > 0 && c > 0) gemm<T>(h, CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, T(1), W, ldc, dout, ldo, T(0), dinp, ldc);
+  // dW_cm (C x OC) += inp_cm (C x N) · dout_cmᵀ (N x OC)
+  if (dW && c > 0 && oc > 0) gemm<T>(h, CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, T(1), inp, ldc, dout, ldo, T(1), dW, ldc);
+  if (dbias && oc > 0 && n > 0) {
+    const dim3 grid(static_cast<unsigned>((OC + 31) / 32)), block(32, 32);
+    bias_grad_kernel<T><<<grid, block, 0, stream>>>(dbias, dout, N, OC);
+    MEMCAP_CUDA_CHECK_LAUNCH("bias_grad_kernel");
+  }
+}
+
+#define MEMCAP_NN_LINEAR(T)                                                                                    \
+  template void linear_forward<T>(T*, const T*, const T*, const T*, std::int64_t, std::int64_t, std::int64_t,    \
+                                  cublasHandle_t, cudaStream_t);                                               \
+  template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t,        \
+                                   std::int64_t, cublasHandle_t, cudaStream_t);
+MEMCAP_NN_LINEAR(float)
+MEMCAP_NN_LINEAR(double)
+#undef MEMCAP_NN_LINEAR
+
+}  // namespace memcap::nn::cuda

@@ -1,0 +1,572 @@
+// GPU training layers (kernels/nn_*.cu) vs the CPU float64 reference (src/nn/layers.cpp) on random
+// shapes (non-multiples of 32, N = 1), outputs NaN-poisoned before each call. Inputs are rounded to the
+// storage type on the host first, so the reference sees exactly the GPU's inputs. Tolerances on
+// ||gpu − cpu|| / ||cpu|| (a NaN or Inf never passes):
+//   kTolF64 = 1e-12   float64: only summation order differs
+//   kTolF32 = 1e-5    float32 element-wise ops and GEMMs with K ≤ 130 (≈ sqrt(K)·6e-8)
+//   kTolF32Reduce = 1e-4   float32 losses / gradients that reduce over all rows, exp/log1p in float, and
+//                  the CE loss lse − z_t, a difference of O(|z|) numbers
+//   kTolTf32 = 1e-2  TF32 tensor-core products (10-bit mantissa, unit roundoff 4.9e-4, up to three
+//                  chained rounded products in the backward); a wrong fragment layout gives O(1)
+#include <doctest/doctest.h>
+
+#include <cmath>
+#include <cstdint>
+#include <limits>
+#include <type_traits>
+#include <vector>
+
+#include "core/gpu.hpp"
+#include "core/rng.hpp"
+#include "mlp/gd_init.hpp"
+#include "nn/layers.hpp"
+#include "nn_gated_mlp_fused.cuh"
+#include "nn_layers.cuh"
+#include "nn_softmax_ce_fused.cuh"
+#include "nn_train_state.cuh"
+
+using namespace memcap;
+namespace cu = memcap::nn::cuda;
+
+namespace {
+
+constexpr double kTolF64 = 1e-12;
+constexpr double kTolF32 = 1e-5;
+constexpr double kTolF32Reduce = 1e-4;
+constexpr double kTolTf32 = 1e-2;
+
+std::vector<double> randn(std::int64_t n, std::uint64_t seed, double scale = 1.0) {
+  std::vector<double> v(static_cast<std::size_t>(n));
+  for (std::int64_t i = 0; i < n; ++i) v[static_cast<std::size_t>(i)] = scale * rng::normal(seed, rng::kUser, i);
+  return v;
+}
+
+template <class T>
+std::vector<double> rounded(std::vector<double> v) {
+  for (double& x : v) x = static_cast<double>(static_cast<T>(x));
+  return v;
+}
+
+template <class T>
+gpu::Tensor to_dev(const std::vector<double>& h, const gpu::Stream& s) {
+  gpu::Tensor t({static_cast<std::int64_t>(h.size())}, gpu::dtype_of<T>());
+  std::vector<T> c(h.begin(), h.end());
+  t.upload(c.data(), s);
+  s.synchronize();
+  return t;
+}
+
+template <class T>
+gpu::Tensor nan_dev(std::int64_t n, const gpu::Stream& s) {
+  gpu::Tensor t({n}, gpu::dtype_of<T>());
+  t.fill_nan(s);
+  return t;
+}
+
+template <class T>
+std::vector<double> to_host(const gpu::Tensor& t, const gpu::Stream& s) {
+  std::vector<T> c(static_cast<std::size_t>(t.numel()));
+  t.download(c.data(), s);
+  s.synchronize();
+  return std::vector<double>(c.begin(), c.end());
+}
+
+// ||g − c|| / ||c|| (absolute when c = 0); +inf when g holds a NaN/Inf.
+double rel_err(const std::vector<double>& g, const std::vector<double>& c) {
+  REQUIRE(g.size() == c.size());
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < g.size(); ++i) {
+    if (!std::isfinite(g[i])) return std::numeric_limits<double>::infinity();
+    num += (g[i] - c[i]) * (g[i] - c[i]);
+    den += c[i] * c[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+template <class T>
+double tol(double f32_tol) {
+  return std::is_same_v<T, double> ? kTolF64 : f32_tol;
+}
+
+const nn::Activation kActs[] = {nn::Activation::identity, nn::Activation::relu, nn::Activation::silu};
+
+struct Env {
+  gpu::Stream s;
+  gpu::Handles h{s};
+};
+
+gpu::Tensor state_dev(const cu::TrainState& st, const gpu::Stream& s) {
+  gpu::Tensor t({static_cast<std::int64_t>(sizeof(cu::TrainState))}, gpu::DType::u8);
+  t.upload(&st, s);
+  s.synchronize();
+  return t;
+}
+
+cu::TrainState state_host(const gpu::Tensor& t, const gpu::Stream& s) {
+  cu::TrainState st;
+  t.download(&st, s);
+  s.synchronize();
+  return st;
+}
+
+}  // namespace
+
+TEST_CASE_TEMPLATE("linear forward / backward match the CPU reference", T, float, double) {
+  Env e;
+  struct Shape {
+    std::int64_t N, C, OC;
+  };
+  for (const Shape sh : {Shape{1, 1, 1}, Shape{1, 7, 33}, Shape{37, 64, 65}, Shape{128, 33, 96}, Shape{200, 100, 1}}) {
+    CAPTURE(sh.N);
+    CAPTURE(sh.C);
+    CAPTURE(sh.OC);
+    const auto inp = rounded<T>(randn(sh.N * sh.C, 1)), W = rounded<T>(randn(sh.OC * sh.C, 2));
+    const auto bias = rounded<T>(randn(sh.OC, 3)), dout = rounded<T>(randn(sh.N * sh.OC, 4));
+    const auto dW0 = rounded<T>(randn(sh.OC * sh.C, 5)), db0 = rounded<T>(randn(sh.OC, 6));
+    for (const bool with_bias : {false, true}) {
+      std::vector<double> out_c(static_cast<std::size_t>(sh.N * sh.OC));
+      nn::cpu::linear_forward(out_c.data(), inp.data(), W.data(), with_bias ? bias.data() : nullptr, sh.N, sh.C, sh.OC);
+      std::vector<double> dinp_c(static_cast<std::size_t>(sh.N * sh.C)), dW_c = dW0, db_c = db0;
+      nn::cpu::linear_backward(dinp_c.data(), dW_c.data(), with_bias ? db_c.data() : nullptr, dout.data(), inp.data(),
+                               W.data(), sh.N, sh.C, sh.OC);
+
+      gpu::Tensor d_inp = to_dev<T>(inp, e.s), d_W = to_dev<T>(W, e.s), d_b = to_dev<T>(bias, e.s),
+                  d_dout = to_dev<T>(dout, e.s), d_dW = to_dev<T>(dW0, e.s), d_db = to_dev<T>(db0, e.s);
+      gpu::Tensor d_out = nan_dev<T>(sh.N * sh.OC, e.s), d_dinp = nan_dev<T>(sh.N * sh.C, e.s);
+      cu::linear_forward<T>(d_out.data<T>(), d_inp.data<T>(), d_W.data<T>(), with_bias ? d_b.data<T>() : nullptr, sh.N,
+                            sh.C, sh.OC, e.h.blas(), e.s.get());
+      cu::linear_backward<T>(d_dinp.data<T>(), d_dW.data<T>(), with_bias ? d_db.data<T>() : nullptr, d_dout.data<T>(),
+                             d_inp.data<T>(), d_W.data<T>(), sh.N, sh.C, sh.OC, e.h.blas(), e.s.get());
+      CHECK(rel_err(to_host<T>(d_out, e.s), out_c) <= tol<T>(kTolF32));
+      CHECK(rel_err(to_host<T>(d_dinp, e.s), dinp_c) <= tol<T>(kTolF32));
+      CHECK(rel_err(to_host<T>(d_dW, e.s), dW_c) <= tol<T>(kTolF32));
+      if (with_bias) CHECK(rel_err(to_host<T>(d_db, e.s), db_c) <= tol<T>(kTolF32));
+    }
+  }
+}
+
+TEST_CASE("a cuBLAS handle bound to another stream is refused") {
+  Env e;
+  gpu::Stream other;
+  gpu::Tensor a = nan_dev<float>(4, e.s), b = nan_dev<float>(4, e.s), c = nan_dev<float>(4, e.s);
+  CHECK_THROWS_AS(cu::linear_forward<float>(c.data<float>(), a.data<float>(), b.data<float>(), nullptr, 2, 2, 2,
+                                            e.h.blas(), other.get()),
+                  DeviceError);
+}
+
+TEST_CASE_TEMPLATE("activation and gated layers match the CPU reference", T, float, double) {
+  Env e;
+  for (const std::int64_t n : {1, 31, 1000, 4099}) {
+    auto x = rounded<T>(randn(n, 11, 2.0)), g = rounded<T>(randn(n, 12, 2.0)), dy = rounded<T>(randn(n, 13));
+    x[0] = 0.0;  // ReLU'(0) = 0
+    if (n > 1) g[1] = 0.0;
+    for (const nn::Activation act : kActs) {
+      CAPTURE(n);
+      CAPTURE(nn::to_string(act));
+      std::vector<double> y_c(static_cast<std::size_t>(n)), dx_c(y_c.size()), h_c(y_c.size()), da_c(y_c.size()),
+          dg_c(y_c.size());
+      nn::cpu::activation_forward(y_c.data(), x.data(), n, act);
+      nn::cpu::activation_backward(dx_c.data(), dy.data(), x.data(), n, act);
+      nn::cpu::gated_forward(h_c.data(), x.data(), g.data(), n, act);
+      nn::cpu::gated_backward(da_c.data(), dg_c.data(), dy.data(), x.data(), g.data(), n, act);
+
+      gpu::Tensor dx_ = to_dev<T>(x, e.s), dg_ = to_dev<T>(g, e.s), ddy = to_dev<T>(dy, e.s);
+      gpu::Tensor y = nan_dev<T>(n, e.s), dx = nan_dev<T>(n, e.s), h = nan_dev<T>(n, e.s), da = nan_dev<T>(n, e.s),
+                  dgo = nan_dev<T>(n, e.s);
+      cu::activation_forward<T>(y.data<T>(), dx_.data<T>(), n, act, e.s.get());
+      cu::activation_backward<T>(dx.data<T>(), ddy.data<T>(), dx_.data<T>(), n, act, e.s.get());
+      cu::gated_forward<T>(h.data<T>(), dx_.data<T>(), dg_.data<T>(), n, act, e.s.get());
+      cu::gated_backward<T>(da.data<T>(), dgo.data<T>(), ddy.data<T>(), dx_.data<T>(), dg_.data<T>(), n, act, e.s.get());
+      CHECK(rel_err(to_host<T>(y, e.s), y_c) <= tol<T>(kTolF32));
+      CHECK(rel_err(to_host<T>(dx, e.s), dx_c) <= tol<T>(kTolF32));
+      CHECK(rel_err(to_host<T>(h, e.s), h_c) <= tol<T>(kTolF32));
+      CHECK(rel_err(to_host<T>(da, e.s), da_c) <= tol<T>(kTolF32));
+      CHECK(rel_err(to_host<T>(dgo, e.s), dg_c) <= tol<T>(kTolF32));
+      // In place (the trainer's use): da, dg overwrite a, g.
+      cu::gated_backward<T>(dx_.data<T>(), dg_.data<T>(), ddy.data<T>(), dx_.data<T>(), dg_.data<T>(), n, act, e.s.get());
+      CHECK(rel_err(to_host<T>(dx_, e.s), da_c) <= tol<T>(kTolF32));
+      CHECK(rel_err(to_host<T>(dg_, e.s), dg_c) <= tol<T>(kTolF32));
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("cross-entropy forward / backward match the CPU reference", T, float, double) {
+  Env e;
+  struct Shape {
+    std::int64_t N, P;
+  };
+  for (const Shape sh : {Shape{1, 1}, Shape{1, 5}, Shape{37, 100}, Shape{64, 1000}, Shape{3, 4097}}) {
+    CAPTURE(sh.N);
+    CAPTURE(sh.P);
+    const auto z = rounded<T>(randn(sh.N * sh.P, 21, 3.0));
+    std::vector<std::int32_t> tg(static_cast<std::size_t>(sh.N));
+    for (std::int64_t i = 0; i < sh.N; ++i)
+      tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(22, rng::kUser, i, sh.P));
+    std::vector<double> loss_c(static_cast<std::size_t>(sh.N)), dz_c(z.size());
+    std::vector<std::uint8_t> corr_c(static_cast<std::size_t>(sh.N));
+    const double mean_c = nn::cpu::cross_entropy_forward(loss_c.data(), z.data(), tg.data(), sh.N, sh.P, corr_c.data());
+    nn::cpu::cross_entropy_backward(dz_c.data(), z.data(), tg.data(), sh.N, sh.P, 0.5);
+    std::int64_t hits_c = 0;
+    for (auto c : corr_c) hits_c += c;
+
+    gpu::Tensor dz = to_dev<T>(z, e.s), losses = nan_dev<T>(sh.N, e.s), grad = nan_dev<T>(sh.N * sh.P, e.s);
+    gpu::Tensor dtg({sh.N}, gpu::DType::i32), corr({sh.N}, gpu::DType::u8), mean({1}, gpu::DType::f64),
+        hits({1}, gpu::DType::i64);
+    dtg.upload(tg.data(), e.s);
+    mean.fill_nan(e.s);
+    hits.fill_nan(e.s);
+    cu::cross_entropy_forward<T>(losses.data<T>(), dz.data<T>(), dtg.data<std::int32_t>(), sh.N, sh.P,
+                                 corr.data<std::uint8_t>(), mean.data<double>(), hits.data<std::int64_t>(), e.s.get());
+    cu::cross_entropy_backward<T>(grad.data<T>(), dz.data<T>(), dtg.data<std::int32_t>(), sh.N, sh.P, 0.5, e.s.get());
+    double mean_g = 0;
+    std::int64_t hits_g = -1;
+    mean.download(&mean_g, e.s);
+    hits.download(&hits_g, e.s);
+    e.s.synchronize();
+    CHECK(rel_err(to_host<T>(losses, e.s), loss_c) <= tol<T>(kTolF32Reduce));
+    CHECK(rel_err({mean_g}, {mean_c}) <= tol<T>(kTolF32Reduce));
+    CHECK(hits_g == hits_c);
+    CHECK(rel_err(to_host<T>(grad, e.s), dz_c) <= tol<T>(kTolF32Reduce));
+    // In place: dlogits over the logits.
+    cu::cross_entropy_backward<T>(dz.data<T>(), dz.data<T>(), dtg.data<std::int32_t>(), sh.N, sh.P, 0.5, e.s.get());
+    CHECK(rel_err(to_host<T>(dz, e.s), dz_c) <= tol<T>(kTolF32Reduce));
+  }
+}
+
+TEST_CASE_TEMPLATE("MSE forward / backward match the CPU reference", T, float, double) {
+  Env e;
+  for (const std::int64_t N : {1, 33, 500}) {
+    const std::int64_t D = N == 1 ? 1 : 65;
+    const auto y = rounded<T>(randn(N * D, 31)), t = rounded<T>(randn(N * D, 32));
+    const double loss_c = nn::cpu::mse_forward(y.data(), t.data(), N, D);
+    std::vector<double> dy_c(y.size());
+    nn::cpu::mse_backward(dy_c.data(), y.data(), t.data(), N, D, 1.0);
+    gpu::Tensor dy_ = to_dev<T>(y, e.s), dt = to_dev<T>(t, e.s), dy = nan_dev<T>(N * D, e.s), loss({1}, gpu::DType::f64);
+    loss.fill_nan(e.s);
+    cu::mse_forward<T>(dy_.data<T>(), dt.data<T>(), N, D, loss.data<double>(), e.s.get());
+    cu::mse_backward<T>(dy.data<T>(), dy_.data<T>(), dt.data<T>(), N, D, 1.0, e.s.get());
+    double loss_g = 0;
+    loss.download(&loss_g, e.s);
+    e.s.synchronize();
+    CHECK(rel_err({loss_g}, {loss_c}) <= tol<T>(kTolF32Reduce));
+    CHECK(rel_err(to_host<T>(dy, e.s), dy_c) <= tol<T>(kTolF32));
+  }
+}
+
+TEST_CASE_TEMPLATE("Adam kernel matches cpu::adam_update over several steps", T, float, double) {
+  Env e;
+  const std::int64_t n = 1237;
+  struct Opt {
+    double wd;
+    bool adamw;
+  };
+  for (const Opt o : {Opt{0, false}, Opt{0.1, false}, Opt{0.1, true}}) {
+    CAPTURE(o.wd);
+    CAPTURE(o.adamw);
+    std::vector<double> p = rounded<T>(randn(n, 41)), m(static_cast<std::size_t>(n), 0.0), v = m;
+    gpu::Tensor dp = to_dev<T>(p, e.s), dm = to_dev<T>(m, e.s), dv = to_dev<T>(v, e.s);
+    gpu::Tensor lr({1}, gpu::DType::f64), t({1}, gpu::DType::i64);
+    for (std::int64_t step = 1; step <= 5; ++step) {
+      const auto g = rounded<T>(randn(n, 50 + static_cast<std::uint64_t>(step)));
+      const double lr_h = 1e-3 * static_cast<double>(step);
+      nn::cpu::adam_update(p.data(), g.data(), m.data(), v.data(), n, lr_h, 0.9, 0.999, 1e-8, o.wd, step, o.adamw);
+      gpu::Tensor dg = to_dev<T>(g, e.s);
+      lr.upload(&lr_h, e.s);
+      t.upload(&step, e.s);
+      cu::adam_update<T>(dp.data<T>(), dg.data<T>(), dm.data<T>(), dv.data<T>(), n, lr.data<double>(), 0.9, 0.999, 1e-8,
+                         o.wd, t.data<std::int64_t>(), o.adamw, e.s.get());
+      CAPTURE(step);
+      CHECK(rel_err(to_host<T>(dp, e.s), p) <= tol<T>(kTolF32));
+      CHECK(rel_err(to_host<T>(dm, e.s), m) <= tol<T>(kTolF32));
+      CHECK(rel_err(to_host<T>(dv, e.s), v) <= tol<T>(kTolF32));
+      if (std::is_same_v<T, float>) {  // keep the reference on the GPU's rounded state
+        p = to_host<T>(dp, e.s);
+        m = to_host<T>(dm, e.s);
+        v = to_host<T>(dv, e.s);
+      }
+    }
+  }
+}
+
+TEST_CASE_TEMPLATE("gated Adam step: schedule from device memory, partial gradients, stop flags", T, float, double) {
+  Env e;
+  const std::int64_t n = 777, epochs = 5;
+  const int parts = 3;
+  std::vector<double> p = rounded<T>(randn(n, 61)), m(static_cast<std::size_t>(n), 0.0), v = m;
+  gpu::Tensor dp = to_dev<T>(p, e.s), dm = to_dev<T>(m, e.s), dv = to_dev<T>(v, e.s);
+  const auto sched = cu::adam_schedule(1e-3, 1e-6, epochs, 0.9, 0.999, 0.0);
+  gpu::Tensor dsched({epochs, static_cast<std::int64_t>(sizeof(cu::AdamScalars))}, gpu::DType::u8);
+  dsched.upload(sched.data(), e.s);
+  cu::TrainState st0;
+  st0.end = epochs;
+  gpu::Tensor dst = state_dev(st0, e.s);
+  auto* sp = static_cast<cu::TrainState*>(dst.raw());
+  for (std::int64_t t = 0; t < epochs; ++t) {
+    std::vector<double> g_all;
+    std::vector<double> g(static_cast<std::size_t>(n), 0.0);
+    for (int r = 0; r < parts; ++r) {
+      const auto gr = rounded<T>(randn(n, 70 + static_cast<std::uint64_t>(t * parts + r)));
+      g_all.insert(g_all.end(), gr.begin(), gr.end());
+      for (std::int64_t i = 0; i < n; ++i)  // the kernel's order, in T
+        g[static_cast<std::size_t>(i)] = static_cast<double>(static_cast<T>(
+            r == 0 ? static_cast<T>(gr[static_cast<std::size_t>(i)])
+                   : static_cast<T>(g[static_cast<std::size_t>(i)]) + static_cast<T>(gr[static_cast<std::size_t>(i)])));
+    }
+    nn::cpu::adam_update(p.data(), g.data(), m.data(), v.data(), n, nn::cosine_lr(1e-3, 1e-6, t, epochs), 0.9, 0.999,
+                         1e-8, 0.0, t + 1, false);
+    gpu::Tensor dg = to_dev<T>(g_all, e.s);
+    cu::adam_step_gated<T>(dp.data<T>(), dg.data<T>(), parts, n, dm.data<T>(), dv.data<T>(), n,
+                           static_cast<const cu::AdamScalars*>(dsched.raw()), sp, 0.9, 0.999, 1e-8, 0.0, false, e.s.get());
+    CAPTURE(t);
+    CHECK(rel_err(to_host<T>(dp, e.s), p) <= tol<T>(kTolF32));
+    CHECK(state_host(dst, e.s).step == t + 1);
+    if (std::is_same_v<T, float>) {
+      p = to_host<T>(dp, e.s);
+      m = to_host<T>(dm, e.s);
+      v = to_host<T>(dv, e.s);
+    }
+  }
+  // Past the end: a no-op (bitwise), the step stays.
+  const auto before = to_host<T>(dp, e.s);
+  gpu::Tensor dg = to_dev<T>(randn(n * parts, 99), e.s);
+  cu::adam_step_gated<T>(dp.data<T>(), dg.data<T>(), parts, n, dm.data<T>(), dv.data<T>(), n,
+                         static_cast<const cu::AdamScalars*>(dsched.raw()), sp, 0.9, 0.999, 1e-8, 0.0, false, e.s.get());
+  CHECK(to_host<T>(dp, e.s) == before);
+  CHECK(state_host(dst, e.s).step == epochs);
+  // stop_after: one more update, then stop.
+  cu::TrainState st1;
+  st1.end = epochs;
+  st1.stop_after = 1;
+  gpu::Tensor dst1 = state_dev(st1, e.s);
+  auto* sp1 = static_cast<cu::TrainState*>(dst1.raw());
+  for (int k = 0; k < 2; ++k)
+    cu::adam_step_gated<T>(dp.data<T>(), dg.data<T>(), parts, n, dm.data<T>(), dv.data<T>(), n,
+                           static_cast<const cu::AdamScalars*>(dsched.raw()), sp1, 0.9, 0.999, 1e-8, 0.0, false,
+                           e.s.get());
+  const cu::TrainState after = state_host(dst1, e.s);
+  CHECK(after.step == 1);
+  CHECK(after.stop == 1);
+  CHECK(after.blocks_done == 0);
+}
+
+namespace {
+
+// The CPU reference of the fused gated MLP on an arena in GdLayout order.
+struct MlpRef {
+  std::vector<double> y, grad;  // y [N, d]; grad in arena layout
+};
+
+MlpRef mlp_reference(const std::vector<double>& x, const std::vector<double>& prm, const mlp::GdLayout& L,
+                     const std::vector<double>& dy, std::int64_t N, nn::Activation act) {
+  using namespace nn::cpu;
+  const std::int64_t d = L.d, m = L.m;
+  const double* U = prm.data() + L.U;
+  const double* G = prm.data() + L.G;
+  const double* D = prm.data() + L.D;
+  const double* b_u = L.bias ? prm.data() + L.b_u : nullptr;
+  const double* b_g = L.bias ? prm.data() + L.b_g : nullptr;
+  const double* b_d = L.bias ? prm.data() + L.b_d : nullptr;
+  std::vector<double> a(static_cast<std::size_t>(N * m)), g = a, h = a, dh = a, da = a, dg = a;
+  MlpRef r;
+  r.y.resize(static_cast<std::size_t>(N * d));
+  r.grad.assign(static_cast<std::size_t>(L.total), 0.0);
+  linear_forward(a.data(), x.data(), U, b_u, N, d, m);
+  linear_forward(g.data(), x.data(), G, b_g, N, d, m);
+  gated_forward(h.data(), a.data(), g.data(), N * m, act);
+  linear_forward(r.y.data(), h.data(), D, b_d, N, m, d);
+  double* gp = r.grad.data();
+  linear_backward(dh.data(), gp + L.D, L.bias ? gp + L.b_d : nullptr, dy.data(), h.data(), D, N, m, d);
+  gated_backward(da.data(), dg.data(), dh.data(), a.data(), g.data(), N * m, act);
+  linear_backward(nullptr, gp + L.U, L.bias ? gp + L.b_u : nullptr, da.data(), x.data(), U, N, d, m);
+  linear_backward(nullptr, gp + L.G, L.bias ? gp + L.b_g : nullptr, dg.data(), x.data(), G, N, d, m);
+  return r;
+}
+
+template <class T>
+void check_fused_mlp(bool tf32, double tol_fwd, double tol_bwd) {
+  Env e;
+  struct Shape {
+    std::int64_t N, d, m;
+  };
+  std::uint64_t seed = 100;
+  for (const Shape sh : {Shape{1, 8, 1}, Shape{37, 33, 50}, Shape{130, 64, 130}, Shape{70, 100, 65}}) {
+    for (const nn::Activation act : kActs) {
+      for (const bool bias : {false, true}) {
+        CAPTURE(sh.N);
+        CAPTURE(sh.d);
+        CAPTURE(sh.m);
+        CAPTURE(nn::to_string(act));
+        CAPTURE(bias);
+        const mlp::GdLayout L = mlp::GdLayout::make(sh.m, sh.d, bias);
+        const auto x = rounded<T>(randn(sh.N * sh.d, ++seed));
+        const auto prm = rounded<T>(mlp::gd_init_params(sh.m, sh.d, bias, ++seed));
+        // dy as two partials whose float sum (in T, the kernel's order) is the reference dy.
+        const auto dy1 = rounded<T>(randn(sh.N * sh.d, ++seed)), dy2 = rounded<T>(randn(sh.N * sh.d, ++seed, 0.5));
+        std::vector<double> dy(dy1.size()), dy_parts = dy1;
+        dy_parts.insert(dy_parts.end(), dy2.begin(), dy2.end());
+        for (std::size_t i = 0; i < dy.size(); ++i)
+          dy[i] = static_cast<double>(static_cast<T>(static_cast<T>(dy1[i]) + static_cast<T>(dy2[i])));
+        const MlpRef ref = mlp_reference(x, prm, L, dy, sh.N, act);
+
+        gpu::Tensor dx = to_dev<T>(x, e.s), dprm = to_dev<T>(prm, e.s), ddy = to_dev<T>(dy_parts, e.s);
+        const T* P = dprm.data<T>();
+        const T* b_u = bias ? P + L.b_u : nullptr;
+        const T* b_g = bias ? P + L.b_g : nullptr;
+        const T* b_d = bias ? P + L.b_d : nullptr;
+        const cu::GatedMlpShape shape{sh.N, sh.d, sh.m, sh.d, act};
+        constexpr std::int64_t B = cu::fused_tile<T>();
+        const int unit_tiles = static_cast<int>((sh.m + B - 1) / B), row_tiles = static_cast<int>((sh.N + B - 1) / B);
+        for (const int splits : {1, unit_tiles}) {
+          CAPTURE(splits);
+          gpu::Tensor y_part = nan_dev<T>(splits * sh.N * sh.d, e.s), y = nan_dev<T>(sh.N * sh.d, e.s);
+          cu::gated_mlp_forward_fused<T>(y_part.data<T>(), splits, dx.data<T>(), P + L.U, P + L.G, P + L.D, b_u, b_g,
+                                         shape, tf32, nullptr, e.s.get());
+          cu::gated_mlp_output<T>(y.data<T>(), y_part.data<T>(), splits, b_d, sh.N, sh.d, nullptr, nullptr, nullptr,
+                                  nullptr, e.s.get());
+          CHECK(rel_err(to_host<T>(y, e.s), ref.y) <= tol_fwd);
+        }
+        cu::GatedMlpGradOffsets off;
+        off.U = L.U;
+        off.G = L.G;
+        off.D = L.D;
+        off.b_u = L.b_u;
+        off.b_g = L.b_g;
+        off.b_d = L.b_d;
+        for (const int rsplits : {1, row_tiles}) {
+          CAPTURE(rsplits);
+          gpu::Tensor parts = nan_dev<T>(rsplits * L.total, e.s);
+          cu::gated_mlp_backward_fused<T>(parts.data<T>(), L.total, rsplits, off, dx.data<T>(), ddy.data<T>(), 2, P + L.U,
+                                          P + L.G, P + L.D, b_u, b_g, shape, tf32, nullptr, e.s.get());
+          const auto ph = to_host<T>(parts, e.s);
+          std::vector<double> grad(static_cast<std::size_t>(L.total), 0.0);
+          for (int r = 0; r < rsplits; ++r)
+            for (std::int64_t i = 0; i < L.total; ++i)
+              grad[static_cast<std::size_t>(i)] += ph[static_cast<std::size_t>(r * L.total + i)];
+          CHECK(rel_err(grad, ref.grad) <= tol_bwd);
+          auto part_of = [&](std::int64_t off0, std::int64_t len) {
+            return std::pair(std::vector<double>(grad.begin() + off0, grad.begin() + off0 + len),
+                             std::vector<double>(ref.grad.begin() + off0, ref.grad.begin() + off0 + len));
+          };
+          for (const auto& [o, len] : {std::pair(L.U, sh.m * sh.d), std::pair(L.G, sh.m * sh.d), std::pair(L.D, sh.m * sh.d)}) {
+            const auto [g, c] = part_of(o, len);
+            CHECK(rel_err(g, c) <= tol_bwd);
+          }
+          if (bias)
+            for (const auto& [o, len] : {std::pair(L.b_u, sh.m), std::pair(L.b_g, sh.m), std::pair(L.b_d, sh.d)}) {
+              const auto [g, c] = part_of(o, len);
+              CHECK(rel_err(g, c) <= tol_bwd);
+            }
+        }
+      }
+    }
+  }
+  // A stopped TrainState makes the kernels no-ops: the poisoned output stays NaN.
+  cu::TrainState st;
+  st.end = 10;
+  st.stop = 1;
+  gpu::Tensor dst = state_dev(st, e.s);
+  const mlp::GdLayout L = mlp::GdLayout::make(40, 16, false);
+  gpu::Tensor dx = to_dev<T>(randn(20 * 16, 7), e.s), dprm = to_dev<T>(mlp::gd_init_params(40, 16, false, 8), e.s);
+  gpu::Tensor y_part = nan_dev<T>(20 * 16, e.s);
+  const T* P = dprm.data<T>();
+  cu::gated_mlp_forward_fused<T>(y_part.data<T>(), 1, dx.data<T>(), P + L.U, P + L.G, P + L.D, nullptr, nullptr,
+                                 cu::GatedMlpShape{20, 16, 40, 16, nn::Activation::identity}, tf32,
+                                 static_cast<const cu::TrainState*>(dst.raw()), e.s.get());
+  for (const double v : to_host<T>(y_part, e.s)) REQUIRE(std::isnan(v));
+}
+
+template <class T>
+void check_fused_ce(bool tf32, double tol_loss, double tol_grad, std::int64_t max_miss) {
+  Env e;
+  struct Shape {
+    std::int64_t N, P, d;
+  };
+  std::uint64_t seed = 500;
+  for (const Shape sh : {Shape{1, 1, 8}, Shape{1, 70, 33}, Shape{37, 129, 64}, Shape{100, 300, 100}}) {
+    CAPTURE(sh.N);
+    CAPTURE(sh.P);
+    CAPTURE(sh.d);
+    // Logits ~ N(0, 9): y ~ N(0, 9/d), V ~ N(0, 1).
+    const auto y = rounded<T>(randn(sh.N * sh.d, ++seed, 3.0 / std::sqrt(static_cast<double>(sh.d))));
+    const auto V = rounded<T>(randn(sh.P * sh.d, ++seed));
+    std::vector<std::int32_t> tg(static_cast<std::size_t>(sh.N));
+    for (std::int64_t i = 0; i < sh.N; ++i)
+      tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(++seed, rng::kUser, i, sh.P));
+    // CPU: logits = y Vᵀ, CE (dloss = 1), dy = dlogits · V.
+    std::vector<double> z(static_cast<std::size_t>(sh.N * sh.P)), dz(z.size()), loss_c(static_cast<std::size_t>(sh.N)),
+        dy_c(static_cast<std::size_t>(sh.N * sh.d));
+    std::vector<std::uint8_t> corr(static_cast<std::size_t>(sh.N));
+    nn::cpu::linear_forward(z.data(), y.data(), V.data(), nullptr, sh.N, sh.d, sh.P);
+    const double mean_c = nn::cpu::cross_entropy_forward(loss_c.data(), z.data(), tg.data(), sh.N, sh.P, corr.data());
+    nn::cpu::cross_entropy_backward(dz.data(), z.data(), tg.data(), sh.N, sh.P, 1.0);
+    nn::cpu::linear_backward(dy_c.data(), nullptr, nullptr, dz.data(), y.data(), V.data(), sh.N, sh.d, sh.P);
+    std::int64_t hits_c = 0;
+    for (auto c : corr) hits_c += c;
+
+    gpu::Tensor dyv = to_dev<T>(y, e.s), dV = to_dev<T>(V, e.s), dtg({sh.N}, gpu::DType::i32);
+    dtg.upload(tg.data(), e.s);
+    constexpr std::int64_t B = cu::fused_tile<T>();
+    const int p_tiles = static_cast<int>((sh.P + B - 1) / B);
+    for (const int splits : {1, p_tiles}) {
+      CAPTURE(splits);
+      gpu::Tensor smax = nan_dev<T>(splits * sh.N, e.s), soth({splits * sh.N}, gpu::DType::f64),
+                  sarg({splits * sh.N}, gpu::DType::i32), szt = nan_dev<T>(sh.N, e.s), lse = nan_dev<T>(sh.N, e.s),
+                  rloss = nan_dev<T>(sh.N, e.s), dyp = nan_dev<T>(splits * sh.N * sh.d, e.s);
+      soth.fill_nan(e.s);
+      sarg.fill_nan(e.s);
+      cu::TrainState st;
+      st.end = 1;
+      st.stop_loss = -std::numeric_limits<double>::infinity();
+      gpu::Tensor dst = state_dev(st, e.s), hl({1}, gpu::DType::f64), hc({1}, gpu::DType::i64);
+      hl.fill_nan(e.s);
+      hc.fill_nan(e.s);
+      auto* sp = static_cast<cu::TrainState*>(dst.raw());
+      const cu::CeStats<T> stats{smax.data<T>(), soth.data<double>(), sarg.data<std::int32_t>(), szt.data<T>()};
+      cu::softmax_ce_stats_fused<T>(stats, splits, dyv.data<T>(), dV.data<T>(), dtg.data<std::int32_t>(), sh.N, sh.P,
+                                    sh.d, tf32, sp, false, e.s.get());
+      cu::softmax_ce_combine<T>(stats, splits, dtg.data<std::int32_t>(), sh.N, lse.data<T>(), rloss.data<T>(), sp,
+                                hl.data<double>(), reinterpret_cast<long long*>(hc.data<std::int64_t>()), false, e.s.get());
+      cu::softmax_ce_grad_fused<T>(dyp.data<T>(), splits, dyv.data<T>(), dV.data<T>(), dtg.data<std::int32_t>(),
+                                   lse.data<T>(), rloss.data<T>(), sh.N, sh.P, sh.d, 1.0 / static_cast<double>(sh.N), tf32,
+                                   sp, e.s.get());
+      double mean_g = 0;
+      std::int64_t hits_g = -1;
+      hl.download(&mean_g, e.s);
+      hc.download(&hits_g, e.s);
+      e.s.synchronize();
+      CHECK(rel_err({mean_g}, {mean_c}) <= tol_loss);
+      CHECK(rel_err(to_host<T>(rloss, e.s), loss_c) <= tol_loss);
+      CHECK(std::abs(hits_g - hits_c) <= max_miss);
+      const auto parts = to_host<T>(dyp, e.s);
+      std::vector<double> dy_g(dy_c.size(), 0.0);
+      for (int s = 0; s < splits; ++s)
+        for (std::size_t i = 0; i < dy_g.size(); ++i) dy_g[i] += parts[static_cast<std::size_t>(s) * dy_g.size() + i];
+      CHECK(rel_err(dy_g, dy_c) <= tol_grad);
+      const cu::TrainState after = state_host(dst, e.s);
+      CHECK(after.stop == 0);
+      CHECK(after.stop_after == 0);
+      CHECK(after.nonfinite == 0);
+    }
+  }
+}
+
+}  // namespace
+
+TEST_CASE("fused gated MLP forward / backward match the CPU layer chain: f64") {
+  check_fused_mlp<double>(false, kTolF64, kTolF64);
+}
+TEST_CASE("fused gated MLP forward / backward match the CPU layer chain: f32 exact") {
+  check_fused_mlp<float>(false, kTolF32, kTolF32Reduce);
+}
+TEST_CASE("fused gated MLP forward / backward match the CPU layer chain: tf32") {
+  check_fused_mlp<float>(true, kTolTf32, kTolTf32);
+}
+TEST_CASE("fused softmax cross-entropy matches the CPU reference: f64") {
+  check_fused_ce<double>(false, kTolF64, kTolF64, 0);
+}
+TEST_CASE("fused softmax cross-entropy matches the CPU reference: f32 exact") {
+  check_fused_ce<float>(false, kTolF32Reduce, kTolF32Reduce, 1);
+}
+TEST_CASE("fused softmax cross-entropy matches the CPU reference: tf32") {
+  check_fused_ce<float>(true, kTolTf32, kTolTf32, 5);
+}
