@@ -8,6 +8,7 @@
 #include "core/random_fill.hpp"
 #include "core/rng.hpp"
 #include "mlp/constructions.hpp"
+#include "mlp/gd_train.hpp"
 
 namespace memcap::mlp {
 
@@ -16,11 +17,15 @@ constexpr Eigen::Index kNtkBlock = 2048;  // rows of keys per block of the NTK u
 }
 
 std::int64_t default_width(MethodKind kind, std::int64_t d) {
-  return kind == MethodKind::exact_k2 ? d * (d + 1) / 2 : 4 * d;
+  return kind == MethodKind::exact_k2 ? d * (d + 1) / 2 : 4 * d;  // gd: 4d as well
 }
 
 std::int64_t param_count(MethodKind kind, std::int64_t m, std::int64_t d) {
-  return kind == MethodKind::ntk ? 3 * m * d + 2 * m + d : 3 * m * d;
+  return kind == MethodKind::ntk ? 3 * m * d + 2 * m + d : 3 * m * d;  // gd: 3md without biases
+}
+
+std::int64_t param_count(const MethodSpec& method, std::int64_t m, std::int64_t d) {
+  return method.kind == MethodKind::gd ? gd_param_count(m, d, method.gd.bias) : param_count(method.kind, m, d);
 }
 
 BilinearFeatureMap exact_k2_feature_map(std::int64_t d) {
@@ -115,9 +120,10 @@ GatedMLP build_mlp(const MethodSpec& method, const FactSet& fs, std::int64_t wid
     case MethodKind::whitened: mlp = build_whitened(fs, m, seed, method.ridge); break;
     case MethodKind::data_dependent: mlp = build_data_dependent(fs, m, seed, method); break;
     case MethodKind::ntk: mlp = build_ntk(fs, m, seed); break;
+    case MethodKind::gd: mlp = train_gd_cpu(fs, m, seed, method.gd).mlp; break;
   }
   mlp.method = method.text;
-  mlp.param_count = param_count(method.kind, mlp.width(), d);
+  mlp.param_count = param_count(method, mlp.width(), d);
   if (!mlp.A.allFinite() || !mlp.G.allFinite() || !mlp.B.allFinite())
     throw NumericError(fmt::format("{} construction produced NaN/Inf weights (F = {}, d = {}, m = {})",
                                    method.text, fs.F(), d, m));

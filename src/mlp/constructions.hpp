@@ -19,6 +19,8 @@ GatedMLP build_mlp(const MethodSpec& method, const FactSet& facts, std::int64_t 
 std::int64_t default_width(MethodKind kind, std::int64_t d);
 // Spec §3.7: 3md for the Hebbian family, 3md + 2m + d for NTK (zero biases counted).
 std::int64_t param_count(MethodKind kind, std::int64_t m, std::int64_t d);
+// As above, for a parsed spec (gd: 3md, or 3md + 2m + d with bias=1).
+std::int64_t param_count(const MethodSpec& method, std::int64_t m, std::int64_t d);
 
 // ---- readouts (ridge_readout.cpp) ---------------------------------------------------------------
 // Hebbian readout W = (1/F) C_fᵀ Φ  (d x m).

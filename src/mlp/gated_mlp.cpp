@@ -17,6 +17,12 @@ namespace memcap::mlp {
 namespace {
 constexpr Eigen::Index kForwardBlock = 4096;
 constexpr Eigen::Index kFeatureBlock = 256;
+// Logistic sigmoid without overflow (SiLU gate x·sigmoid(x), as nn::Activation::silu).
+double silu_sigmoid(double x) {
+  if (x >= 0) return 1.0 / (1.0 + std::exp(-x));
+  const double e = std::exp(x);
+  return e / (1.0 + e);
+}
 }
 
 void GatedMLP::validate() const {
@@ -24,7 +30,8 @@ void GatedMLP::validate() const {
   require(G.rows() == A.rows() && G.cols() == A.cols(), "MLP gate is {}x{}, expected {}x{}", G.rows(), G.cols(),
           A.rows(), A.cols());
   require(B.cols() == A.rows(), "MLP readout has {} columns for m = {} hidden units", B.cols(), A.rows());
-  require(gate == "identity" || gate == "relu", "unknown MLP gate '{}': identity or relu", gate);
+  require(gate == "identity" || gate == "relu" || gate == "silu", "unknown MLP gate '{}': identity, relu or silu",
+          gate);
   require(bias_up.size() == 0 || bias_up.size() == A.rows(), "bias_up has {} entries, m = {}", bias_up.size(),
           A.rows());
   require(bias_gate.size() == 0 || bias_gate.size() == A.rows(), "bias_gate has {} entries, m = {}",
@@ -50,6 +57,7 @@ Eigen::MatrixXd GatedMLP::hidden(const Eigen::MatrixXd& X) const {
   if (bias_up.size()) up.rowwise() += bias_up.transpose();
   if (bias_gate.size()) gt.rowwise() += bias_gate.transpose();
   if (gate == "relu") gt = gt.cwiseMax(0.0);
+  if (gate == "silu") gt = gt.unaryExpr([](double x) { return x * silu_sigmoid(x); });
   up.array() *= gt.array();
   return up;
 }

@@ -11,7 +11,7 @@ struct GatedMLP {
   Eigen::MatrixXd A;  // m x d ("up"/value branch)
   Eigen::MatrixXd G;  // m x d (gate branch)
   Eigen::MatrixXd B;  // d_c x m (readout)
-  std::string gate = "identity";   // identity | relu
+  std::string gate = "identity";   // identity | relu | silu (x·sigmoid(x))
   Eigen::VectorXd bias_up, bias_gate, bias_out;  // empty = no bias; NTK: zeros (counted in params)
   std::int64_t param_count = 0;    // spec §3.7 convention of the construction
   std::string method;              // method spec text, verbatim

@@ -20,8 +20,8 @@ std::string fmt_duration(double s) {
 }
 }  // namespace
 
-Progress::Progress(std::int64_t total, const std::string& mode, std::string label)
-    : total_(total), label_(std::move(label)) {
+Progress::Progress(std::int64_t total, const std::string& mode, std::string label, std::string unit)
+    : total_(total), label_(std::move(label)), unit_(std::move(unit)) {
   if (mode == "auto") mode_ = isatty(STDERR_FILENO) ? Mode::bar : Mode::lines;
   else if (mode == "bar") mode_ = Mode::bar;
   else if (mode == "lines") mode_ = Mode::lines;
@@ -51,8 +51,8 @@ void Progress::draw(bool final) {
   double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
   double rate = el > 0 ? done_ / el : 0;
   double eta = rate > 0 ? (total_ - done_) / rate : -1;
-  std::string line = fmt::format("{}: {}/{} jobs  {:.2f} jobs/s  elapsed {}  eta {}{}{}", label_, done_, total_,
-                                 rate, fmt_duration(el), final ? "0s" : fmt_duration(eta),
+  std::string line = fmt::format("{}: {}/{} {}  {:.2f} {}/s  elapsed {}  eta {}{}{}", label_, done_, total_, unit_,
+                                 rate, unit_, fmt_duration(el), final ? "0s" : fmt_duration(eta),
                                  note_.empty() ? "" : "  ", note_);
   if (mode_ == Mode::bar) {
     int width = 24;

@@ -9,7 +9,8 @@ namespace memcap::sweep {
 
 class Progress {
  public:
-  Progress(std::int64_t total, const std::string& mode, std::string label);
+  // unit names what is counted in the line ("jobs", "epochs").
+  Progress(std::int64_t total, const std::string& mode, std::string label, std::string unit = "jobs");
   ~Progress();
   void update(std::int64_t done, const std::string& note = "");
   void finish();
@@ -17,7 +18,7 @@ class Progress {
  private:
   void draw(bool final);
   std::int64_t total_, done_ = 0;
-  std::string label_, note_;
+  std::string label_, note_, unit_;
   enum class Mode { bar, lines, none } mode_;
   std::chrono::steady_clock::time_point start_, last_;
   bool finished_ = false;

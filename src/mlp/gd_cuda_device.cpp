@@ -1,0 +1,417 @@
+// Device buffers and the per-step kernel sequence of the GPU GD trainer (see gd_cuda_device.hpp).
+// Fused step (CE):  fwd partials -> y (+ b_d) -> CE stats -> CE combine (records loss, flags) ->
+//                   CE grad (dy partials) -> fused backward (gradient partial arenas) -> Adam (sums
+//                   the partials, advances the step): 7 kernels.
+// Fused step (MSE): fwd -> y, dy, loss partials -> record -> [CE stats + combine for the argmax
+//                   accuracy, only at recorded epochs] -> backward -> Adam.
+// cuBLAS step: the nn::cuda layer chain of the CPU reference (gd_train_cpu.cpp) on one gradient arena.
+#include "mlp/gd_cuda_device.hpp"
+
+#ifdef MEMCAP_HAVE_CUDA
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cstdlib>
+#include <cstring>
+#include <type_traits>
+
+#include "core/error.hpp"
+#include "nn_gated_mlp_fused.cuh"
+#include "nn_layers.cuh"
+#include "nn_softmax_ce_fused.cuh"
+
+namespace memcap::mlp {
+
+namespace cu = nn::cuda;
+using gpu::DType;
+using gpu::Tensor;
+
+namespace {
+
+int sm_count() {
+  int dev = 0, n = 0;
+  MEMCAP_CUDA_CHECK(cudaGetDevice(&dev));
+  MEMCAP_CUDA_CHECK(cudaDeviceGetAttribute(&n, cudaDevAttrMultiProcessorCount, dev));
+  return std::max(n, 1);
+}
+
+std::string env_or(const char* name, const char* fallback) {
+  const char* e = std::getenv(name);
+  return e && *e ? std::string(e) : std::string(fallback);
+}
+
+template <class T>
+std::vector<T> convert(const std::vector<double>& v) {
+  if constexpr (std::is_same_v<T, double>) return v;
+  return std::vector<T>(v.begin(), v.end());
+}
+
+std::vector<double> row_major(const Eigen::MatrixXd& M) {
+  std::vector<double> out(static_cast<std::size_t>(M.size()));
+  Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>>(out.data(), M.rows(), M.cols()) = M;
+  return out;
+}
+
+}  // namespace
+
+GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std::int64_t m, const GdConfig& cfg) {
+  GdCudaPlan p;
+  if (cfg.precision == "f64") {
+    require(!cfg.tf32, "GD precision f64 cannot use TF32 tensor cores (tf32 applies to f32 only)");
+    p.precision = "f64";
+    p.f64 = true;
+  } else if (cfg.precision == "tf32" || (cfg.precision == "f32" && cfg.tf32)) {
+    p.precision = "tf32";
+    p.tf32 = true;
+  } else if (cfg.precision == "f32") {
+    p.precision = "f32";
+  } else {
+    throw UserError(fmt::format("unknown GD precision '{}': use f32 (exact float32), tf32 (float32 storage, "
+                                "TF32 tensor-core products) or f64",
+                                cfg.precision));
+  }
+  p.F = F;
+  p.P = P;
+  p.d = d;
+  p.m = m;
+  p.ce = cfg.loss == nn::Loss::ce;
+  p.bias = cfg.bias;
+  p.act = cfg.gate;
+  p.epochs = cfg.epochs;
+  p.layout = GdLayout::make(m, d, cfg.bias);
+
+  const std::string want = env_or("MEMCAP_GD_KERNEL", "auto");
+  const bool fused_ok = cu::fused_mlp_supported(d, d);
+  if (want == "auto") {
+    p.kernel = fused_ok ? "fused" : "cublas";
+  } else if (want == "fused") {
+    require(fused_ok, "MEMCAP_GD_KERNEL=fused needs d <= {} (d = {}); unset it or use cublas", cu::kFusedMaxDim, d);
+    p.kernel = "fused";
+  } else if (want == "cublas") {
+    p.kernel = "cublas";
+  } else {
+    throw UserError(fmt::format("unknown MEMCAP_GD_KERNEL '{}': use auto, fused or cublas", want));
+  }
+  // cuBLAS takes 32-bit dimensions; the fused kernels take m < 2^30.
+  require(F <= 2147483647LL && P <= 2147483647LL && m <= 1073741823LL,
+          "GD training on the GPU needs F, P < 2^31 and m < 2^30 (got F = {}, P = {}, m = {})", F, P, m);
+
+  if (p.kernel == "fused") {
+    const int sms = sm_count();
+    const std::int64_t B = p.f64 ? cu::fused_tile<double>() : cu::fused_tile<float>();
+    const std::int64_t row_tiles = (F + B - 1) / B, unit_tiles = (m + B - 1) / B, value_tiles = (P + B - 1) / B;
+    // Grid = tiles x splits; splits chosen against the blocks that fit at once (kernel occupancy).
+    auto slots = [&](int per_sm) { return static_cast<std::int64_t>(per_sm) * sms; };
+    p.fwd_splits = cu::fused_splits(row_tiles, unit_tiles,
+                                    slots(cu::gated_mlp_fused_blocks_per_sm(false, p.f64, p.tf32, d)));
+    p.bwd_splits = cu::fused_splits(unit_tiles, row_tiles,
+                                    slots(cu::gated_mlp_fused_blocks_per_sm(true, p.f64, p.tf32, d)));
+    // The stats and grad kernels share the value split; size it for the slower-filling one.
+    p.ce_splits = cu::fused_splits(row_tiles, value_tiles,
+                                   slots(std::min(cu::softmax_ce_fused_blocks_per_sm(false, p.f64, p.tf32, d),
+                                                  cu::softmax_ce_fused_blocks_per_sm(true, p.f64, p.tf32, d))));
+    p.out_blocks = cu::gated_mlp_output_blocks(F * d);
+  }
+  const std::string steps = env_or("MEMCAP_GD_GRAPH_STEPS", "16");
+  char* end = nullptr;
+  const long k = std::strtol(steps.c_str(), &end, 10);
+  require(end && *end == '\0' && k >= 1 && k <= 256, "MEMCAP_GD_GRAPH_STEPS must be an integer in [1, 256] (got '{}')",
+          steps);
+  p.graph_steps = static_cast<int>(k);
+  return p;
+}
+
+std::size_t gd_cuda_plan_bytes(const GdCudaPlan& p) {
+  const double t = p.f64 ? 8 : 4;
+  const double F = static_cast<double>(p.F), P = static_cast<double>(p.P), d = static_cast<double>(p.d),
+               m = static_cast<double>(p.m), total = static_cast<double>(p.layout.total);
+  const bool fused = p.kernel == "fused";
+  double b = t * total * (3 + (fused ? p.bwd_splits : 1));     // params, m, v + gradient arena(s)
+  b += t * (F * d + P * d + (p.ce ? 0 : F * d)) + 4 * F;        // keys, values, C_f, targets
+  b += static_cast<double>(p.epochs) * (sizeof(nn::cuda::AdamScalars) + 8 + 8) + 256;  // schedule, histories, state
+  if (fused) {
+    b += t * F * d * (p.fwd_splits + 1 + std::max(p.ce_splits, 1));  // y partials, y, dy partials
+    b += static_cast<double>(p.ce_splits) * F * (t + 8 + 4) + 3 * t * F;  // CE stats, zt, lse, loss
+    b += 8.0 * static_cast<double>(p.out_blocks);
+  } else {
+    b += t * 4 * F * m;         // a, g, h, dh
+    b += t * 2 * F * d;         // y, dy
+    b += t * F * P + (t + 1) * F + 16;  // logits (in-place dlogits), row losses, correct, scalars
+  }
+  return static_cast<std::size_t>(b);
+}
+
+struct GdDevice::Impl {
+  GdCudaPlan plan;
+  const gpu::Stream* stream;
+  DType dt;
+  Tensor params, grads, mom1, mom2;  // grads: bwd_splits partial arenas (fused) or one (cublas)
+  Tensor x, V, C, targets;
+  Tensor sched, hist_loss, hist_correct, state;
+  // fused
+  Tensor y_part, y, dy_part, st_max, st_oth, st_arg, st_zt, row_lse, row_loss, loss_part;
+  // cublas
+  Tensor a, g, h, dh, dy, logits, losses, correct, loss_scalar, n_correct;
+
+  Impl(const GdCudaPlan& p, const gpu::Stream& s) : plan(p), stream(&s), dt(p.f64 ? DType::f64 : DType::f32) {
+    const std::int64_t F = p.F, P = p.P, d = p.d, m = p.m, n = p.layout.total;
+    const bool fused = p.kernel == "fused";
+    params = Tensor({n}, dt);
+    grads = Tensor({fused ? p.bwd_splits : 1, n}, dt);
+    mom1 = Tensor({n}, dt);
+    mom2 = Tensor({n}, dt);
+    x = Tensor({F, d}, dt);
+    V = Tensor({P, d}, dt);
+    if (!p.ce) C = Tensor({F, d}, dt);
+    targets = Tensor({F}, DType::i32);
+    sched = Tensor({p.epochs, static_cast<std::int64_t>(sizeof(cu::AdamScalars))}, DType::u8);
+    hist_loss = Tensor({p.epochs}, DType::f64);
+    hist_correct = Tensor({p.epochs}, DType::i64);
+    state = Tensor({static_cast<std::int64_t>(sizeof(cu::TrainState))}, DType::u8);
+    if (fused) {
+      y_part = Tensor({p.fwd_splits, F, d}, dt);
+      y = Tensor({F, d}, dt);
+      dy_part = Tensor({std::max(p.ce_splits, 1), F, d}, dt);
+      st_max = Tensor({p.ce_splits, F}, dt);
+      st_oth = Tensor({p.ce_splits, F}, DType::f64);
+      st_arg = Tensor({p.ce_splits, F}, DType::i32);
+      st_zt = Tensor({F}, dt);
+      row_lse = Tensor({F}, dt);
+      row_loss = Tensor({F}, dt);
+      if (!p.ce) loss_part = Tensor({p.out_blocks}, DType::f64);
+    } else {
+      a = Tensor({F, m}, dt);
+      g = Tensor({F, m}, dt);
+      h = Tensor({F, m}, dt);
+      dh = Tensor({F, m}, dt);
+      y = Tensor({F, d}, dt);
+      dy = Tensor({F, d}, dt);
+      logits = Tensor({F, P}, dt);
+      losses = Tensor({F}, dt);
+      correct = Tensor({F}, DType::u8);
+      loss_scalar = Tensor({1}, DType::f64);
+      n_correct = Tensor({1}, DType::i64);
+    }
+    // Gradient partial arenas: entries a kernel never writes (none today) must not be garbage.
+    grads.fill_zero(s);
+  }
+
+  cu::TrainState* st() const { return static_cast<cu::TrainState*>(state.raw()); }
+  const cu::AdamScalars* sch() const { return static_cast<const cu::AdamScalars*>(sched.raw()); }
+
+  template <class T>
+  void step(cublasHandle_t blas) {
+    const cudaStream_t s = stream->get();
+    const GdCudaPlan& p = plan;
+    const GdLayout& L = p.layout;
+    const std::int64_t F = p.F, P = p.P, d = p.d, m = p.m, n = L.total;
+    T* prm = params.data<T>();
+    const T* U = prm + L.U;
+    const T* G = prm + L.G;
+    const T* D = prm + L.D;
+    const T* b_u = p.bias ? prm + L.b_u : nullptr;
+    const T* b_g = p.bias ? prm + L.b_g : nullptr;
+    const T* b_d = p.bias ? prm + L.b_d : nullptr;
+    const T* X = x.data<T>();
+    const T* Vt = V.data<T>();
+    const std::int32_t* tg = targets.data<std::int32_t>();
+    double* hl = hist_loss.data<double>();
+    long long* hc = reinterpret_cast<long long*>(hist_correct.data<std::int64_t>());
+    cu::TrainState* state_dev = st();
+
+    if (p.kernel == "fused") {
+      const cu::GatedMlpShape shape{F, d, m, d, p.act};
+      cu::CeStats<T> stats{st_max.data<T>(), st_oth.data<double>(), st_arg.data<std::int32_t>(), st_zt.data<T>()};
+      cu::gated_mlp_forward_fused<T>(y_part.data<T>(), p.fwd_splits, X, U, G, D, b_u, b_g, shape, p.tf32, state_dev, s);
+      int n_dy = 1;
+      if (p.ce) {
+        cu::gated_mlp_output<T>(y.data<T>(), y_part.data<T>(), p.fwd_splits, b_d, F, d, nullptr, nullptr, nullptr,
+                                state_dev, s);
+        cu::softmax_ce_stats_fused<T>(stats, p.ce_splits, y.data<T>(), Vt, tg, F, P, d, p.tf32, state_dev, false, s);
+        cu::softmax_ce_combine<T>(stats, p.ce_splits, tg, F, row_lse.data<T>(), row_loss.data<T>(), state_dev, hl, hc,
+                                  false, s);
+        cu::softmax_ce_grad_fused<T>(dy_part.data<T>(), p.ce_splits, y.data<T>(), Vt, tg, row_lse.data<T>(),
+                                     row_loss.data<T>(), F, P, d, 1.0 / static_cast<double>(F), p.tf32, state_dev, s);
+        n_dy = p.ce_splits;
+      } else {
+        cu::gated_mlp_output<T>(y.data<T>(), y_part.data<T>(), p.fwd_splits, b_d, F, d, C.data<T>(), dy_part.data<T>(),
+                                loss_part.data<double>(), state_dev, s);
+        cu::record_loss_parts(loss_part.data<double>(), static_cast<int>(p.out_blocks), static_cast<double>(F * d),
+                              nullptr, state_dev, hl, nullptr, s);
+        cu::softmax_ce_stats_fused<T>(stats, p.ce_splits, y.data<T>(), Vt, tg, F, P, d, p.tf32, state_dev, true, s);
+        cu::softmax_ce_combine<T>(stats, p.ce_splits, tg, F, nullptr, nullptr, state_dev, hl, hc, true, s);
+      }
+      cu::GatedMlpGradOffsets off;
+      off.U = L.U;
+      off.G = L.G;
+      off.D = L.D;
+      off.b_u = L.b_u;
+      off.b_g = L.b_g;
+      off.b_d = L.b_d;
+      cu::gated_mlp_backward_fused<T>(grads.data<T>(), n, p.bwd_splits, off, X, dy_part.data<T>(), n_dy, U, G, D, b_u,
+                                      b_g, shape, p.tf32, state_dev, s);
+      cu::adam_step_gated<T>(prm, grads.data<T>(), p.bwd_splits, n, mom1.data<T>(), mom2.data<T>(), n, sch(), state_dev,
+                             cfg_beta1, cfg_beta2, cfg_eps, cfg_wd, cfg_adamw, s);
+      return;
+    }
+
+    // ---- cuBLAS layer chain (same order as the CPU reference)
+    T* gr = grads.data<T>();
+    T *dU = gr + L.U, *dG = gr + L.G, *dD = gr + L.D;
+    T* db_u = p.bias ? gr + L.b_u : nullptr;
+    T* db_g = p.bias ? gr + L.b_g : nullptr;
+    T* db_d = p.bias ? gr + L.b_d : nullptr;
+    T *A = a.data<T>(), *Gt = g.data<T>(), *H = h.data<T>(), *dH = dh.data<T>(), *Y = y.data<T>(), *dY = dy.data<T>();
+    T* Z = logits.data<T>();
+    MEMCAP_CUDA_CHECK(cudaMemsetAsync(gr, 0, static_cast<std::size_t>(n) * sizeof(T), s));
+    cu::linear_forward<T>(A, X, U, b_u, F, d, m, blas, s);
+    cu::linear_forward<T>(Gt, X, G, b_g, F, d, m, blas, s);
+    cu::gated_forward<T>(H, A, Gt, F * m, p.act, s);
+    cu::linear_forward<T>(Y, H, D, b_d, F, m, d, blas, s);
+    double* ls = loss_scalar.data<double>();
+    std::int64_t* nc = n_correct.data<std::int64_t>();
+    cu::linear_forward<T>(Z, Y, Vt, nullptr, F, d, P, blas, s);
+    if (p.ce) {
+      cu::cross_entropy_forward<T>(losses.data<T>(), Z, tg, F, P, correct.data<std::uint8_t>(), ls, nc, s);
+      cu::record_loss_parts(ls, 1, 1.0, nc, state_dev, hl, hc, s);
+      cu::cross_entropy_backward<T>(Z, Z, tg, F, P, 1.0, s);
+      cu::linear_backward<T>(dY, nullptr, nullptr, Z, Y, Vt, F, d, P, blas, s);
+    } else {
+      cu::mse_forward<T>(Y, C.data<T>(), F, d, ls, s);
+      cu::cross_entropy_forward<T>(losses.data<T>(), Z, tg, F, P, correct.data<std::uint8_t>(), nullptr, nc, s);
+      cu::record_loss_parts(ls, 1, 1.0, nc, state_dev, hl, hc, s);
+      cu::mse_backward<T>(dY, Y, C.data<T>(), F, d, 1.0, s);
+    }
+    cu::linear_backward<T>(dH, dD, db_d, dY, H, D, F, m, d, blas, s);
+    cu::gated_backward<T>(A, Gt, dH, A, Gt, F * m, p.act, s);
+    cu::linear_backward<T>(nullptr, dU, db_u, A, X, U, F, d, m, blas, s);
+    cu::linear_backward<T>(nullptr, dG, db_g, Gt, X, G, F, d, m, blas, s);
+    cu::adam_step_gated<T>(prm, gr, 1, n, mom1.data<T>(), mom2.data<T>(), n, sch(), state_dev, cfg_beta1, cfg_beta2,
+                           cfg_eps, cfg_wd, cfg_adamw, s);
+  }
+
+  double cfg_beta1 = 0.9, cfg_beta2 = 0.999, cfg_eps = 1e-8, cfg_wd = 0;
+  bool cfg_adamw = false;
+};
+
+GdDevice::GdDevice(const GdCudaPlan& plan, const gpu::Stream& stream) : impl_(std::make_unique<Impl>(plan, stream)) {}
+GdDevice::~GdDevice() = default;
+
+void GdDevice::set_optimizer(double beta1, double beta2, double eps, double weight_decay, bool adamw) {
+  impl_->cfg_beta1 = beta1;
+  impl_->cfg_beta2 = beta2;
+  impl_->cfg_eps = eps;
+  impl_->cfg_wd = weight_decay;
+  impl_->cfg_adamw = adamw;
+}
+
+void GdDevice::upload_tables(const FactSet& facts) {
+  Impl& I = *impl_;
+  const gpu::Stream& s = *I.stream;
+  auto put = [&](Tensor& t, const std::vector<double>& host) {
+    if (I.plan.f64) {
+      t.upload(host.data(), s);
+      s.synchronize();
+    } else {
+      const std::vector<float> f = convert<float>(host);
+      t.upload(f.data(), s);
+      s.synchronize();
+    }
+  };
+  put(I.x, row_major(facts.keys));
+  put(I.V, row_major(facts.values));
+  if (!I.plan.ce) put(I.C, row_major(facts.targets()));
+  std::vector<std::int32_t> tg(static_cast<std::size_t>(facts.F()));
+  for (std::int64_t i = 0; i < facts.F(); ++i) tg[static_cast<std::size_t>(i)] = facts.map[i];
+  I.targets.upload(tg.data(), s);
+  s.synchronize();
+}
+
+void GdDevice::upload_arenas(const std::vector<double>& params, const std::vector<double>& m,
+                             const std::vector<double>& v) {
+  Impl& I = *impl_;
+  const gpu::Stream& s = *I.stream;
+  const std::size_t n = static_cast<std::size_t>(I.plan.layout.total);
+  MEMCAP_ASSERT(params.size() == n && m.size() == n && v.size() == n, "GD arena sizes");
+  auto put = [&](Tensor& t, const std::vector<double>& host) {
+    if (I.plan.f64) {
+      t.upload(host.data(), s);
+    } else {
+      const std::vector<float> f = convert<float>(host);
+      t.upload(f.data(), s);
+      s.synchronize();
+    }
+  };
+  put(I.params, params);
+  put(I.mom1, m);
+  put(I.mom2, v);
+  s.synchronize();
+}
+
+void GdDevice::upload_schedule(const std::vector<cu::AdamScalars>& sched) {
+  Impl& I = *impl_;
+  MEMCAP_ASSERT(static_cast<std::int64_t>(sched.size()) == I.plan.epochs, "GD schedule length");
+  I.sched.upload(sched.data(), *I.stream);
+  I.stream->synchronize();
+}
+
+void GdDevice::upload_state(const cu::TrainState& st) {
+  Impl& I = *impl_;
+  I.state.upload(&st, *I.stream);
+  I.stream->synchronize();
+}
+
+cu::TrainState GdDevice::download_state() {
+  Impl& I = *impl_;
+  cu::TrainState st;
+  I.state.download(&st, *I.stream);
+  I.stream->synchronize();
+  return st;
+}
+
+void GdDevice::download_history(std::int64_t from, std::int64_t to, std::vector<double>& loss,
+                                std::vector<long long>& correct) {
+  Impl& I = *impl_;
+  const std::int64_t n = std::max<std::int64_t>(0, to - from);
+  loss.resize(static_cast<std::size_t>(n));
+  correct.resize(static_cast<std::size_t>(n));
+  if (n == 0) return;
+  MEMCAP_ASSERT(from >= 0 && to <= I.plan.epochs, "GD history range");
+  const cudaStream_t s = I.stream->get();
+  MEMCAP_CUDA_CHECK(cudaMemcpyAsync(loss.data(), I.hist_loss.data<double>() + from,
+                                    static_cast<std::size_t>(n) * sizeof(double), cudaMemcpyDeviceToHost, s));
+  MEMCAP_CUDA_CHECK(cudaMemcpyAsync(correct.data(), I.hist_correct.data<std::int64_t>() + from,
+                                    static_cast<std::size_t>(n) * sizeof(long long), cudaMemcpyDeviceToHost, s));
+  I.stream->synchronize();
+}
+
+void GdDevice::download_arenas(std::vector<double>* params, std::vector<double>* m, std::vector<double>* v) {
+  Impl& I = *impl_;
+  const std::size_t n = static_cast<std::size_t>(I.plan.layout.total);
+  auto get = [&](const Tensor& t, std::vector<double>* out) {
+    if (!out) return;
+    out->resize(n);
+    if (I.plan.f64) {
+      t.download(out->data(), *I.stream);
+      I.stream->synchronize();
+    } else {
+      std::vector<float> f(n);
+      t.download(f.data(), *I.stream);
+      I.stream->synchronize();
+      std::copy(f.begin(), f.end(), out->begin());
+    }
+  };
+  get(I.params, params);
+  get(I.mom1, m);
+  get(I.mom2, v);
+}
+
+void GdDevice::enqueue_step(cublasHandle_t blas) {
+  if (impl_->plan.f64)
+    impl_->step<double>(blas);
+  else
+    impl_->step<float>(blas);
+}
+
+}  // namespace memcap::mlp
+#endif  // MEMCAP_HAVE_CUDA
