@@ -11,6 +11,10 @@
 #include "mlp/build_flags.hpp"
 #include "mlp/constructions.hpp"
 #include "mlp/model_io.hpp"
+#ifdef MEMCAP_HAVE_CUDA
+#include "core/gpu.hpp"
+#include "mlp/construct_cuda.hpp"
+#endif
 
 namespace {
 
@@ -21,18 +25,42 @@ struct BuildState {
   mlp::BuildFlags flags;
 };
 
+// GPU construction (mlp/construct_cuda.hpp) when the resolved device is cuda and the method has one.
+bool gpu_build(const DeviceInfo& dev, const mlp::MethodSpec& method) {
+#ifdef MEMCAP_HAVE_CUDA
+  return dev.device == Device::cuda && mlp::has_cuda_construction(method);
+#else
+  (void)dev, (void)method;
+  return false;
+#endif
+}
+
+mlp::GatedMLP build_model(bool on_gpu, const mlp::MethodSpec& method, const mlp::FactSet& fs, std::int64_t width,
+                          std::uint64_t seed) {
+#ifdef MEMCAP_HAVE_CUDA
+  if (on_gpu) {
+    gpu::Stream s;
+    gpu::Handles h(s);
+    return mlp::build_mlp_cuda(method, fs, width, seed, h);
+  }
+#endif
+  (void)on_gpu;
+  return mlp::build_mlp(method, fs, width, seed);
+}
+
 void run_build(CLI::App* sub, BuildState& st) {
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
   require(!st.common.out.empty(), "--out FILE.h5 is required (where the fact set and weights are written)");
   const mlp::ResolvedBuild rb = mlp::resolve_build_flags(st.flags, st.common.seed);
   io::check_output_path(st.common.out);
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "hebb build runs on the CPU only; use --device cpu or auto");
+  const bool on_gpu = gpu_build(prep.ctx.device, rb.method);
+  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto" || on_gpu,
+          "hebb build has no GPU path for {}; use --device cpu or auto", rb.method.text);
 
   const auto t0 = std::chrono::steady_clock::now();
   const mlp::FactSet fs = mlp::make_factset(rb.facts);
-  const mlp::GatedMLP model = mlp::build_mlp(rb.method, fs, rb.width, st.common.seed);
+  const mlp::GatedMLP model = build_model(on_gpu, rb.method, fs, rb.width, st.common.seed);
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   io::OutputFile out(st.common.out, prep.ctx);
@@ -58,7 +86,7 @@ void run_build(CLI::App* sub, BuildState& st) {
       .set("seed", static_cast<std::int64_t>(st.common.seed))
       .set("solver", model.solver_note)
       .set("build_s", build_s)
-      .set("path", "cpu")
+      .set("path", on_gpu ? "cuda" : "cpu")
       .set("status", "ok");
   io::Table t;
   t.append(row);

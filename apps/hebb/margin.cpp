@@ -13,6 +13,10 @@
 #include "mlp/build_flags.hpp"
 #include "mlp/constructions.hpp"
 #include "mlp/model_io.hpp"
+#ifdef MEMCAP_HAVE_CUDA
+#include "core/gpu.hpp"
+#include "mlp/construct_cuda.hpp"
+#endif
 
 namespace {
 
@@ -31,14 +35,36 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
   return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 }
 
+// GPU path (mlp/construct_cuda.hpp): resolved device cuda, an output convention it evaluates (raw or
+// normalized; kernel-memory margins stay on the CPU) and a model it can build (or one read with --in).
+bool gpu_margins(const DeviceInfo& dev, margin::MarginConvention conv, bool from_file, const std::string& method) {
+#ifdef MEMCAP_HAVE_CUDA
+  return dev.device == Device::cuda && conv != margin::MarginConvention::kernel_memory &&
+         (from_file || mlp::has_cuda_construction(mlp::parse_method(method)));
+#else
+  (void)dev, (void)conv, (void)from_file, (void)method;
+  return false;
+#endif
+}
+
 void run_margin(CLI::App* sub, MarginState& st) {
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
   const auto conv = margin::parse_convention(st.convention);
   require(std::isfinite(st.noise) && st.noise >= 0, "--noise must be finite and >= 0 (got {})", st.noise);
   require(st.tile >= 0, "--tile must be >= 0 (got {})", st.tile);
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "hebb margin runs on the CPU only; use --device cpu or auto");
+  const bool on_gpu = gpu_margins(prep.ctx.device, conv, !st.in.empty(), st.flags.method);
+  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto" || on_gpu,
+          "hebb margin has no GPU path for {}; use --device cpu or auto",
+          conv == margin::MarginConvention::kernel_memory ? "--convention kernel" : st.flags.method);
+#ifdef MEMCAP_HAVE_CUDA
+  std::unique_ptr<gpu::Stream> stream;
+  std::unique_ptr<gpu::Handles> handles;
+  if (on_gpu) {
+    stream = std::make_unique<gpu::Stream>();
+    handles = std::make_unique<gpu::Handles>(*stream);
+  }
+#endif
   mlp::ResolvedBuild rb;
   if (st.in.empty()) {
     rb = mlp::resolve_build_flags(st.flags, st.common.seed);
@@ -67,7 +93,12 @@ void run_margin(CLI::App* sub, MarginState& st) {
             model.dim(), fs.d());
   } else {
     fs = mlp::make_factset(rb.facts);
-    model = mlp::build_mlp(rb.method, fs, rb.width, seed);
+#ifdef MEMCAP_HAVE_CUDA
+    if (on_gpu)
+      model = mlp::build_mlp_cuda(rb.method, fs, rb.width, seed, *handles);
+    else
+#endif
+      model = mlp::build_mlp(rb.method, fs, rb.width, seed);
   }
   const double build_s = seconds_since(t0);
 
@@ -81,10 +112,24 @@ void run_margin(CLI::App* sub, MarginState& st) {
     phiK = model.hidden(fs.keys);
     phiQ = st.noise > 0 ? model.hidden(queries) : phiK;
     outputs = margin::kernel_memory_outputs(phiK, phiQ, fs.targets());
-  } else {
+  } else if (!on_gpu) {
     outputs = model.forward(queries);
   }
-  const margin::MarginResult res = margin::margins_from_outputs(outputs, fs.values, fs.map, conv, st.tile);
+  margin::MarginResult res;
+#ifdef MEMCAP_HAVE_CUDA
+  if (on_gpu) {  // tiles of keys on the device: hidden -> outputs -> scores -> argmax / margins
+    mlp::CudaTuning tuning;
+    tuning.tile = st.tile;
+    const mlp::CudaMargins g = mlp::margins_mlp_cuda(
+        model, fs, queries, conv == margin::MarginConvention::normalized_output, *handles, tuning);
+    res.per_key = g.per_key;
+    res.worst = g.worst;
+    res.argmax = g.argmax;
+    res.min_margin = g.min_margin;
+    res.accuracy = g.accuracy;
+  } else
+#endif
+    res = margin::margins_from_outputs(outputs, fs.values, fs.map, conv, st.tile);
   if (conv == margin::MarginConvention::kernel_memory)
     sc = margin::signal_crosstalk(phiK, phiQ, outputs, fs.values, fs.targets(), fs.map, res.worst);
   const double eval_s = seconds_since(t1);
@@ -108,7 +153,7 @@ void run_margin(CLI::App* sub, MarginState& st) {
       .set("solver", model.solver_note)
       .set("build_s", build_s)
       .set("eval_s", eval_s)
-      .set("path", "cpu")
+      .set("path", on_gpu ? "cuda" : "cpu")
       .set("status", "ok");
 
   fmt::print("{:<28} {:>5} {:>7} {:>7} {:>10} {:>11} {:>9} {:>12} {:>12}\n", "method", "d", "F", "m", "params",
