@@ -4,8 +4,11 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <map>
+#include <vector>
 #include <stdexcept>
 
 #include "core/error.hpp"
@@ -88,7 +91,53 @@ TEST_CASE("shards partition the plan and the dry run writes nothing") {
   CHECK_FALSE(fs::exists(d + "/dry.shard1of2.h5"));
   CHECK_THROWS_AS(sweep::Shard::parse("2/2"), UserError);
   CHECK_THROWS_AS(sweep::Shard::parse("a/b"), UserError);
-  CHECK(sweep::Shard::parse("1/3").owns(4));
+  CHECK_THROWS_AS(sweep::Shard::parse("-1/2"), UserError);
+  CHECK_THROWS_AS(sweep::Shard::parse("0/0"), UserError);
+  CHECK_THROWS_AS(sweep::Shard::parse("1/2x"), UserError);
+  // Every job index is owned by exactly one shard i of n, for every n up to 17 (more shards than jobs
+  // included), and the shard sizes differ by at most one.
+  for (int n = 1; n <= 17; ++n) {
+    std::vector<int> size(static_cast<std::size_t>(n), 0);
+    for (std::int64_t job = 0; job < 300; ++job) {
+      int owners = 0;
+      for (int i = 0; i < n; ++i) {
+        const sweep::Shard s = sweep::Shard::parse(std::to_string(i) + "/" + std::to_string(n));
+        REQUIRE(s.index == i);
+        REQUIRE(s.count == n);
+        if (s.owns(job)) {
+          ++owners;
+          ++size[static_cast<std::size_t>(i)];
+        }
+      }
+      CAPTURE(n);
+      CAPTURE(job);
+      REQUIRE(owners == 1);
+    }
+    CHECK(*std::max_element(size.begin(), size.end()) - *std::min_element(size.begin(), size.end()) <= 1);
+  }
+}
+
+TEST_CASE("running every shard of n runs every job exactly once (real runs, n = 1..4 and 11 > jobs)") {
+  auto d = temp_dir();
+  const sweep::Plan plan = toy_plan();
+  for (int n : {1, 2, 3, 4, 11}) {
+    std::map<std::string, int> seen;
+    for (int i = 0; i < n; ++i) {
+      sweep::Options o;
+      o.progress = "none";
+      o.shard = std::to_string(i) + "/" + std::to_string(n);
+      const std::string out = d + "/part" + std::to_string(n) + ".h5";
+      REQUIRE(sweep::run(plan, o, ctx_for("a"), out, toy_job) == 0);
+      const std::string file = n == 1 ? out : d + "/part" + std::to_string(n) + ".shard" + std::to_string(i) + "of" +
+                                                  std::to_string(n) + ".h5";
+      const io::Table t = summary_of(file);
+      if (t.rows() == 0) continue;  // n > jobs: some shards own nothing and write an empty summary
+      for (const std::string& key : t.strings("job")) ++seen[key];
+    }
+    CAPTURE(n);
+    CHECK(seen.size() == plan.jobs.size());
+    for (const sweep::Job& j : plan.jobs) CHECK(seen[j.key] == 1);
+  }
 }
 
 TEST_CASE("same plan twice gives identical datasets; merged shards equal the unsharded run") {

@@ -1,10 +1,13 @@
 // CPU (float64) trial of the capacity protocol, tiled over query rows so the K x K coefficient
 // matrix is never held: per row tile, A = k(Q_t, U) by closed-form GEMMs; pSNR sums, coherence,
 // the closed-form readout A V, the state readout psi(Q_t)^T S (softmax: a streaming KV-cache
-// pass with a running max) and the decode GEMM against the value rows. Memory O(tile*K + n_psi*d_v).
+// pass with a running max) and the decode GEMM against the value rows. Memory O(tile*K + n_psi*d_v) per
+// thread: query tiles run in parallel and their results are combined in tile order (thread-count independent).
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
+#include <vector>
 
 #include "core/error.hpp"
 #include "kata/capacity.hpp"
@@ -81,8 +84,14 @@ TrialMetrics evaluate_trial_cpu(const CapacityKernel& map, const MatrixXd& U, co
 
   TrialMetrics out;
   out.psnr.resize(K);
-  double coherence = 0.0, max_dev = 0.0;
-  for (Eigen::Index r0 = 0; r0 < K; r0 += t) {
+  // Query tiles run in parallel; each writes its own pSNR rows and its own slot of the per-tile maxima and
+  // counts, which are folded in tile order afterwards, so the result does not depend on the thread count.
+  const Eigen::Index ntiles = (K + t - 1) / t;
+  std::vector<double> tile_coherence(static_cast<std::size_t>(ntiles), 0.0), tile_dev(tile_coherence);
+  std::vector<std::int64_t> tile_correct(static_cast<std::size_t>(ntiles), 0);
+  std::vector<std::exception_ptr> tile_error(static_cast<std::size_t>(ntiles));
+  // One query tile [r0, r0 + t): its pSNR rows, and its coherence, deviation and correct-count.
+  auto run_tile = [&](Eigen::Index r0, double& coherence, double& max_dev, std::int64_t& correct) {
     const Eigen::Index tb = std::min<Eigen::Index>(t, K - r0);
     const MatrixXd Qt = Q.middleRows(r0, tb);
     const MatrixXd A = map.tile(Qt, U);
@@ -140,10 +149,27 @@ TrialMetrics evaluate_trial_cpu(const CapacityKernel& map, const MatrixXd& U, co
     for (Eigen::Index r = 0; r < tb; ++r) {
       Eigen::Index best = 0;
       scores.row(r).maxCoeff(&best);
-      if (best == values.target[r0 + r]) ++out.correct;
+      if (best == values.target[r0 + r]) ++correct;
     }
-    (void)n_dec;
+  };
+#pragma omp parallel for schedule(dynamic) if (ntiles > 1)
+  for (Eigen::Index k = 0; k < ntiles; ++k) {
+    const auto slot = static_cast<std::size_t>(k);
+    try {
+      run_tile(k * t, tile_coherence[slot], tile_dev[slot], tile_correct[slot]);
+    } catch (...) {
+      tile_error[slot] = std::current_exception();
+    }
   }
+  for (const auto& e : tile_error)
+    if (e) std::rethrow_exception(e);
+  double coherence = 0.0, max_dev = 0.0;
+  for (std::size_t k = 0; k < tile_error.size(); ++k) {
+    coherence = std::max(coherence, tile_coherence[k]);
+    max_dev = std::max(max_dev, tile_dev[k]);
+    out.correct += tile_correct[k];
+  }
+  (void)n_dec;
   out.coherence = coherence;
   out.max_deviation = max_dev;
   return out;

@@ -1,10 +1,14 @@
 // Mutual coherence of a dictionary in raw space and in a feature map's space, computed block pair
-// by block pair (one GEMM each), so memory stays O(block²) instead of O(N²).
+// by block pair (one GEMM each), so memory stays O(block²) instead of O(N²). Within a block pair the
+// product and the column scans run in parallel on fixed column blocks; the per-column maxima are folded
+// in column order, so the value and the reported pair do not depend on the thread count.
 #include <algorithm>
 #include <cmath>
 #include <set>
+#include <vector>
 
 #include "core/error.hpp"
+#include "core/parallel_product.hpp"
 #include "kata/dictionary.hpp"
 
 namespace memcap::kata {
@@ -20,17 +24,27 @@ CoherenceResult coherence_detail(const Eigen::MatrixXd& rows, std::int64_t block
     inv(i) = 1.0 / inv(i);
   }
   CoherenceResult best;
+  Eigen::MatrixXd G;
+  std::vector<CoherenceResult> col_best;
   for (std::int64_t i0 = 0; i0 < N; i0 += block) {
     const std::int64_t ni = std::min(block, N - i0);
     for (std::int64_t j0 = i0; j0 < N; j0 += block) {
       const std::int64_t nj = std::min(block, N - j0);
-      Eigen::MatrixXd G = rows.middleRows(i0, ni) * rows.middleRows(j0, nj).transpose();
-      for (std::int64_t j = 0; j < nj; ++j)
+      parallel_product(G, rows.middleRows(i0, ni), rows.middleRows(j0, nj).transpose());
+      // Column j's first maximum over i (upper triangle, no diagonal), then the columns in order: the
+      // same scan order, hence the same pair on ties, as one sequential pass.
+      col_best.assign(static_cast<std::size_t>(nj), CoherenceResult{});
+#pragma omp parallel for schedule(static) if (ni * nj > 65536)
+      for (std::int64_t j = 0; j < nj; ++j) {
+        CoherenceResult& cb = col_best[static_cast<std::size_t>(j)];
         for (std::int64_t i = 0; i < ni; ++i) {
           if (i0 + i >= j0 + j) continue;  // upper triangle, no diagonal
           const double v = std::abs(G(i, j)) * inv(i0 + i) * inv(j0 + j);
-          if (v > best.value || best.i < 0) best = {v, i0 + i, j0 + j};
+          if (v > cb.value || cb.i < 0) cb = {v, i0 + i, j0 + j};
         }
+      }
+      for (const CoherenceResult& cb : col_best)
+        if (cb.i >= 0 && (cb.value > best.value || best.i < 0)) best = cb;
     }
   }
   return best;
@@ -56,25 +70,37 @@ double feature_coherence(const Eigen::MatrixXd& rows, const FeatureMap& map, std
     }
   }
   double best = 0;
+  std::vector<double> col_best;
   for (std::int64_t i0 = 0; i0 < N; i0 += block) {
     const std::int64_t ni = std::min(block, N - i0);
     const Eigen::MatrixXd A = rows.middleRows(i0, ni);
     for (std::int64_t j0 = i0; j0 < N; j0 += block) {
       const std::int64_t nj = std::min(block, N - j0);
       const Eigen::MatrixXd B = rows.middleRows(j0, nj);
-      Eigen::MatrixXd K;
-      if (map.is_softmax()) K = A * B.transpose();
-      else K = map.kernel_matrix(A, B);
-      for (std::int64_t j = 0; j < nj; ++j)
-        for (std::int64_t i = 0; i < ni; ++i) {
-          if (i0 + i >= j0 + j) continue;
-          double v;
-          if (map.is_softmax())
-            v = std::exp((K(i, j) - 0.5 * (sq(i0 + i) + sq(j0 + j))) / map.tau());
-          else
-            v = std::abs(K(i, j)) * inv(i0 + i) * inv(j0 + j);
-          best = std::max(best, v);
+      // Columns of the kernel block in fixed chunks, each chunk computed and scanned by one thread.
+      const std::int64_t chunks = (nj + kProductBlock - 1) / kProductBlock;
+      col_best.assign(static_cast<std::size_t>(nj), 0.0);
+#pragma omp parallel for schedule(dynamic) if (chunks > 1 && ni * nj > 65536)
+      for (std::int64_t c = 0; c < chunks; ++c) {
+        const std::int64_t c0 = c * kProductBlock, nc = std::min<std::int64_t>(kProductBlock, nj - c0);
+        const Eigen::MatrixXd K =
+            map.is_softmax() ? Eigen::MatrixXd(A * B.middleRows(c0, nc).transpose()) : map.kernel_matrix(A, B.middleRows(c0, nc));
+        for (std::int64_t jj = 0; jj < nc; ++jj) {
+          const std::int64_t j = c0 + jj;
+          double cb = 0;
+          for (std::int64_t i = 0; i < ni; ++i) {
+            if (i0 + i >= j0 + j) continue;
+            double v;
+            if (map.is_softmax())
+              v = std::exp((K(i, jj) - 0.5 * (sq(i0 + i) + sq(j0 + j))) / map.tau());
+            else
+              v = std::abs(K(i, jj)) * inv(i0 + i) * inv(j0 + j);
+            cb = std::max(cb, v);
+          }
+          col_best[static_cast<std::size_t>(j)] = cb;
         }
+      }
+      for (double cb : col_best) best = std::max(best, cb);
     }
   }
   return best;

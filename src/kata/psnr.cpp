@@ -1,13 +1,16 @@
 // pSNR ladder (Welch-scale, §3.9 and C.7–C.8), random-key estimates and Monte-Carlo medians.
 // Softmax is handled in log space throughout: exp(2(1−μ⋆)/τ) overflows double for τ ≲ 2.8e-3.
+// The Monte Carlo runs query blocks in parallel with fixed boundaries (thread-count independent).
 #include "kata/psnr.hpp"
 
 #include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
+#include <exception>
 #include <limits>
 #include <numbers>
+#include <vector>
 
 #include "core/error.hpp"
 #include "core/random_fill.hpp"
@@ -242,19 +245,38 @@ PsnrMc psnr_monte_carlo(const FeatureMap& map, std::int64_t T, std::int64_t tria
       K.resize(T, d);
       for (std::int64_t i = 0; i < T; ++i) K.row(i) = pool.row(perm(i));
     }
-    const Eigen::MatrixXd Q = K.topRows(nq);
-    if (map.is_softmax()) {
-      const Eigen::MatrixXd G = Q * K.transpose();
-      for (std::int64_t i = 0; i < nq; ++i) {
-        double s = 0;
-        for (std::int64_t j = 0; j < T; ++j)
-          if (j != i) s += std::exp(2.0 * (G(i, j) - G(i, i)) / map.tau());
-        vals.push_back(s > 0 ? 1.0 / s : kInf);
+    // Query rows in fixed blocks of kMcRows, in parallel; each block fills its own slots, so the samples
+    // (and their sorted quantiles) do not depend on the thread count.
+    constexpr std::int64_t kMcRows = 16;
+    const std::int64_t nblocks = (nq + kMcRows - 1) / kMcRows;
+    const std::size_t first = vals.size();
+    vals.resize(first + static_cast<std::size_t>(nq));
+    std::vector<std::exception_ptr> err(static_cast<std::size_t>(nblocks));
+#pragma omp parallel for schedule(dynamic) if (nblocks > 1)
+    for (std::int64_t b = 0; b < nblocks; ++b) {
+      try {
+        const std::int64_t q0 = b * kMcRows, nb = std::min(kMcRows, nq - q0);
+        const Eigen::MatrixXd Q = K.middleRows(q0, nb);
+        if (map.is_softmax()) {
+          const Eigen::MatrixXd G = Q * K.transpose();
+          for (std::int64_t r = 0; r < nb; ++r) {
+            const std::int64_t i = q0 + r;
+            double s = 0;
+            for (std::int64_t j = 0; j < T; ++j)
+              if (j != i) s += std::exp(2.0 * (G(r, j) - G(r, i)) / map.tau());
+            vals[first + static_cast<std::size_t>(i)] = s > 0 ? 1.0 / s : kInf;
+          }
+        } else {
+          const Eigen::MatrixXd A = map.kernel_matrix(Q, K);
+          for (std::int64_t r = 0; r < nb; ++r)
+            vals[first + static_cast<std::size_t>(q0 + r)] = psnr_from_coefficients(A.row(r).transpose(), q0 + r);
+        }
+      } catch (...) {
+        err[static_cast<std::size_t>(b)] = std::current_exception();
       }
-    } else {
-      const Eigen::MatrixXd A = map.kernel_matrix(Q, K);
-      for (std::int64_t i = 0; i < nq; ++i) vals.push_back(psnr_from_coefficients(A.row(i).transpose(), i));
     }
+    for (const auto& e : err)
+      if (e) std::rethrow_exception(e);
   }
   std::sort(vals.begin(), vals.end());
   auto quant = [&](double q) {

@@ -1,6 +1,8 @@
 // Streaming evaluation of the §3.3 geometric statistics: one tile of keys at a time, every
 // F×P quantity reduced on the fly (BLAS products for K̂ rows, outputs and code Grams), so the
 // largest live arrays are tile×F and tile×P. See docs/hebb-theory.md for the derivations.
+// Thread-count independent: products go through parallel_product (fixed blocks), per-row work is
+// independent, and the cross-row reductions run in row order after each parallel pass.
 #include "margin/stats.hpp"
 
 #include <algorithm>
@@ -9,6 +11,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/parallel_product.hpp"
 
 namespace memcap::margin {
 
@@ -74,8 +77,7 @@ FeatureKernelRows::FeatureKernelRows(const Eigen::MatrixXd& phi) : phi_(phi) {
 
 void FeatureKernelRows::rows(Index row0, Index count, Eigen::MatrixXd& out) const {
   MEMCAP_ASSERT(row0 >= 0 && row0 + count <= phi_.rows(), "kernel row range");
-  out.resize(count, phi_.rows());
-  out.noalias() = phi_.middleRows(row0, count) * phi_.transpose();
+  parallel_product(out, phi_.middleRows(row0, count), phi_.transpose());
 }
 
 ExactK2KernelRows::ExactK2KernelRows(const Eigen::MatrixXd& keys) : keys_(keys) {
@@ -84,8 +86,7 @@ ExactK2KernelRows::ExactK2KernelRows(const Eigen::MatrixXd& keys) : keys_(keys) 
 
 void ExactK2KernelRows::rows(Index row0, Index count, Eigen::MatrixXd& out) const {
   MEMCAP_ASSERT(row0 >= 0 && row0 + count <= keys_.rows(), "kernel row range");
-  out.resize(count, keys_.rows());
-  out.noalias() = keys_.middleRows(row0, count) * keys_.transpose();
+  parallel_product(out, keys_.middleRows(row0, count), keys_.transpose());
   out = out.array().square().matrix();
 }
 
@@ -132,10 +133,12 @@ GeometryStats geometry_stats(const KernelRows& kernel, const Eigen::MatrixXd& va
     kernel.rows(r0, b, Kt);
     require(Kt.allFinite(), "kernel rows {}..{} contain NaN/Inf", r0, r0 + b - 1);
     const MatR Ktr = Kt;  // row-major copy for contiguous row scans
-    MatR H = (Ktr * targets) * values.transpose();                // <ŷ_i, v_j>
-    const MatR GcI = vals_of_keys.middleRows(r0, b) * codes.transpose();   // <v_f(i), c_j>
-    const MatR CvI = targets.middleRows(r0, b) * values.transpose();       // <c_f(i), v_j>
-    const MatR Q = vals_of_keys.middleRows(r0, b) * VM.transpose();        // v_f(i)ᵀ M v_j
+    MatR Y, H, GcI, CvI, Q;
+    parallel_product(Y, Ktr, targets);                                     // ŷ_i (b×d)
+    parallel_product(H, Y, values.transpose());                            // <ŷ_i, v_j>
+    parallel_product(GcI, vals_of_keys.middleRows(r0, b), codes.transpose());  // <v_f(i), c_j>
+    parallel_product(CvI, targets.middleRows(r0, b), values.transpose());      // <c_f(i), v_j>
+    parallel_product(Q, vals_of_keys.middleRows(r0, b), VM.transpose());       // v_f(i)ᵀ M v_j
 
     acc.assign(static_cast<std::size_t>(b), RowAcc{});
     ek_row.assign(static_cast<std::size_t>(b), 0.0);
@@ -202,11 +205,12 @@ GeometryStats geometry_stats(const KernelRows& kernel, const Eigen::MatrixXd& va
 
     // L_v: ‖Y‖₁ has no product form; sum |G_f(i),t − G_j,t| over value tiles (G = V C_fᵀ).
     if (opt.compute_lv) {
-      const MatR Gi = vals_of_keys.middleRows(r0, b) * targets.transpose();   // b×F
+      MatR Gi, Gj;
+      parallel_product(Gi, vals_of_keys.middleRows(r0, b), targets.transpose());   // b×F
       const Index jt = std::min<Index>(opt.tile_values, P);
       for (Index j0 = 0; j0 < P; j0 += jt) {
         const Index nb = std::min(jt, P - j0);
-        const MatR Gj = values.middleRows(j0, nb) * targets.transpose();      // nb×F
+        parallel_product(Gj, values.middleRows(j0, nb), targets.transpose());      // nb×F
         // Cache blocking: B key rows × B value rows (~96 KiB) so each G row is reused B times from L2
         // instead of streaming all of Gj from memory for every key (memory-bound otherwise).
         const Index B = std::clamp<Index>(98304 / (8 * F), 1, 64);

@@ -2,7 +2,8 @@
 # End to end: `kata bounds table1` prints the paper's Table 1; `kata dict` writes dictionaries whose
 # /summary (count, dim, coherence, psd_coherence) and vectors read back with the known values;
 # `kata bounds` / `kata psnr` write their tables. Env: KATA, MEMCAP_SRC. HDF5 checks need h5py
-# (through experiments/plots/with_python.sh); without it only the printed values are checked.
+# (through experiments/plots/with_python.sh); without it the printed values are still checked, then the
+# test exits 77 (skipped), so a machine without h5py never reports the HDF5 half as passed.
 set -u
 : "${KATA:?set KATA to the kata executable}"
 : "${MEMCAP_SRC:?set MEMCAP_SRC to the repository root}"
@@ -71,6 +72,6 @@ print("hdf5 checks ok")
 PY
 bash "$MEMCAP_SRC/experiments/plots/with_python.sh" "$tmp/check.py" "$tmp"
 rc=$?
-if [[ $rc -eq 77 ]]; then echo "h5py unavailable: printed values checked only"; exit 0; fi
+if [[ $rc -eq 77 ]]; then echo "SKIP: no python3 with h5py; printed values passed, HDF5 contents not checked"; exit 77; fi
 [[ $rc -eq 0 ]] || fail "hdf5 checks"
 echo "kata theory end-to-end ok"

@@ -5,6 +5,7 @@
 // bf16 1e-2 (bf16 P / psi / state operands and bf16 output, each rounded at 2^-9 relative).
 #include <doctest/doctest.h>
 
+#include <algorithm>
 #include <cstdio>
 #include <string>
 #include <vector>
@@ -99,8 +100,15 @@ TEST_CASE("fp32 inputs (SIMT path): all three forms on random shapes") {
     const auto r = [&](std::uint64_t i, std::uint64_t n) { return rng::below(77, trial, i, n); };
     const char* maps[] = {"m2", "sigma2:eps=1e-4", "m4", "m1", "linear", "orthant", "lorentz", "sigma4"};
     const std::string map = maps[trial];
-    const int g = map.back() == '4' ? 4 : (map.back() == '2' || map.find("eps") != std::string::npos ? 2 : 1);
-    const std::int64_t d = 8 * (1 + r(0, 4)) * (g == 4 ? 1 : 1), dv = 1 + r(1, 40);
+    // Block count g of M_g / Σ_g from the map name (options such as ":eps=1e-4" stripped), checked against
+    // the parser. d = max(g, 2)·block with block = 4..16: d = 8..32 for g <= 2 and the linear family, and
+    // 16..64 for g = 4, so every M_4 / Σ_4 block has at least 4 dimensions.
+    const std::string name = map.substr(0, map.find(':'));
+    const bool blocked = name[0] == 'm' || name.rfind("sigma", 0) == 0;
+    const int g = blocked ? name.back() - '0' : 1;
+    const std::int64_t block = 4 * (1 + r(0, 4));
+    const std::int64_t d = std::max(g, 2) * block, dv = 1 + r(1, 40);
+    REQUIRE(FeatureMap::parse(map, d).groups() == g);
     const AttentionShape s{1 + std::int64_t(r(2, 2)), 1 + std::int64_t(r(3, 3)), 1 + std::int64_t(r(4, 260)), d, dv};
     const std::int64_t C = 1 + r(5, 64);
     const bool linear_family = map == "linear" || map == "orthant" || map == "lorentz";
@@ -158,5 +166,10 @@ TEST_CASE("bad launches are UserErrors, not crashes") {
   CHECK_THROWS_AS(attention_cuda(AttentionForm::chunked, s, default_options(FeatureMap::parse("m2", s.d), 100),
                                  GpuDType::f32, x.data(), x.data(), x.data()),
                   UserError);
-  CHECK(tol(GpuDType::f32) < tol(GpuDType::bf16));
+  // d_head above the kernels' 1024 limit is refused before any launch.
+  const AttentionShape wide{1, 1, 4, 1032, 8};
+  const auto w = normals(wide.qk_size(), 2, 1);
+  CHECK_THROWS_AS(attention_cuda(AttentionForm::quadratic, wide, default_options(FeatureMap::parse("linear", wide.d), 64),
+                                 GpuDType::f32, w.data(), w.data(), w.data()),
+                  UserError);
 }
