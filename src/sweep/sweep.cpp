@@ -6,6 +6,7 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <atomic>
 #include <chrono>
 #include <cmath>
 #include <cstdio>
@@ -15,6 +16,7 @@
 #include <map>
 #include <mutex>
 #include <set>
+#include <thread>
 
 #include "core/error.hpp"
 #include "io/grid.hpp"
@@ -32,7 +34,8 @@ std::map<std::string, Finalizer>& finalizers() {
 
 // Options that may differ between a run and its resume, or between shards of one sweep.
 const std::set<std::string> kVolatileKeys = {"out", "shard", "resume", "progress", "threads", "dry-run",
-                                             "print-config", "config", "device", "help"};
+                                             "print-config", "config", "device", "help", "devices",
+                                             "jobs-per-gpu", "cpu-max-tflop"};
 
 nlohmann::json stable_config(const nlohmann::json& c) {
   nlohmann::json s = nlohmann::json::object();
@@ -150,6 +153,14 @@ Shard Shard::parse(const std::string& spec) {
 
 int run(const Plan& plan, const Options& opt, const io::RunContext& ctx, const std::string& out,
         const std::function<JobOutput(const Job&)>& run_job) {
+  Options one = opt;
+  one.workers = 1;
+  return run_parallel(plan, one, ctx, out, [&](const Job& j, const JobContext&) { return run_job(j); });
+}
+
+int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx, const std::string& out,
+                 const std::function<JobOutput(const Job&, const JobContext&)>& run_job) {
+  if (opt.workers < 1) throw UserError(fmt::format("the number of parallel jobs must be >= 1 (got {})", opt.workers));
   const Shard shard = Shard::parse(opt.shard);
   std::vector<const Job*> mine;
   {
@@ -180,13 +191,18 @@ int run(const Plan& plan, const Options& opt, const io::RunContext& ctx, const s
                                   "or delete that folder to start over", partial.string()));
     std::ifstream mf(partial / "meta.json");
     nlohmann::json meta;
-    try {
+    bool same = false;
+    try {  // malformed JSON or fields of the wrong type: a file error, not a bug
       mf >> meta;
+      if (!meta.is_object() || !meta.contains("config") || !meta.contains("jobs_total") || !meta.contains("shard") ||
+          !meta["jobs_total"].is_number_integer() || !meta["shard"].is_string())
+        throw std::runtime_error("malformed");
+      same = meta.value("config", nlohmann::json()) == want && meta.value("jobs_total", -1) == (long long)plan.jobs.size() &&
+             meta.value("shard", "") == shard.str();
     } catch (const std::exception&) {
-      throw IoError(fmt::format("'{}' is unreadable; delete the folder to start over", (partial / "meta.json").string()));
+      throw IoError(fmt::format("'{}' is unreadable or malformed; delete the folder to start over", (partial / "meta.json").string()));
     }
-    if (meta.value("config", nlohmann::json()) != want || meta.value("jobs_total", -1) != (long long)plan.jobs.size() ||
-        meta.value("shard", "") != shard.str())
+    if (!same)
       throw UserError(fmt::format("--resume: the interrupted run in '{}' used a different configuration; "
                                   "rerun with its flags, or delete the folder to start over", partial.string()));
   } else {
@@ -203,40 +219,74 @@ int run(const Plan& plan, const Options& opt, const io::RunContext& ctx, const s
     fs::rename(partial / "meta.json.tmp", partial / "meta.json");
   }
 
+  // Jobs still to run (no record yet), in plan order; workers take them in turn.
   std::int64_t done = 0;
+  std::vector<const Job*> todo;
   for (const Job* j : mine) {
-    const fs::path rec = partial / record_name(j->index);
-    if (fs::exists(rec)) {
-      ++done;
-      continue;
-    }
-    auto t0 = std::chrono::steady_clock::now();
-    JobOutput jo = run_job(*j);
-    double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-    io::Row row;
-    row.set("job", j->key).set("job_index", j->index).set("seed", static_cast<std::int64_t>(j->seed));
-    row.set("status", "done").set("wall_s", wall).set("path", to_string(ctx.device.device));
-    for (auto& [n, c] : jo.row.cells) row.set(n, c);
-    const std::string tmp = (partial / (".tmp-" + record_name(j->index))).string();
-    {
-      h5::File f = h5::File::create(tmp);
-      io::Table t;
-      t.append(row);
-      h5::Group s = f.child("summary");
-      t.write(s);
-      f.attr("job_key", j->key);
-      f.attr("job_index", j->index);
-      f.attr("params", j->params.dump());
-      if (jo.write_run) {
-        h5::Group rg = f.child("run");
-        jo.write_run(rg);
-      }
-      f.flush();
-    }
-    fs::rename(tmp, rec);
-    ++done;
-    progress.update(done, j->key);
+    if (fs::exists(partial / record_name(j->index))) ++done;
+    else todo.push_back(j);
   }
+  std::mutex mu;                 // guards done, progress, first_error and the record writes
+  std::exception_ptr first_error;
+  std::atomic<std::size_t> next{0};
+  std::atomic<bool> stop{false};
+  auto worker = [&](int w) {
+    for (;;) {
+      if (stop.load()) return;
+      const std::size_t k = next.fetch_add(1);
+      if (k >= todo.size()) return;
+      const Job* j = todo[k];
+      const fs::path rec = partial / record_name(j->index);
+      JobContext jc;
+      jc.worker = w;
+      jc.scratch = (partial / fmt::format("scratch-{:08d}", j->index)).string();
+      try {
+        auto t0 = std::chrono::steady_clock::now();
+        JobOutput jo = run_job(*j, jc);
+        double wall = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+        io::Row row;
+        row.set("job", j->key).set("job_index", j->index).set("seed", static_cast<std::int64_t>(j->seed));
+        row.set("status", "done").set("wall_s", wall).set("path", to_string(ctx.device.device));
+        for (auto& [n, c] : jo.row.cells) row.set(n, c);
+        std::lock_guard<std::mutex> lock(mu);
+        const std::string tmp = (partial / (".tmp-" + record_name(j->index))).string();
+        {
+          h5::File f = h5::File::create(tmp);
+          io::Table t;
+          t.append(row);
+          h5::Group s = f.child("summary");
+          t.write(s);
+          f.attr("job_key", j->key);
+          f.attr("job_index", j->index);
+          f.attr("params", j->params.dump());
+          if (jo.write_run) {
+            h5::Group rg = f.child("run");
+            jo.write_run(rg);
+          }
+          f.flush();
+        }
+        fs::rename(tmp, rec);
+        std::error_code ec;
+        fs::remove(jc.scratch, ec);
+        ++done;
+        progress.update(done, j->key);
+      } catch (...) {
+        std::lock_guard<std::mutex> lock(mu);
+        if (!first_error) first_error = std::current_exception();
+        stop.store(true);
+        return;
+      }
+    }
+  };
+  const int nthreads = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(opt.workers), todo.size()));
+  if (nthreads <= 1) {
+    worker(0);
+  } else {
+    std::vector<std::thread> threads;
+    for (int w = 0; w < nthreads; ++w) threads.emplace_back(worker, w);
+    for (auto& t : threads) t.join();
+  }
+  if (first_error) std::rethrow_exception(first_error);
   progress.finish();
 
   // Assemble every record of this shard into the final file.

@@ -43,6 +43,16 @@ struct Options {
   std::string shard;        // "i/n"; empty = SLURM_ARRAY_TASK_ID/COUNT or 0/1
   bool resume = false;
   std::string progress = "auto";   // auto|bar|lines|none
+  int workers = 1;          // run_parallel: jobs run concurrently on this many threads (>= 1)
+};
+
+// Where a job runs (run_parallel).
+struct JobContext {
+  int worker = 0;           // 0 .. Options::workers-1 (the thread running the job)
+  // OUT.partial/scratch-<index>: a file name the job may write while it runs (e.g. its progress
+  // within the job). It survives a kill, is there again when --resume reruns the job, is deleted
+  // once the job's record is written, and goes with the .partial folder at the end.
+  std::string scratch;
 };
 
 struct Shard {
@@ -60,6 +70,14 @@ void register_finalizer(const std::string& name, Finalizer f);
 // The summary table gets columns job, job_index, seed, status, wall_s, path (device) prepended.
 int run(const Plan& plan, const Options& opt, const io::RunContext& ctx, const std::string& out,
         const std::function<JobOutput(const Job&)>& run_job);
+
+// As run(), with up to opt.workers jobs in flight at once, each on its own thread (workers = 1:
+// one at a time on the calling thread). Records are written as jobs finish and assembled in plan
+// order, so the result does not depend on the worker count or on the order jobs finish. When a
+// job throws, no new job starts, the jobs in flight finish (their records are kept for --resume)
+// and the first exception is rethrown.
+int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx, const std::string& out,
+                 const std::function<JobOutput(const Job&, const JobContext&)>& run_job);
 
 // Join shard files (same config apart from the shard) into one file; rebuilds grids and runs the
 // finalizer. UserError on mismatched configs, duplicate or missing jobs (missing: allowed with

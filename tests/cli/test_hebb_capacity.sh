@@ -1,0 +1,120 @@
+#!/usr/bin/env bash
+# End-to-end `hebb capacity` on the CPU: the dry run prints the plan and creates nothing; presets
+# expand to the spec's grids; a tiny run; --shard 0/2 + 1/2 merged with `hebb merge` equals the full
+# run; a run killed with SIGKILL in the middle of a search resumes (--resume) from its recorded
+# probes to the same result; bad input exits 2 with one line and no file left.
+# HDF5 contents are compared with Python (h5py) when with_python.sh finds it, else those checks are
+# skipped with a note.
+set -u
+: "${HEBB:?set HEBB to the hebb executable}"
+: "${MEMCAP_SRC:?set MEMCAP_SRC to the repository root}"
+export MEMCAP_PRESETS="$MEMCAP_SRC/experiments/presets"
+T=$(mktemp -d)
+trap 'rm -rf "$T"' EXIT
+fail=0
+check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
+PY="$MEMCAP_SRC/experiments/plots/with_python.sh"
+TINY=(--methods hebbian:whitened,ntk --dim 16 --facts 32 --seeds 2 --device cpu --progress none)
+
+# Compare two result files: every dataset equal (NaN = NaN) except timings. Exit 77: no h5py.
+same_h5() {
+  cat >"$T/same.py" <<'EOF'
+import sys, h5py, numpy as np
+def load(p):
+    out = {}
+    with h5py.File(p, "r") as f:
+        f.visititems(lambda n, o: out.__setitem__(n, o[()]) if isinstance(o, h5py.Dataset) and "wall_s" not in n else None)
+    return out
+a, b = load(sys.argv[1]), load(sys.argv[2])
+only = sorted(set(a) ^ set(b))
+if only: sys.exit(f"datasets only in one file: {only[:5]}")
+for k in a:
+    x, y = np.asarray(a[k]), np.asarray(b[k])
+    eq = np.array_equal(x, y, equal_nan=True) if x.dtype.kind == "f" else np.array_equal(x, y)
+    if not eq: sys.exit(f"{k} differs: {x} vs {y}")
+EOF
+  bash "$PY" "$T/same.py" "$1" "$2"
+}
+compare() {  # compare A B WHAT
+  same_h5 "$1" "$2" >"$T/cmp.txt" 2>&1
+  local rc=$?
+  if [ $rc -eq 77 ]; then echo "note: no h5py, skipped: $3"; elif [ $rc -ne 0 ]; then echo "FAIL: $3: $(cat "$T/cmp.txt")"; fail=1; fi
+}
+
+# Dry run: the plan, nothing created.
+"$HEBB" capacity "${TINY[@]}" --dry-run --out "$T/d.h5" >"$T/dry.txt" 2>"$T/dry.err"
+check '[ $? -eq 0 ]' "dry run failed: $(cat "$T/dry.err")"
+check 'grep -q "jobs: 4 in the plan" "$T/dry.txt"' "tiny plan is not 4 jobs: $(cat "$T/dry.txt")"
+check 'grep -q "method=ntk/dim=16/facts=32/seed=43" "$T/dry.txt"' "plan lacks the ntk seed-43 job"
+check '[ -z "$(ls -A "$T" | grep -v -e dry -e same)" ]' "dry run created files: $(ls "$T")"
+
+# Presets: Fig. 2c and Fig. 11 are 5 methods x 21 (d, alpha) points x 3 seeds; reduced 4 x 3 x 1.
+for p in fig2c:315 fig11:315 reduced:12; do
+  name=${p%%:*}; n=${p##*:}
+  "$HEBB" capacity --preset "$name" --dry-run --device cuda --out "$T/x.h5" >"$T/p.txt" 2>&1 ||
+    "$HEBB" capacity --preset "$name" --dry-run --device cpu --cpu-max-tflop 1e9 --out "$T/x.h5" >"$T/p.txt" 2>&1
+  check 'grep -q "jobs: $n in the plan" "$T/p.txt"' "preset $name: expected $n jobs: $(tail -n 3 "$T/p.txt")"
+done
+"$HEBB" capacity --preset fig2c --dry-run --device cpu --cpu-max-tflop 1e9 --out "$T/x.h5" >"$T/p.txt" 2>&1
+check 'grep -q "method=gd/dim=90/facts=8100/seed=44" "$T/p.txt" && grep -q "method=ntk/dim=128/facts=16384/seed=42" "$T/p.txt" && grep -q "facts=253/" "$T/p.txt"' \
+  "fig2c grid (F = int(alpha d^2)) endpoints"
+"$HEBB" capacity --preset reduced --facts 100 --seeds 2 --dry-run --device cpu --out "$T/x.h5" >"$T/p.txt" 2>&1
+check 'grep -q "jobs: 8 in the plan" "$T/p.txt"' "--facts does not replace the preset's alpha grid"
+
+# The full tiny run.
+"$HEBB" capacity "${TINY[@]}" --out "$T/full.h5" >"$T/full.txt" 2>"$T/full.err"
+check '[ $? -eq 0 ] && [ -s "$T/full.h5" ] && [ ! -e "$T/full.h5.partial" ]' "tiny run failed: $(cat "$T/full.err")"
+check '[ "$(grep -c "^hebbian:whitened \|^ntk " "$T/full.txt")" -eq 2 ]' "stdout table should have 2 point rows"
+
+# Shards + merge = the full run.
+for s in 0 1; do
+  "$HEBB" capacity "${TINY[@]}" --shard $s/2 --out "$T/sh.h5" >/dev/null 2>"$T/sh.err"
+  check '[ $? -eq 0 ]' "shard $s/2 failed: $(cat "$T/sh.err")"
+done
+"$HEBB" merge "$T/sh.shard0of2.h5" "$T/sh.shard1of2.h5" --out "$T/merged.h5" >/dev/null 2>"$T/m.err"
+check '[ $? -eq 0 ]' "merge failed: $(cat "$T/m.err")"
+compare "$T/full.h5" "$T/merged.h5" "merged shards != full run"
+
+# SIGKILL in the middle of a search (the ntk job), then --resume.
+KILL=(--methods hebbian:whitened,ntk --dim 32 --facts 256 --seeds 1 --device cpu --progress none)
+"$HEBB" capacity "${KILL[@]}" --out "$T/ref.h5" >/dev/null 2>&1
+"$HEBB" capacity "${KILL[@]}" --out "$T/k.h5" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 400); do
+  [ -e "$T/k.h5.partial/scratch-00000001" ] && break
+  sleep 0.01
+done
+sleep 0.2
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+check '[ ! -e "$T/k.h5" ] && [ -e "$T/k.h5.partial/scratch-00000001" ]' "the kill did not land inside the ntk search"
+"$HEBB" capacity "${KILL[@]}" --out "$T/k.h5" >/dev/null 2>"$T/k.err"
+check '[ $? -ne 0 ] && grep -q -- "--resume" "$T/k.err"' "a rerun without --resume must refuse the partial run"
+"$HEBB" capacity "${KILL[@]}" --out "$T/k.h5" --resume >/dev/null 2>"$T/k.err"
+check '[ $? -eq 0 ] && [ -s "$T/k.h5" ] && [ ! -e "$T/k.h5.partial" ]' "resume failed: $(cat "$T/k.err")"
+check 'grep -q "resumed the search from [1-9][0-9]* recorded probes" "$T/k.err"' "resume did not replay the recorded probes"
+compare "$T/ref.h5" "$T/k.h5" "killed + resumed run != uninterrupted run"
+
+# Bad input: exit 2, one line, no file.
+bad() {
+  rm -rf "$T/bad.h5" "$T"/bad.h5.*
+  "$HEBB" capacity "$@" --device cpu --out "$T/bad.h5" >"$T/bad.txt" 2>"$T/bad.err"
+  local rc=$?
+  check "[ $rc -eq 2 ]" "expected exit 2 for: $* (got $rc: $(cat "$T/bad.err"))"
+  check '[ -z "$(ls "$T" | grep "^bad.h5")" ]' "output left behind for: $*"
+  check '[ "$(wc -l <"$T/bad.err")" -eq 1 ]' "error message is not one line for: $*: $(cat "$T/bad.err")"
+}
+bad --alpha 0
+bad --methods nope
+bad --dim 0
+bad --facts 1e30
+bad --preset nope
+bad --facts 32 --alpha 0.5
+bad --methods hebbian:exact-k2 --facts 32
+bad --methods ntk,ntk --facts 32
+bad --seeds 0 --facts 32
+bad --threshold 1.5 --facts 32
+bad --max-width 8 --min-width 9 --facts 32
+bad --devices 0 --facts 32
+bad --search nope --facts 32
+exit $fail
