@@ -8,6 +8,8 @@
 #include <cuda_runtime.h>
 
 #include <cmath>
+#include <cstdint>
+#include <type_traits>
 
 #include "nn_device.cuh"
 #include "nn_layers.cuh"
@@ -104,6 +106,123 @@ __global__ void __launch_bounds__(kRowThreads) ce_backward_kernel(T* dlogits, co
   }
 }
 
+// Forward and backward in one pass (generic form): the row stats once, then the gradient; the second
+// read of the row hits the cache. Same per-row formulas as ce_forward_kernel / ce_backward_kernel.
+template <class T>
+__global__ void __launch_bounds__(kRowThreads) ce_fused_kernel(T* dlogits, T* __restrict__ losses,
+                                                               std::uint8_t* __restrict__ correct, const T* logits,
+                                                               const std::int32_t* __restrict__ targets,
+                                                               std::int64_t P, double scale) {
+  const std::int64_t n = blockIdx.x;
+  const T* x = logits + n * P;
+  const RowStats st = row_stats(x, P);
+  const int t = targets[n];
+  const bool ok = t >= 0 && t < P;
+  const double loss = ok ? row_loss<T>(st, static_cast<double>(x[t])) : NAN;
+  const double lse = st.mx + log1p(st.others);
+  if (threadIdx.x == 0) {
+    losses[n] = static_cast<T>(loss);
+    if (correct) correct[n] = (ok && st.arg == t) ? 1 : 0;
+  }
+  __syncthreads();  // every read of the row happens before any in-place write
+  T* dx = dlogits + n * P;
+  for (std::int64_t j = threadIdx.x; j < P; j += blockDim.x) {
+    const double v = j == t ? scale * static_cast<double>(dev::expm1_(static_cast<T>(-loss)))
+                            : scale * static_cast<double>(dev::exp_(static_cast<T>(static_cast<double>(x[j]) - lse)));
+    dx[j] = static_cast<T>(v);
+  }
+}
+
+// The same for float rows with P % 4 == 0 and P ≤ 4·NV·kRowThreads: the row is read once as float4
+// into registers (DRAM traffic = one read + one write of the logits). Element j = 4·(c·kRowThreads +
+// threadIdx.x) + q. Argmax ties resolve by index (argmax_merge), so the answer does not depend on the
+// assignment; the double sum's order is fixed (bit-identical run to run).
+template <int NV>
+__global__ void __launch_bounds__(kRowThreads) ce_fused_vec_kernel(float* dlogits, float* __restrict__ losses,
+                                                                   std::uint8_t* __restrict__ correct,
+                                                                   const float* logits,
+                                                                   const std::int32_t* __restrict__ targets, int P,
+                                                                   double scale) {
+  __shared__ float s_val[32];
+  __shared__ int s_idx[32];
+  __shared__ double s_sum[32];
+  const std::int64_t n = blockIdx.x;
+  const float* x = logits + n * static_cast<std::int64_t>(P);
+  const float4* x4 = reinterpret_cast<const float4*>(x);
+  const int P4 = P >> 2;
+  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
+  float4 r[NV];
+  float best = -INFINITY;
+  int bi = -1;
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    const int j4 = c * kRowThreads + static_cast<int>(threadIdx.x);
+    if (j4 < P4) {
+      r[c] = x4[j4];
+      dev::argmax_merge(best, bi, r[c].x, 4 * j4);
+      dev::argmax_merge(best, bi, r[c].y, 4 * j4 + 1);
+      dev::argmax_merge(best, bi, r[c].z, 4 * j4 + 2);
+      dev::argmax_merge(best, bi, r[c].w, 4 * j4 + 3);
+    }
+  }
+  dev::warp_argmax(best, bi);
+  if (lane == 0) {
+    s_val[warp] = best;
+    s_idx[warp] = bi;
+  }
+  __syncthreads();
+  best = -INFINITY;
+  bi = -1;
+  for (int w = 0; w < nw; ++w) {
+    const float v = s_val[w];
+    const int i = s_idx[w];
+    if (i >= 0) {
+      if (bi < 0)
+        best = v, bi = i;
+      else
+        dev::argmax_merge(best, bi, v, i);
+    }
+  }
+  const double mx = static_cast<double>(best);
+  double s = 0;
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    const int j4 = c * kRowThreads + static_cast<int>(threadIdx.x);
+    if (j4 < P4) {
+      const float e[4] = {r[c].x, r[c].y, r[c].z, r[c].w};
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        if (4 * j4 + q != bi) s += static_cast<double>(expf(static_cast<float>(static_cast<double>(e[q]) - mx)));
+    }
+  }
+  s = dev::block_sum(s, s_sum);
+  const int t = targets[n];
+  const bool ok = t >= 0 && t < P;
+  const double loss = ok ? (bi < 0 ? NAN : (mx - static_cast<double>(x[t])) + log1p(s)) : NAN;
+  const double lse = mx + log1p(s);
+  if (threadIdx.x == 0) {
+    losses[n] = static_cast<float>(loss);
+    if (correct) correct[n] = (ok && bi == t) ? 1 : 0;
+  }
+  __syncthreads();  // x[t] read by every thread before any in-place write
+  float4* d4 = reinterpret_cast<float4*>(dlogits + n * static_cast<std::int64_t>(P));
+  const float tgt = static_cast<float>(scale * static_cast<double>(expm1f(static_cast<float>(-loss))));
+#pragma unroll
+  for (int c = 0; c < NV; ++c) {
+    const int j4 = c * kRowThreads + static_cast<int>(threadIdx.x);
+    if (j4 < P4) {
+      const float e[4] = {r[c].x, r[c].y, r[c].z, r[c].w};
+      float o[4];
+#pragma unroll
+      for (int q = 0; q < 4; ++q)
+        o[q] = 4 * j4 + q == t
+                   ? tgt
+                   : static_cast<float>(scale * static_cast<double>(expf(static_cast<float>(static_cast<double>(e[q]) - lse))));
+      d4[j4] = make_float4(o[0], o[1], o[2], o[3]);
+    }
+  }
+}
+
 // One block: *loss_mean = Σ losses / N (double, fixed order), *n_correct = Σ correct.
 template <class T>
 __global__ void __launch_bounds__(1024) ce_reduce_kernel(const T* __restrict__ losses, const std::uint8_t* __restrict__ correct,
@@ -154,11 +273,50 @@ void cross_entropy_backward(T* dlogits, const T* logits, const std::int32_t* tar
   MEMCAP_CUDA_CHECK_LAUNCH("ce_backward_kernel");
 }
 
+template <class T>
+void cross_entropy_forward_backward(T* dlogits, T* losses, const T* logits, const std::int32_t* targets,
+                                    std::int64_t N, std::int64_t P, std::uint8_t* correct, double* loss_mean,
+                                    std::int64_t* n_correct, double dloss, cudaStream_t stream) {
+  check_rows(N, P);
+  if (!losses)
+    cuda_detail::throw_user_error("nn::cuda::cross_entropy_forward_backward needs a device buffer for the N row losses");
+  const double scale = dloss / static_cast<double>(N);
+  const unsigned grid = static_cast<unsigned>(N);
+  bool done = false;
+  if constexpr (std::is_same_v<T, float>) {
+    const bool vec = P % 4 == 0 && (reinterpret_cast<std::uintptr_t>(logits) & 15u) == 0 &&
+                     (reinterpret_cast<std::uintptr_t>(dlogits) & 15u) == 0;
+    const std::int64_t per = 4LL * kRowThreads;  // floats per register chunk
+    const int p = static_cast<int>(P);
+    if (vec && P <= per) {
+      ce_fused_vec_kernel<1><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale), done = true;
+    } else if (vec && P <= 2 * per) {
+      ce_fused_vec_kernel<2><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale), done = true;
+    } else if (vec && P <= 4 * per) {
+      ce_fused_vec_kernel<4><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale), done = true;
+    } else if (vec && P <= 8 * per) {
+      ce_fused_vec_kernel<8><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale), done = true;
+    }
+    if (done) MEMCAP_CUDA_CHECK_LAUNCH("ce_fused_vec_kernel");
+  }
+  if (!done) {
+    ce_fused_kernel<T><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, P, scale);
+    MEMCAP_CUDA_CHECK_LAUNCH("ce_fused_kernel");
+  }
+  if (loss_mean || n_correct) {
+    ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(losses, correct, N, loss_mean, n_correct);
+    MEMCAP_CUDA_CHECK_LAUNCH("ce_reduce_kernel");
+  }
+}
+
 #define MEMCAP_NN_CE(T)                                                                                          \
   template void cross_entropy_forward<T>(T*, const T*, const std::int32_t*, std::int64_t, std::int64_t,          \
                                          std::uint8_t*, double*, std::int64_t*, cudaStream_t);                 \
   template void cross_entropy_backward<T>(T*, const T*, const std::int32_t*, std::int64_t, std::int64_t, double, \
-                                          cudaStream_t);
+                                          cudaStream_t);                                                        \
+  template void cross_entropy_forward_backward<T>(T*, T*, const T*, const std::int32_t*, std::int64_t,          \
+                                                  std::int64_t, std::uint8_t*, double*, std::int64_t*, double,   \
+                                                  cudaStream_t);
 MEMCAP_NN_CE(float)
 MEMCAP_NN_CE(double)
 #undef MEMCAP_NN_CE

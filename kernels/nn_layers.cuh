@@ -31,6 +31,17 @@ template <class T>
 void linear_backward(T* dinp, T* dW, T* dbias, const T* dout, const T* inp, const T* W, std::int64_t N,
                      std::int64_t C, std::int64_t OC, cublasHandle_t h, cudaStream_t stream);
 
+// Strided-batched forms for layers that share their input (the GD trainer's U and G halves: one
+// cuBLAS launch for both). out[b][N,OC] = inp[N,C] · W[b][OC,C]ᵀ with W[b] = W + b·OC·C and
+// out[b] = out + b·N·OC; dW[b][OC,C] = dout[b]ᵀ·inp (OVERWRITTEN, unlike linear_backward's +=) with
+// dout[b] = dout + b·N·OC, dW[b] = dW + b·OC·C. batch ≥ 1.
+template <class T>
+void linear_forward_batched(T* out, const T* inp, const T* W, std::int64_t batch, std::int64_t N, std::int64_t C,
+                            std::int64_t OC, cublasHandle_t h, cudaStream_t stream);
+template <class T>
+void linear_weight_grad_batched(T* dW, const T* dout, const T* inp, std::int64_t batch, std::int64_t N,
+                                std::int64_t C, std::int64_t OC, cublasHandle_t h, cudaStream_t stream);
+
 // y = σ(x), dx = dy ⊙ σ'(x) over n entries (ReLU'(0) = 0 as in PyTorch).
 template <class T>
 void activation_forward(T* y, const T* x, std::int64_t n, Activation act, cudaStream_t stream);
@@ -59,6 +70,13 @@ void cross_entropy_forward(T* losses, const T* logits, const std::int32_t* targe
 template <class T>
 void cross_entropy_backward(T* dlogits, const T* logits, const std::int32_t* targets, std::int64_t N,
                             std::int64_t P, double dloss, cudaStream_t stream);
+
+// Both at once, one kernel reading each row once (then the same one-block reduction): losses, correct,
+// *loss_mean, *n_correct as cross_entropy_forward, dlogits as cross_entropy_backward (may alias logits).
+template <class T>
+void cross_entropy_forward_backward(T* dlogits, T* losses, const T* logits, const std::int32_t* targets,
+                                    std::int64_t N, std::int64_t P, std::uint8_t* correct, double* loss_mean,
+                                    std::int64_t* n_correct, double dloss, cudaStream_t stream);
 
 // MSE over N·D entries: *loss (device double) = mean((y − t)²), reduced in a fixed order (one block);
 // dy = 2 (y − t) · dloss / (N·D) (overwritten; may alias y).

@@ -101,11 +101,52 @@ void linear_backward(T* dinp, T* dW, T* dbias, const T* dout, const T* inp, cons
   }
 }
 
+namespace {
+// Column-major strided-batched C[b] = alpha op(A[b]) op(B[b]) + beta C[b].
+template <class T>
+void gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha,
+                  const T* A, int lda, long long sa, const T* B, int ldb, long long sb, T beta, T* C, int ldc,
+                  long long sc, int batch) {
+  if constexpr (std::is_same_v<T, float>)
+    MEMCAP_CUBLAS_CHECK(
+        cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, lda, sa, B, ldb, sb, &beta, C, ldc, sc, batch));
+  else
+    MEMCAP_CUBLAS_CHECK(
+        cublasDgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, lda, sa, B, ldb, sb, &beta, C, ldc, sc, batch));
+}
+}  // namespace
+
+template <class T>
+void linear_forward_batched(T* out, const T* inp, const T* W, std::int64_t batch, std::int64_t N, std::int64_t C,
+                            std::int64_t OC, cublasHandle_t h, cudaStream_t stream) {
+  const int n = to_int(N, "N"), c = to_int(C, "C"), oc = to_int(OC, "OC"), b = to_int(batch, "batch");
+  if (n == 0 || oc == 0 || b == 0) return;
+  check_handle_stream(h, stream);
+  // out_cm[b] (OC x N) = W_cm[b]ᵀ (OC x C) · inp_cm (C x N); the input is shared (stride 0).
+  gemm_batched<T>(h, CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, T(1), W, c > 0 ? c : 1, static_cast<long long>(OC) * C, inp,
+                  c > 0 ? c : 1, 0LL, T(0), out, oc, static_cast<long long>(N) * OC, b);
+}
+
+template <class T>
+void linear_weight_grad_batched(T* dW, const T* dout, const T* inp, std::int64_t batch, std::int64_t N,
+                                std::int64_t C, std::int64_t OC, cublasHandle_t h, cudaStream_t stream) {
+  const int n = to_int(N, "N"), c = to_int(C, "C"), oc = to_int(OC, "OC"), b = to_int(batch, "batch");
+  if (c == 0 || oc == 0 || b == 0) return;
+  check_handle_stream(h, stream);
+  // dW_cm[b] (C x OC) = inp_cm (C x N) · dout_cm[b]ᵀ (N x OC)
+  gemm_batched<T>(h, CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, T(1), inp, c, 0LL, dout, oc, static_cast<long long>(N) * OC,
+                  T(0), dW, c, static_cast<long long>(OC) * C, b);
+}
+
 #define MEMCAP_NN_LINEAR(T)                                                                                    \
   template void linear_forward<T>(T*, const T*, const T*, const T*, std::int64_t, std::int64_t, std::int64_t,    \
                                   cublasHandle_t, cudaStream_t);                                               \
   template void linear_backward<T>(T*, T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t,        \
-                                   std::int64_t, cublasHandle_t, cudaStream_t);
+                                   std::int64_t, cublasHandle_t, cudaStream_t);                              \
+  template void linear_forward_batched<T>(T*, const T*, const T*, std::int64_t, std::int64_t, std::int64_t,     \
+                                          std::int64_t, cublasHandle_t, cudaStream_t);                          \
+  template void linear_weight_grad_batched<T>(T*, const T*, const T*, std::int64_t, std::int64_t, std::int64_t, \
+                                              std::int64_t, cublasHandle_t, cudaStream_t);
 MEMCAP_NN_LINEAR(float)
 MEMCAP_NN_LINEAR(double)
 #undef MEMCAP_NN_LINEAR

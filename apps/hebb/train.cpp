@@ -132,6 +132,7 @@ void run_train(CLI::App* sub, TrainState& st) {
     g.attr("final_loss", res.final_loss);
     g.attr("path", res.path);
     g.attr("kernel", res.kernel);
+    g.attr("train_loop_s", res.train_loop_s >= 0 ? res.train_loop_s : res.wall_s);
   }
   io::Row row;
   row.set("method", model.method)
@@ -148,6 +149,7 @@ void run_train(CLI::App* sub, TrainState& st) {
       .set("stopped_early", static_cast<std::int64_t>(res.stopped_early))
       .set("resumed", static_cast<std::int64_t>(res.resumed))
       .set("wall_s", res.wall_s)
+      .set("train_loop_s", res.train_loop_s >= 0 ? res.train_loop_s : res.wall_s)
       .set("path", res.path)
       .set("status", "ok");
   io::Table t;

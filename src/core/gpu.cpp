@@ -13,6 +13,12 @@
 
 namespace memcap::gpu {
 
+// Serialises graph captures against device-synchronising calls of other threads (see Graph::capture).
+std::recursive_mutex& capture_exclusion() {
+  static std::recursive_mutex m;
+  return m;
+}
+
 namespace {
 
 std::string device_name() {
@@ -134,7 +140,11 @@ Buffer& Buffer::operator=(Buffer&& o) noexcept {
 }
 
 void Buffer::reset() {
-  if (ptr_) cudaFree(ptr_);  // never throws: a failing free here means the context is already lost
+  if (ptr_) {
+    // cudaFree synchronises the device, which would invalidate another thread's graph capture.
+    std::lock_guard<std::recursive_mutex> lock(capture_exclusion());
+    cudaFree(ptr_);  // never throws: a failing free here means the context is already lost
+  }
   ptr_ = nullptr;
   bytes_ = 0;
 }
@@ -226,7 +236,10 @@ Graph::~Graph() {
 void Graph::capture(const Stream& s, const std::function<void()>& body) {
   if (exec_) cudaGraphExecDestroy(std::exchange(exec_, nullptr));
   if (graph_) cudaGraphDestroy(std::exchange(graph_, nullptr));
-  // Thread-local mode: several host threads may capture their own streams at the same time.
+  // Thread-local mode: several host threads may capture their own streams at the same time. Calls
+  // that synchronise the whole device (cudaFree, library handle destruction) in another thread
+  // would still invalidate the capture, so they wait on capture_exclusion() until it ends.
+  std::lock_guard<std::recursive_mutex> lock(capture_exclusion());
   MEMCAP_CUDA_CHECK(cudaStreamBeginCapture(s.get(), cudaStreamCaptureModeThreadLocal));
   try {
     body();
@@ -252,6 +265,7 @@ void Graph::launch(const Stream& s) const {
 Handles::Handles(const Stream& s) : stream_(&s) {}
 
 Handles::~Handles() {
+  std::lock_guard<std::recursive_mutex> lock(capture_exclusion());  // destroying frees workspaces
   if (solver_) cusolverDnDestroy(solver_);
   if (lt_) cublasLtDestroy(lt_);
   if (blas_) cublasDestroy(blas_);

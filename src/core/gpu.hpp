@@ -16,6 +16,7 @@
 #include <cstdint>
 #include <functional>
 #include <initializer_list>
+#include <mutex>
 #include <string>
 #include <utility>
 #include <vector>
@@ -207,6 +208,10 @@ class Handles {
   cusolverDnHandle_t solver_ = nullptr;
   Buffer blas_workspace_;  // our own cuBLAS workspace, so GEMMs can be captured into a Graph
 };
+
+// Held by Graph::capture for the whole capture and by every device-synchronising call of this layer
+// (cudaFree, handle destruction): take it around any other such call made while captures may run.
+std::recursive_mutex& capture_exclusion();
 
 // Number of visible CUDA devices (0 when none or no driver); select one for this host thread.
 int device_count();

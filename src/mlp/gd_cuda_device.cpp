@@ -52,6 +52,19 @@ std::vector<double> row_major(const Eigen::MatrixXd& M) {
   return out;
 }
 
+// Variant choice of MEMCAP_GD_KERNEL=auto, from the training loop's time (/summary train_loop_s) on an
+// H200, 2026-12-01, d = 64, gd method (experiments/bench/gd_perf_probe.sh; docs/perf.md "GD training
+// speed"), ms per step:
+//     F x m          fused f32   fused tf32   cublas f32   cublas tf32
+//     256 x 64       0.086       0.068        0.052        0.040
+//     1024 x 1024    0.165       0.132        0.106        0.071
+//     4096 x 512     0.711       0.537        0.402        0.208
+//     4096 x 4096    1.631       1.046        0.772        0.426
+// cuBLAS wins at every measured size and precision, so auto = cublas; "fused" (d ≤ 128: hidden
+// activations and logits never in global memory, 7 kernels a step) stays selectable. Raise
+// kFusedAutoMaxFm above 0 if a faster fused kernel takes back the small sizes.
+constexpr std::int64_t kFusedAutoMaxFm = 0;
+
 }  // namespace
 
 GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std::int64_t m, const GdConfig& cfg) {
@@ -83,7 +96,7 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
   const std::string want = env_or("MEMCAP_GD_KERNEL", "auto");
   const bool fused_ok = cu::fused_mlp_supported(d, d);
   if (want == "auto") {
-    p.kernel = fused_ok ? "fused" : "cublas";
+    p.kernel = fused_ok && F * m <= kFusedAutoMaxFm ? "fused" : "cublas";
   } else if (want == "fused") {
     require(fused_ok, "MEMCAP_GD_KERNEL=fused needs d <= {} (d = {}); unset it or use cublas", cu::kFusedMaxDim, d);
     p.kernel = "fused";
@@ -151,7 +164,7 @@ struct GdDevice::Impl {
   // fused
   Tensor y_part, y, dy_part, st_max, st_oth, st_arg, st_zt, row_lse, row_loss, loss_part;
   // cublas
-  Tensor a, g, h, dh, dy, logits, losses, correct, loss_scalar, n_correct;
+  Tensor a, h, dh, dy, logits, losses, correct, loss_scalar, n_correct;
 
   Impl(const GdCudaPlan& p, const gpu::Stream& s) : plan(p), stream(&s), dt(p.f64 ? DType::f64 : DType::f32) {
     const std::int64_t F = p.F, P = p.P, d = p.d, m = p.m, n = p.layout.total;
@@ -180,8 +193,7 @@ struct GdDevice::Impl {
       row_loss = Tensor({F}, dt);
       if (!p.ce) loss_part = Tensor({p.out_blocks}, DType::f64);
     } else {
-      a = Tensor({F, m}, dt);
-      g = Tensor({F, m}, dt);
+      a = Tensor({2, F, m}, dt);  // a then g: one strided-batched GEMM writes both
       h = Tensor({F, m}, dt);
       dh = Tensor({F, m}, dt);
       y = Tensor({F, d}, dt);
@@ -261,20 +273,29 @@ struct GdDevice::Impl {
     T* db_u = p.bias ? gr + L.b_u : nullptr;
     T* db_g = p.bias ? gr + L.b_g : nullptr;
     T* db_d = p.bias ? gr + L.b_d : nullptr;
-    T *A = a.data<T>(), *Gt = g.data<T>(), *H = h.data<T>(), *dH = dh.data<T>(), *Y = y.data<T>(), *dY = dy.data<T>();
+    T *A = a.data<T>(), *Gt = A + F * m, *H = h.data<T>(), *dH = dh.data<T>(), *Y = y.data<T>(), *dY = dy.data<T>();
     T* Z = logits.data<T>();
-    MEMCAP_CUDA_CHECK(cudaMemsetAsync(gr, 0, static_cast<std::size_t>(n) * sizeof(T), s));
-    cu::linear_forward<T>(A, X, U, b_u, F, d, m, blas, s);
-    cu::linear_forward<T>(Gt, X, G, b_g, F, d, m, blas, s);
+    // Without biases every gradient block is overwritten (beta = 0 GEMMs): no memset. U and G are
+    // adjacent in the arena (GdLayout), so [A; G] = X·[U; G]ᵀ and [dU; dG] = [dA; dG]ᵀ·X are one
+    // strided-batched GEMM each.
+    MEMCAP_ASSERT(L.G == L.U + m * d, "GD layout: G follows U");
+    if (p.bias) {
+      MEMCAP_CUDA_CHECK(cudaMemsetAsync(gr, 0, static_cast<std::size_t>(n) * sizeof(T), s));
+      cu::linear_forward<T>(A, X, U, b_u, F, d, m, blas, s);
+      cu::linear_forward<T>(Gt, X, G, b_g, F, d, m, blas, s);
+    } else {
+      cu::linear_forward_batched<T>(A, X, U, 2, F, d, m, blas, s);
+    }
     cu::gated_forward<T>(H, A, Gt, F * m, p.act, s);
     cu::linear_forward<T>(Y, H, D, b_d, F, m, d, blas, s);
     double* ls = loss_scalar.data<double>();
     std::int64_t* nc = n_correct.data<std::int64_t>();
     cu::linear_forward<T>(Z, Y, Vt, nullptr, F, d, P, blas, s);
     if (p.ce) {
-      cu::cross_entropy_forward<T>(losses.data<T>(), Z, tg, F, P, correct.data<std::uint8_t>(), ls, nc, s);
+      // loss, accuracy and dlogits (in place) from one read of the logits
+      cu::cross_entropy_forward_backward<T>(Z, losses.data<T>(), Z, tg, F, P, correct.data<std::uint8_t>(), ls, nc, 1.0,
+                                            s);
       cu::record_loss_parts(ls, 1, 1.0, nc, state_dev, hl, hc, s);
-      cu::cross_entropy_backward<T>(Z, Z, tg, F, P, 1.0, s);
       cu::linear_backward<T>(dY, nullptr, nullptr, Z, Y, Vt, F, d, P, blas, s);
     } else {
       cu::mse_forward<T>(Y, C.data<T>(), F, d, ls, s);
@@ -282,10 +303,17 @@ struct GdDevice::Impl {
       cu::record_loss_parts(ls, 1, 1.0, nc, state_dev, hl, hc, s);
       cu::mse_backward<T>(dY, Y, C.data<T>(), F, d, 1.0, s);
     }
-    cu::linear_backward<T>(dH, dD, db_d, dY, H, D, F, m, d, blas, s);
-    cu::gated_backward<T>(A, Gt, dH, A, Gt, F * m, p.act, s);
-    cu::linear_backward<T>(nullptr, dU, db_u, A, X, U, F, d, m, blas, s);
-    cu::linear_backward<T>(nullptr, dG, db_g, Gt, X, G, F, d, m, blas, s);
+    if (p.bias) {
+      cu::linear_backward<T>(dH, dD, db_d, dY, H, D, F, m, d, blas, s);
+      cu::gated_backward<T>(A, Gt, dH, A, Gt, F * m, p.act, s);
+      cu::linear_backward<T>(nullptr, dU, db_u, A, X, U, F, d, m, blas, s);
+      cu::linear_backward<T>(nullptr, dG, db_g, Gt, X, G, F, d, m, blas, s);
+    } else {
+      cu::linear_backward<T>(dH, nullptr, nullptr, dY, H, D, F, m, d, blas, s);
+      cu::linear_weight_grad_batched<T>(dD, dY, H, 1, F, m, d, blas, s);
+      cu::gated_backward<T>(A, Gt, dH, A, Gt, F * m, p.act, s);
+      cu::linear_weight_grad_batched<T>(dU, A, X, 2, F, d, m, blas, s);  // dU then dG
+    }
     cu::adam_step_gated<T>(prm, gr, 1, n, mom1.data<T>(), mom2.data<T>(), n, sch(), state_dev, cfg_beta1, cfg_beta2,
                            cfg_eps, cfg_wd, cfg_adamw, s);
   }

@@ -2,7 +2,7 @@
 // graph unroll), every device buffer allocated once (parameter / gradient / Adam arenas, data tables,
 // activations, loss histories, the TrainState), and the enqueue of one training step — all kernels
 // gated by the device TrainState, so K steps are captured once as a CUDA graph and replayed.
-// Kernel variants: "fused" (d ≤ 128: nn_gated_mlp_fused + nn_softmax_ce_fused, hidden activations and
+// Kernel variants (auto picks cublas, the faster at every measured size): "fused" (d ≤ 128: nn_gated_mlp_fused + nn_softmax_ce_fused, hidden activations and
 // logits never in global memory) and "cublas" (any d: nn::cuda layers on cuBLAS GEMMs).
 #pragma once
 #ifdef MEMCAP_HAVE_CUDA
@@ -36,7 +36,8 @@ struct GdCudaPlan {
 };
 
 // Resolves precision (cfg.precision f32 | f64 | tf32, or f32 + cfg.tf32) and the kernel variant
-// (environment MEMCAP_GD_KERNEL = auto | fused | cublas; auto = fused when d ≤ 128), reads the SM count
+// (environment MEMCAP_GD_KERNEL = auto | fused | cublas; auto = the faster by the measured table in
+// gd_cuda_device.cpp — cublas today; fused needs d ≤ 128), reads the SM count
 // of the current device for the splits. UserError on an unknown precision / variant or a variant that
 // does not apply.
 GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std::int64_t m, const GdConfig& cfg);

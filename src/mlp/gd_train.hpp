@@ -52,6 +52,7 @@ struct GdResult {
   std::string path;                     // "cpu" | "cuda:f32" | "cuda:f64" | "cuda:tf32"
   std::string kernel;                   // GPU kernel variant that ran: "fused" | "cublas" ("" on the CPU)
   double wall_s = 0;
+  double train_loop_s = -1;             // GPU: the graph replays alone (CUDA events); -1 = not measured
 };
 
 // Parameter count of the trained model: 3md (no bias) or 3md + 2m + d (bias) (spec §3.7).

@@ -174,13 +174,20 @@ GdResult train_gd_cuda(const FactSet& facts, std::int64_t width, std::uint64_t s
   std::vector<double> hist_loss;
   std::vector<long long> hist_correct;
   std::vector<std::pair<std::int64_t, double>> hooks;
+  // train_loop_s: device time of the graph replays only (what the PyTorch reference's timer measures),
+  // without upload, capture, warm-up, history downloads and checkpoints.
+  gpu::Event ev_begin, ev_end;
+  double loop_s = 0;
   while (true) {
     const std::int64_t want = std::min(sync_steps, cfg.epochs - host_step);
     const std::int64_t launches = (want + K - 1) / K;
     const auto t_launch = Clock::now();
+    ev_begin.record(stream);
     for (std::int64_t i = 0; i < launches; ++i) graph.launch(stream);
+    ev_end.record(stream);
     const nn::cuda::TrainState st = dev.download_state();  // synchronizes
     const double dt = seconds_since(t_launch);
+    loop_s += static_cast<double>(gpu::Event::elapsed_ms(ev_begin, ev_end)) * 1e-3;
     const std::int64_t ran = st.step - host_step;
     if (ran > 0) {
       const double per_step = dt / static_cast<double>(ran);
@@ -230,6 +237,7 @@ GdResult train_gd_cuda(const FactSet& facts, std::int64_t width, std::uint64_t s
                                      res.epochs_run, cfg.lr));
   res.mlp = gd_to_mlp(params, layout, cfg);
   res.wall_s = wall_before + seconds_since(t_start);
+  res.train_loop_s = loop_s;
   return res;
 }
 

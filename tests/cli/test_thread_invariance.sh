@@ -18,7 +18,7 @@ cat >"$T/same.py" <<'PY'
 import sys, json, struct, h5py, numpy as np
 PROVENANCE = {"command_line", "start_utc", "end_utc", "hostname", "threads", "sweep_shard"}  # root attributes
 VOLATILE = {"out", "shard", "resume", "progress", "threads", "dry-run", "print-config", "config", "help"}
-TIMING = {"wall_s", "build_s", "eval_s", "coherence_s"}  # wall-clock columns (and any *wall_s)
+TIMING = {"wall_s", "build_s", "eval_s", "coherence_s", "train_loop_s"}  # wall-clock columns / attributes (and any *wall_s)
 def canon(v, f):
     if isinstance(v, h5py.Reference): return ("ref", f[v].name if v else None)
     if isinstance(v, np.ndarray) and v.dtype.kind in "fiub" and v.dtype.names is None:
@@ -32,6 +32,7 @@ def attrs(obj, f, root):
     out = {}
     for k, v in obj.attrs.items():
         if root and (k in PROVENANCE or k.lower().startswith("slurm")): continue
+        if k in TIMING: continue
         if k == "json" and obj.name == "/config":
             v = json.dumps({a: b for a, b in json.loads(v).items() if a not in VOLATILE}, sort_keys=True)
         out[k] = canon(v, f)

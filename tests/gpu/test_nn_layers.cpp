@@ -233,6 +233,57 @@ TEST_CASE_TEMPLATE("cross-entropy forward / backward match the CPU reference", T
   }
 }
 
+TEST_CASE_TEMPLATE("fused cross-entropy forward+backward matches the CPU reference", T, float, double) {
+  // Shapes cover the float4 register kernels (P % 4 == 0, P ≤ 1024, 2048, 4096, 8192) and the generic
+  // fused kernel (odd P, P > 8192); `ties` makes every row constant (argmax = smallest index).
+  Env e;
+  struct Shape {
+    std::int64_t N, P;
+    bool ties;
+  };
+  for (const Shape sh : {Shape{1, 4, false}, Shape{37, 100, false}, Shape{5, 1028, false}, Shape{64, 4096, false},
+                         Shape{3, 8192, false}, Shape{3, 8196, false}, Shape{7, 4097, false}, Shape{9, 4096, true},
+                         Shape{2, 5, true}}) {
+    CAPTURE(sh.N);
+    CAPTURE(sh.P);
+    CAPTURE(sh.ties);
+    auto z = rounded<T>(randn(sh.N * sh.P, 23, 3.0));
+    if (sh.ties)
+      for (std::size_t i = 0, Pz = static_cast<std::size_t>(sh.P); i < z.size(); ++i) z[i] = z[i / Pz * Pz];
+    std::vector<std::int32_t> tg(static_cast<std::size_t>(sh.N));
+    for (std::int64_t i = 0; i < sh.N; ++i)
+      tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(24, rng::kUser, i, sh.P));
+    std::vector<double> loss_c(static_cast<std::size_t>(sh.N)), dz_c(z.size());
+    std::vector<std::uint8_t> corr_c(static_cast<std::size_t>(sh.N));
+    const double mean_c = nn::cpu::cross_entropy_forward(loss_c.data(), z.data(), tg.data(), sh.N, sh.P, corr_c.data());
+    nn::cpu::cross_entropy_backward(dz_c.data(), z.data(), tg.data(), sh.N, sh.P, 0.5);
+    std::int64_t hits_c = 0;
+    for (auto c : corr_c) hits_c += c;
+    for (const bool in_place : {false, true}) {
+      CAPTURE(in_place);
+      gpu::Tensor dz = to_dev<T>(z, e.s), losses = nan_dev<T>(sh.N, e.s), grad = nan_dev<T>(sh.N * sh.P, e.s);
+      gpu::Tensor dtg({sh.N}, gpu::DType::i32), corr({sh.N}, gpu::DType::u8), mean({1}, gpu::DType::f64),
+          hits({1}, gpu::DType::i64);
+      dtg.upload(tg.data(), e.s);
+      mean.fill_nan(e.s);
+      hits.fill_nan(e.s);
+      gpu::Tensor& out = in_place ? dz : grad;
+      cu::cross_entropy_forward_backward<T>(out.data<T>(), losses.data<T>(), dz.data<T>(), dtg.data<std::int32_t>(),
+                                            sh.N, sh.P, corr.data<std::uint8_t>(), mean.data<double>(),
+                                            hits.data<std::int64_t>(), 0.5, e.s.get());
+      double mean_g = 0;
+      std::int64_t hits_g = -1;
+      mean.download(&mean_g, e.s);
+      hits.download(&hits_g, e.s);
+      e.s.synchronize();
+      CHECK(rel_err(to_host<T>(losses, e.s), loss_c) <= tol<T>(kTolF32Reduce));
+      CHECK(rel_err({mean_g}, {mean_c}) <= tol<T>(kTolF32Reduce));
+      CHECK(hits_g == hits_c);
+      CHECK(rel_err(to_host<T>(out, e.s), dz_c) <= tol<T>(kTolF32Reduce));
+    }
+  }
+}
+
 TEST_CASE_TEMPLATE("MSE forward / backward match the CPU reference", T, float, double) {
   Env e;
   for (const std::int64_t N : {1, 33, 500}) {
