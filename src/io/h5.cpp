@@ -1,46 +1,32 @@
-// HDF5 RAII layer implementation (see h5.hpp). HDF5's own error stack printing is silenced;
-// every failure is rethrown as IoError with the file and object named.
+// HDF5 RAII layer: handles, groups and datasets (see h5.hpp; attributes in h5_attr.cpp, files in
+// h5_file.cpp). Every H5* result is checked; every read validates rank, sizes (against the file's
+// size) and type before it allocates, so corrupt files give IoError rather than crashes.
 #include "io/h5.hpp"
-
-#include <hdf5_hl.h>
-#include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <cstring>
-#include <fstream>
-#include <mutex>
 
 #include "core/error.hpp"
+#include "io/h5_detail.hpp"
 
 namespace memcap::h5 {
 namespace {
 
-void silence_hdf5() {
-  static std::once_flag once;
-  std::call_once(once, [] { H5Eset_auto2(H5E_DEFAULT, nullptr, nullptr); });
-}
+using detail::check_id;
+using detail::check_ok;
+using detail::checked;
+using detail::fail;
+using detail::fail_h5;
 
 std::string join(const std::string& path, const std::string& name) {
   if (!name.empty() && name[0] == '/') return name;
   return path == "/" ? "/" + name : path + "/" + name;
 }
 
-[[noreturn]] void fail(const std::string& file, const std::string& what) {
-  throw IoError(fmt::format("HDF5 file '{}': {}", file, what));
-}
-
-hid_t check(hid_t id, const std::string& file, const std::string& what) {
-  if (id < 0) fail(file, what);
-  return id;
-}
-void check(herr_t st, const std::string& file, const std::string& what, int) {
-  if (st < 0) fail(file, what);
-}
-
-Handle make_dcpl(const std::vector<hsize_t>& dims, WriteOptions o) {
-  hid_t dcpl = H5Pcreate(H5P_DATASET_CREATE);
-  Handle h(dcpl, H5Pclose);
+Handle make_dcpl(const std::vector<hsize_t>& dims, WriteOptions o, const std::string& file) {
+  Handle h = checked(H5Pcreate(H5P_DATASET_CREATE), H5Pclose, file, "cannot create dataset properties");
+  detail::keep_attributes_compact(h.get());
   if (!o.compress) return h;
   for (hsize_t d : dims)
     if (d == 0) return h;  // chunking a zero-size dataset is not allowed
@@ -51,10 +37,23 @@ Handle make_dcpl(const std::vector<hsize_t>& dims, WriteOptions o) {
   hsize_t rows = o.chunk_rows > 0 ? static_cast<hsize_t>(o.chunk_rows)
                                   : std::max<hsize_t>(1, (1u << 17) / std::max<hsize_t>(1, row_elems));
   chunk[0] = std::min<hsize_t>(dims[0], rows);
-  H5Pset_chunk(dcpl, static_cast<int>(chunk.size()), chunk.data());
-  H5Pset_shuffle(dcpl);
-  H5Pset_deflate(dcpl, 4);
+  if (H5Pset_chunk(h.get(), static_cast<int>(chunk.size()), chunk.data()) < 0 || H5Pset_shuffle(h.get()) < 0 ||
+      H5Pset_deflate(h.get(), 4) < 0 || H5Pset_fletcher32(h.get()) < 0)
+    fail_h5(file, "cannot set up chunking and compression");
   return h;
+}
+
+// Type of object `name` below loc: H5O_TYPE_GROUP / _DATASET / ...; IoError if unreadable.
+H5O_type_t object_type(hid_t loc, const std::string& name, const std::string& file, const std::string& full) {
+#if H5_VERSION_GE(1, 12, 0)
+  H5O_info2_t info;
+  const herr_t st = H5Oget_info_by_name3(loc, name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT);
+#else
+  H5O_info_t info;
+  const herr_t st = H5Oget_info_by_name2(loc, name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT);
+#endif
+  check_ok(st, file, "cannot read the object header of " + full);
+  return info.type;
 }
 
 }  // namespace
@@ -75,7 +74,8 @@ void Handle::reset() {
 }
 
 bool Group::exists(const std::string& name) const {
-  // Check each path component so that nested names ("a/b") never error.
+  // Check each path component so that nested names ("a/b") never error; a component that is not
+  // a group ends the walk (a dataset has no children).
   std::string acc;
   size_t start = 0;
   if (!name.empty() && name[0] == '/') {
@@ -87,7 +87,11 @@ bool Group::exists(const std::string& name) const {
     std::string part = name.substr(start, slash == std::string::npos ? std::string::npos : slash - start);
     if (!part.empty()) {
       acc += (acc.empty() || acc == "/") ? part : "/" + part;
-      if (H5Lexists(id(), acc.c_str(), H5P_DEFAULT) <= 0) return false;
+      const htri_t r = H5Lexists(id(), acc.c_str(), H5P_DEFAULT);
+      if (r < 0) fail_h5(file_, "cannot look up " + join(path_, acc));
+      if (r == 0) return false;
+      const bool more = slash != std::string::npos && name.find_first_not_of('/', slash) != std::string::npos;
+      if (more && object_type(id(), acc, file_, join(path_, acc)) != H5O_TYPE_GROUP) return false;
     }
     if (slash == std::string::npos) break;
     start = slash + 1;
@@ -97,49 +101,61 @@ bool Group::exists(const std::string& name) const {
 
 Group Group::child(const std::string& name) {
   if (exists(name)) return open_group(name);
-  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  H5Pset_create_intermediate_group(lcpl.get(), 1);
-  hid_t g = H5Gcreate2(id(), name.c_str(), lcpl.get(), H5P_DEFAULT, H5P_DEFAULT);
-  check(g, file_, "cannot create group " + join(path_, name));
+  // One level at a time, so that every new group gets our creation properties (compact storage).
+  if (const auto slash = name.find_last_of('/'); slash != std::string::npos && slash > 0 && name[0] != '/') {
+    Group parent = child(name.substr(0, slash));
+    Group g = parent.child(name.substr(slash + 1));
+    return Group(std::move(g.h_), join(path_, name), file_);
+  }
+  Handle gcpl = detail::group_create_plist();
+  hid_t g = H5Gcreate2(id(), name.c_str(), H5P_DEFAULT, gcpl.valid() ? gcpl.get() : H5P_DEFAULT, H5P_DEFAULT);
+  check_id(g, file_, "cannot create group " + join(path_, name));
   return Group(Handle(g, H5Gclose), join(path_, name), file_);
 }
 
 Group Group::open_group(const std::string& name) const {
   if (!exists(name)) fail(file_, "no group " + join(path_, name));
+  if (object_type(id(), name, file_, join(path_, name)) != H5O_TYPE_GROUP)
+    fail(file_, join(path_, name) + " is not a group");
   hid_t g = H5Gopen2(id(), name.c_str(), H5P_DEFAULT);
-  check(g, file_, join(path_, name) + " is not a group");
+  check_id(g, file_, "cannot open group " + join(path_, name));
   return Group(Handle(g, H5Gclose), join(path_, name), file_);
 }
 
 std::vector<std::string> Group::list() const {
   std::vector<std::string> names;
   H5G_info_t info;
-  check(H5Gget_info(id(), &info), file_, "cannot list " + path_, 0);
+  check_ok(H5Gget_info(id(), &info), file_, "cannot list " + path_);
+  // Each link takes bytes in the file; more links than bytes means a corrupt count.
+  if (info.nlinks > detail::file_bytes(id(), file_)) fail(file_, "group " + path_ + " claims an impossible number of members");
   for (hsize_t i = 0; i < info.nlinks; ++i) {
     ssize_t n = H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, nullptr, 0, H5P_DEFAULT);
-    if (n < 0) fail(file_, "cannot list " + path_);
+    if (n < 0) fail_h5(file_, "cannot list " + path_);
+    if (n > 65535) fail(file_, "a member of " + path_ + " has an impossibly long name");
     std::string s(static_cast<size_t>(n), '\0');
-    H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, s.data(), s.size() + 1, H5P_DEFAULT);
+    if (H5Lget_name_by_idx(id(), ".", H5_INDEX_NAME, H5_ITER_INC, i, s.data(), s.size() + 1, H5P_DEFAULT) < 0)
+      fail_h5(file_, "cannot list " + path_);
     names.push_back(s);
   }
   std::sort(names.begin(), names.end());
   return names;
 }
 
+// ---- writing datasets ----
 namespace {
 void write_raw(hid_t loc, const std::string& file, const std::string& full, const std::string& name,
                hid_t mem_type, hid_t file_type, const void* data, const std::vector<hsize_t>& dims,
                WriteOptions o) {
-  Handle space(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose);
-  Handle dcpl = make_dcpl(dims, o);
-  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
+  Handle space = checked(H5Screate_simple(static_cast<int>(dims.size()), dims.data(), nullptr), H5Sclose, file,
+                         "cannot create the dataspace of " + full);
+  Handle dcpl = make_dcpl(dims, o, file);
+  Handle lcpl = checked(H5Pcreate(H5P_LINK_CREATE), H5Pclose, file, "cannot create link properties");
   H5Pset_create_intermediate_group(lcpl.get(), 1);
   hid_t ds = H5Dcreate2(loc, name.c_str(), file_type, space.get(), lcpl.get(), dcpl.get(), H5P_DEFAULT);
-  Handle dh(check(ds, file, "cannot create dataset " + full + " (does it exist already?)"), H5Dclose);
+  Handle dh(check_id(ds, file, "cannot create dataset " + full + " (does it exist already?)"), H5Dclose);
   hsize_t total = 1;
   for (hsize_t d : dims) total *= d;
-  if (total > 0)
-    check(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), file, "cannot write " + full, 0);
+  if (total > 0) check_ok(H5Dwrite(ds, mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, data), file, "cannot write " + full);
 }
 }  // namespace
 
@@ -175,7 +191,7 @@ void Group::write_nd(const std::string& name, std::span<const double> data,
 }
 
 void Group::write(const std::string& name, const std::vector<std::string>& v) {
-  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
+  Handle type = checked(H5Tcopy(H5T_C_S1), H5Tclose, file_, "cannot create a string type");
   H5Tset_size(type.get(), H5T_VARIABLE);
   H5Tset_cset(type.get(), H5T_CSET_UTF8);
   std::vector<const char*> ptrs;
@@ -185,46 +201,92 @@ void Group::write(const std::string& name, const std::vector<std::string>& v) {
             {static_cast<hsize_t>(v.size())}, {});
 }
 
+// ---- reading datasets ----
 namespace {
+
 struct OpenDs {
-  Handle ds, space;
+  Handle ds, space, type;  // type: the dataset's file type
   std::vector<hsize_t> dims;
+  hsize_t total = 0;
 };
-OpenDs open_ds(hid_t loc, const std::string& file, const std::string& full, const std::string& name,
-               bool exists) {
-  if (!exists) fail(file, "no dataset " + full);
+
+// Opens dataset `name` and validates its shape: rank <= 32, no overflow, and (to_read) no more
+// bytes than the file could hold (its size, or a deflate ratio of it when the data is filtered or
+// not yet allocated), so a corrupt shape fails before anything is allocated.
+OpenDs open_ds(const Group& g, const std::string& name, bool to_read = true) {
+  const std::string& file = g.filename();
+  const std::string full = join(g.path(), name);
+  if (!g.is_dataset(name)) fail(file, "no dataset " + full);
   OpenDs o;
-  hid_t ds = H5Dopen2(loc, name.c_str(), H5P_DEFAULT);
-  o.ds = Handle(check(ds, file, full + " is not a dataset"), H5Dclose);
-  o.space = Handle(H5Dget_space(ds), H5Sclose);
-  int rank = H5Sget_simple_extent_ndims(o.space.get());
-  o.dims.resize(static_cast<size_t>(std::max(rank, 0)));
-  if (rank > 0) H5Sget_simple_extent_dims(o.space.get(), o.dims.data(), nullptr);
+  o.ds = checked(H5Dopen2(g.id(), name.c_str(), H5P_DEFAULT), H5Dclose, file, "cannot open dataset " + full);
+  o.space = checked(H5Dget_space(o.ds.get()), H5Sclose, file, "cannot read the shape of " + full);
+  o.type = checked(H5Dget_type(o.ds.get()), H5Tclose, file, "cannot read the type of " + full);
+  const H5S_class_t cls = H5Sget_simple_extent_type(o.space.get());
+  if (cls == H5S_NO_CLASS) fail_h5(file, "cannot read the shape of " + full);
+  const int rank = H5Sget_simple_extent_ndims(o.space.get());
+  if (rank < 0 || rank > detail::kMaxRank) fail(file, fmt::format("{} has an impossible rank {}", full, rank));
+  o.dims.resize(static_cast<size_t>(rank));
+  if (rank > 0) check_ok(H5Sget_simple_extent_dims(o.space.get(), o.dims.data(), nullptr), file, "cannot read the shape of " + full);
+  o.total = cls == H5S_NULL ? 0 : 1;
+  for (hsize_t d : o.dims) {
+    if (d != 0 && o.total > (hsize_t{1} << 62) / d) fail(file, full + " claims an impossibly large shape (corrupt file?)");
+    o.total *= d;
+  }
+  const size_t elem = H5Tget_size(o.type.get());
+  if (elem == 0) fail_h5(file, "cannot read the type of " + full);
+  if (o.total == 0 || !to_read) return o;
+  const std::uint64_t fsize = detail::file_bytes(o.ds.get(), file);
+  Handle dcpl = checked(H5Dget_create_plist(o.ds.get()), H5Pclose, file, "cannot read the storage of " + full);
+  const int nfilters = H5Pget_nfilters(dcpl.get());
+  const H5D_layout_t layout = H5Pget_layout(dcpl.get());
+  H5D_space_status_t status = H5D_SPACE_STATUS_ERROR;
+  if (nfilters < 0 || layout < 0 || H5Dget_space_status(o.ds.get(), &status) < 0)
+    fail_h5(file, "cannot read the storage of " + full);
+  const bool stored_plain = nfilters == 0 && layout != H5D_CHUNKED && status == H5D_SPACE_STATUS_ALLOCATED;
+  const long double limit = stored_plain ? static_cast<long double>(fsize)
+                                         : static_cast<long double>(fsize) * detail::kMaxCompressionRatio + (1 << 20);
+  const long double bytes = static_cast<long double>(o.total) * static_cast<long double>(elem);
+  if (bytes > limit)
+    fail(file, fmt::format("{} claims {} elements of {} bytes, more than a file of {} bytes can hold (corrupt file?)",
+                           full, o.total, elem, fsize));
   return o;
 }
+
+bool valid_utf8(const char* s, size_t n) {
+  size_t i = 0;
+  while (i < n) {
+    const auto c = static_cast<unsigned char>(s[i]);
+    size_t len = c < 0x80 ? 1 : (c >> 5) == 0x6 ? 2 : (c >> 4) == 0xE ? 3 : (c >> 3) == 0x1E ? 4 : 0;
+    if (len == 0 || i + len > n) return false;
+    for (size_t k = 1; k < len; ++k)
+      if ((static_cast<unsigned char>(s[i + k]) >> 6) != 0x2) return false;
+    i += len;
+  }
+  return true;
+}
+
 }  // namespace
+
+std::string detail::checked_text(const char* p, size_t max_len, const std::string& file, const std::string& what) {
+  if (!p) return "";
+  const size_t n = strnlen(p, std::min<size_t>(max_len, kMaxStringBytes));
+  if (!valid_utf8(p, n)) fail(file, what + " holds text that is not valid UTF-8 (corrupt file?)");
+  return std::string(p, n);
+}
 
 bool Group::is_dataset(const std::string& name) const {
   if (!exists(name)) return false;
-#if H5_VERSION_GE(1, 12, 0)
-  H5O_info2_t info;
-  if (H5Oget_info_by_name3(id(), name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) return false;
-#else
-  H5O_info_t info;
-  if (H5Oget_info_by_name2(id(), name.c_str(), &info, H5O_INFO_BASIC, H5P_DEFAULT) < 0) return false;
-#endif
-  return info.type == H5O_TYPE_DATASET;
+  return object_type(id(), name, file_, join(path_, name)) == H5O_TYPE_DATASET;
 }
 
 std::vector<std::int64_t> Group::shape(const std::string& name) const {
-  auto o = open_ds(id(), file_, join(path_, name), name, is_dataset(name));
+  auto o = open_ds(*this, name, false);
   return {o.dims.begin(), o.dims.end()};
 }
 
 char Group::dataset_kind(const std::string& name) const {
-  auto o = open_ds(id(), file_, join(path_, name), name, is_dataset(name));
-  Handle t(H5Dget_type(o.ds.get()), H5Tclose);
-  switch (H5Tget_class(t.get())) {
+  auto o = open_ds(*this, name, false);
+  switch (H5Tget_class(o.type.get())) {
     case H5T_FLOAT: return 'f';
     case H5T_INTEGER: return 'i';
     case H5T_STRING: return 's';
@@ -232,18 +294,20 @@ char Group::dataset_kind(const std::string& name) const {
   }
 }
 
+namespace {
+void read_numbers(const Group& g, const std::string& name, hid_t mem_type, void* out, const OpenDs& o) {
+  const std::string full = join(g.path(), name);
+  const auto cls = H5Tget_class(o.type.get());
+  if (cls != H5T_FLOAT && cls != H5T_INTEGER) fail(g.filename(), full + " is not numeric");
+  if (H5Tget_size(o.type.get()) > 16) fail(g.filename(), full + " has an unsupported number size");
+  check_ok(H5Dread(o.ds.get(), mem_type, H5S_ALL, H5S_ALL, H5P_DEFAULT, out), g.filename(), "cannot read " + full);
+}
+}  // namespace
+
 std::vector<double> Group::read_doubles(const std::string& name) const {
-  const std::string full = join(path_, name);
-  auto o = open_ds(id(), file_, full, name, is_dataset(name));
-  Handle t(H5Dget_type(o.ds.get()), H5Tclose);
-  auto cls = H5Tget_class(t.get());
-  if (cls != H5T_FLOAT && cls != H5T_INTEGER) fail(file_, full + " is not numeric");
-  hsize_t total = 1;
-  for (auto d : o.dims) total *= d;
-  std::vector<double> v(total);
-  if (total > 0)
-    check(H5Dread(o.ds.get(), H5T_NATIVE_DOUBLE, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), file_,
-          "cannot read " + full, 0);
+  auto o = open_ds(*this, name);
+  std::vector<double> v(o.total);
+  if (o.total > 0) read_numbers(*this, name, H5T_NATIVE_DOUBLE, v.data(), o);
   return v;
 }
 
@@ -253,201 +317,53 @@ Eigen::MatrixXd Group::read_matrix(const std::string& name) const {
   const auto rows = dims.empty() ? 1 : dims[0];
   const auto cols = dims.size() == 2 ? dims[1] : 1;
   auto v = read_doubles(name);
+  if (static_cast<std::int64_t>(v.size()) != rows * cols) fail(file_, join(path_, name) + " changed shape while read");
   Eigen::Map<Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> m(v.data(), rows, cols);
   return m;
 }
 
 std::vector<std::int64_t> Group::read_int64s(const std::string& name) const {
-  const std::string full = join(path_, name);
-  auto o = open_ds(id(), file_, full, name, is_dataset(name));
-  hsize_t total = 1;
-  for (auto d : o.dims) total *= d;
-  std::vector<std::int64_t> v(total);
-  if (total > 0)
-    check(H5Dread(o.ds.get(), H5T_NATIVE_INT64, H5S_ALL, H5S_ALL, H5P_DEFAULT, v.data()), file_,
-          "cannot read " + full + " as integers", 0);
+  auto o = open_ds(*this, name);
+  std::vector<std::int64_t> v(o.total);
+  if (o.total > 0) read_numbers(*this, name, H5T_NATIVE_INT64, v.data(), o);
   return v;
 }
 
 std::vector<std::string> Group::read_strings(const std::string& name) const {
   const std::string full = join(path_, name);
-  auto o = open_ds(id(), file_, full, name, is_dataset(name));
-  Handle ftype(H5Dget_type(o.ds.get()), H5Tclose);
-  if (H5Tget_class(ftype.get()) != H5T_STRING) fail(file_, full + " is not a string dataset");
-  hsize_t total = 1;
-  for (auto d : o.dims) total *= d;
-  std::vector<std::string> out(total);
-  if (total == 0) return out;
-  if (H5Tis_variable_str(ftype.get()) > 0) {
-    Handle mtype(H5Tcopy(H5T_C_S1), H5Tclose);
+  auto o = open_ds(*this, name);
+  if (H5Tget_class(o.type.get()) != H5T_STRING) fail(file_, full + " is not a string dataset");
+  std::vector<std::string> out(o.total);
+  if (o.total == 0) return out;
+  const htri_t vlen = H5Tis_variable_str(o.type.get());
+  if (vlen < 0) fail_h5(file_, "cannot read the type of " + full);
+  if (vlen > 0) {
+    if (auto raw = detail::read_vlen_strings_raw(o.ds.get(), o.total, file_, full)) return std::move(*raw);
+    Handle mtype = checked(H5Tcopy(H5T_C_S1), H5Tclose, file_, "cannot create a string type");
     H5Tset_size(mtype.get(), H5T_VARIABLE);
-    H5Tset_cset(mtype.get(), H5Tget_cset(ftype.get()));
-    std::vector<char*> ptrs(total, nullptr);
-    check(H5Dread(o.ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), file_,
-          "cannot read " + full, 0);
-    for (hsize_t i = 0; i < total; ++i) out[i] = ptrs[i] ? ptrs[i] : "";
+    H5Tset_cset(mtype.get(), H5Tget_cset(o.type.get()) == H5T_CSET_UTF8 ? H5T_CSET_UTF8 : H5T_CSET_ASCII);
+    std::vector<char*> ptrs(o.total, nullptr);
+    check_ok(H5Dread(o.ds.get(), mtype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, ptrs.data()), file_, "cannot read " + full);
+    try {
+      for (hsize_t i = 0; i < o.total; ++i) out[i] = detail::checked_text(ptrs[i], detail::kMaxStringBytes, file_, full);
+    } catch (...) {
+      H5Dvlen_reclaim(mtype.get(), o.space.get(), H5P_DEFAULT, ptrs.data());
+      throw;
+    }
     H5Dvlen_reclaim(mtype.get(), o.space.get(), H5P_DEFAULT, ptrs.data());
   } else {
-    size_t sz = H5Tget_size(ftype.get());
-    std::vector<char> buf(total * sz);
-    check(H5Dread(o.ds.get(), ftype.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), file_,
-          "cannot read " + full, 0);
-    for (hsize_t i = 0; i < total; ++i) {
+    const size_t sz = H5Tget_size(o.type.get());
+    if (sz > detail::kMaxStringBytes) fail(file_, full + " has an impossibly long string type (corrupt file?)");
+    std::vector<char> buf(o.total * sz);
+    check_ok(H5Dread(o.ds.get(), o.type.get(), H5S_ALL, H5S_ALL, H5P_DEFAULT, buf.data()), file_, "cannot read " + full);
+    for (hsize_t i = 0; i < o.total; ++i) {
       const char* p = buf.data() + i * sz;
-      out[i] = std::string(p, strnlen(p, sz));
+      const size_t n = strnlen(p, sz);
+      if (!valid_utf8(p, n)) fail(file_, full + " holds text that is not valid UTF-8 (corrupt file?)");
+      out[i] = std::string(p, n);
     }
   }
   return out;
 }
-
-// ---- attributes ----
-namespace {
-void write_attr(hid_t obj, const std::string& file, const std::string& name, hid_t type, hid_t space,
-                const void* data) {
-  if (H5Aexists(obj, name.c_str()) > 0) H5Adelete(obj, name.c_str());
-  hid_t a = H5Acreate2(obj, name.c_str(), type, space, H5P_DEFAULT, H5P_DEFAULT);
-  Handle ah(check(a, file, "cannot create attribute " + name), H5Aclose);
-  check(H5Awrite(a, type, data), file, "cannot write attribute " + name, 0);
-}
-}  // namespace
-
-void Group::attr(const std::string& name, double v) {
-  Handle s(H5Screate(H5S_SCALAR), H5Sclose);
-  write_attr(id(), file_, name, H5T_NATIVE_DOUBLE, s.get(), &v);
-}
-void Group::attr(const std::string& name, std::int64_t v) {
-  Handle s(H5Screate(H5S_SCALAR), H5Sclose);
-  write_attr(id(), file_, name, H5T_NATIVE_INT64, s.get(), &v);
-}
-void Group::attr(const std::string& name, const std::string& v) {
-  Handle type(H5Tcopy(H5T_C_S1), H5Tclose);
-  H5Tset_size(type.get(), H5T_VARIABLE);
-  H5Tset_cset(type.get(), H5T_CSET_UTF8);
-  Handle s(H5Screate(H5S_SCALAR), H5Sclose);
-  const char* p = v.c_str();
-  write_attr(id(), file_, name, type.get(), s.get(), &p);
-}
-void Group::attr(const std::string& name, std::span<const double> v) {
-  hsize_t n = v.size();
-  Handle s(H5Screate_simple(1, &n, nullptr), H5Sclose);
-  write_attr(id(), file_, name, H5T_NATIVE_DOUBLE, s.get(), v.data());
-}
-bool Group::has_attr(const std::string& name) const { return H5Aexists(id(), name.c_str()) > 0; }
-
-std::optional<std::string> Group::attr_string(const std::string& name) const {
-  if (!has_attr(name)) return std::nullopt;
-  Handle a(H5Aopen(id(), name.c_str(), H5P_DEFAULT), H5Aclose);
-  Handle ft(H5Aget_type(a.get()), H5Tclose);
-  if (H5Tget_class(ft.get()) != H5T_STRING) return std::nullopt;
-  if (H5Tis_variable_str(ft.get()) > 0) {
-    Handle mt(H5Tcopy(H5T_C_S1), H5Tclose);
-    H5Tset_size(mt.get(), H5T_VARIABLE);
-    H5Tset_cset(mt.get(), H5Tget_cset(ft.get()));
-    char* p = nullptr;
-    if (H5Aread(a.get(), mt.get(), &p) < 0) return std::nullopt;
-    std::string s = p ? p : "";
-    H5free_memory(p);
-    return s;
-  }
-  size_t sz = H5Tget_size(ft.get());
-  std::string s(sz, '\0');
-  if (H5Aread(a.get(), ft.get(), s.data()) < 0) return std::nullopt;
-  s.resize(strnlen(s.c_str(), sz));
-  return s;
-}
-std::optional<double> Group::attr_double(const std::string& name) const {
-  if (!has_attr(name)) return std::nullopt;
-  Handle a(H5Aopen(id(), name.c_str(), H5P_DEFAULT), H5Aclose);
-  double v = NAN;
-  if (H5Aread(a.get(), H5T_NATIVE_DOUBLE, &v) < 0) return std::nullopt;
-  return v;
-}
-std::optional<std::int64_t> Group::attr_int(const std::string& name) const {
-  if (!has_attr(name)) return std::nullopt;
-  Handle a(H5Aopen(id(), name.c_str(), H5P_DEFAULT), H5Aclose);
-  std::int64_t v = 0;
-  if (H5Aread(a.get(), H5T_NATIVE_INT64, &v) < 0) return std::nullopt;
-  return v;
-}
-
-void Group::attach_scales(const std::string& name, const std::vector<std::string>& scales) {
-  auto target = open_ds(id(), file_, join(path_, name), name, is_dataset(name));
-  for (size_t k = 0; k < scales.size(); ++k) {
-    const std::string& sname = scales[k];
-    if (!is_dataset(sname)) fail(file_, "dimension scale " + sname + " does not exist");
-    Handle sds(H5Dopen2(id(), sname.c_str(), H5P_DEFAULT), H5Dclose);
-    if (H5DSis_scale(sds.get()) <= 0) {
-      std::string label = sname.substr(sname.find_last_of('/') + 1);
-      check(H5DSset_scale(sds.get(), label.c_str()), file_, "cannot make " + sname + " a scale", 0);
-    }
-    check(H5DSattach_scale(target.ds.get(), sds.get(), static_cast<unsigned>(k)), file_,
-          "cannot attach scale " + sname + " to " + name, 0);
-    std::string label = sname.substr(sname.find_last_of('/') + 1);
-    H5DSset_label(target.ds.get(), static_cast<unsigned>(k), label.c_str());
-  }
-}
-
-void Group::copy_to(const std::string& name, Group& dst, const std::string& dst_name) const {
-  Handle lcpl(H5Pcreate(H5P_LINK_CREATE), H5Pclose);
-  H5Pset_create_intermediate_group(lcpl.get(), 1);
-  check(H5Ocopy(id(), name.c_str(), dst.id(), dst_name.c_str(), H5P_DEFAULT, lcpl.get()), file_,
-        "cannot copy " + join(path_, name) + " to " + dst.filename(), 0);
-}
-
-// ---- files ----
-bool is_hdf5(const std::string& path) {
-  silence_hdf5();
-  std::ifstream f(path, std::ios::binary);
-  if (!f) return false;
-#if H5_VERSION_GE(1, 12, 0)
-  return H5Fis_accessible(path.c_str(), H5P_DEFAULT) > 0;
-#else
-  return H5Fis_hdf5(path.c_str()) > 0;
-#endif
-}
-
-File File::create(const std::string& path) {
-  silence_hdf5();
-  // Default (earliest) file format on purpose: attributes stay in the object header. With the
-  // 1.8+ format, groups with more than 8 attributes switch to dense storage, and HDF5 1.10's
-  // H5Ocopy crashes copying dense variable-length string attributes (seen on Debian 12).
-  hid_t f = H5Fcreate(path.c_str(), H5F_ACC_TRUNC, H5P_DEFAULT, H5P_DEFAULT);
-  if (f < 0) throw IoError(fmt::format("cannot create HDF5 file '{}' (does the folder exist and is it writable?)", path));
-  File file;
-  file.h_ = Handle(f, H5Fclose);
-  file.path_ = "/";
-  file.file_ = path;
-  return file;
-}
-
-File File::open_read(const std::string& path) {
-  silence_hdf5();
-  if (access(path.c_str(), R_OK) != 0) throw IoError(fmt::format("cannot read '{}': no such file or not readable", path));
-  if (!is_hdf5(path)) throw IoError(fmt::format("'{}' is not an HDF5 file", path));
-  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDONLY, H5P_DEFAULT);
-  if (f < 0) throw IoError(fmt::format("cannot open HDF5 file '{}' (corrupt or locked? on cluster file systems set HDF5_USE_FILE_LOCKING=FALSE)", path));
-  File file;
-  file.h_ = Handle(f, H5Fclose);
-  file.path_ = "/";
-  file.file_ = path;
-  return file;
-}
-
-File File::open_rw(const std::string& path) {
-  silence_hdf5();
-  if (!is_hdf5(path)) throw IoError(fmt::format("'{}' is missing or not an HDF5 file", path));
-  hid_t f = H5Fopen(path.c_str(), H5F_ACC_RDWR, H5P_DEFAULT);
-  if (f < 0) throw IoError(fmt::format("cannot open HDF5 file '{}' for writing", path));
-  File file;
-  file.h_ = Handle(f, H5Fclose);
-  file.path_ = "/";
-  file.file_ = path;
-  return file;
-}
-
-void File::flush() {
-  if (h_.valid()) check(H5Fflush(id(), H5F_SCOPE_GLOBAL), file_, "flush failed", 0);
-}
-void File::close() { h_.reset(); }
 
 }  // namespace memcap::h5

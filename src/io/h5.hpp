@@ -1,6 +1,7 @@
 // Small RAII layer over the HDF5 C API: files, groups, datasets and attributes.
 // Matrices are stored row-major with shape (rows, cols) so h5py/numpy read them as written.
-// Every failure becomes an IoError naming the file and object.
+// Every failure becomes an IoError naming the file and object; reads are bounded (rank, sizes
+// checked against the file) so a corrupt file gives an IoError, never a crash or a huge allocation.
 #pragma once
 #include <hdf5.h>
 
@@ -24,6 +25,11 @@ class Handle {
   Handle& operator=(Handle&& o) noexcept;
   ~Handle() { reset(); }
   void reset();
+  hid_t release() noexcept {  // gives up ownership without closing
+    const hid_t id = id_;
+    id_ = -1;
+    return id;
+  }
   hid_t get() const { return id_; }
   bool valid() const { return id_ >= 0; }
 
@@ -33,7 +39,7 @@ class Handle {
 };
 
 struct WriteOptions {
-  bool compress = false;        // chunked + shuffle + gzip(4)
+  bool compress = false;        // chunked + shuffle + gzip(4) + Fletcher-32 checksum
   std::int64_t chunk_rows = 0;  // 0 = automatic
 };
 
@@ -74,7 +80,8 @@ class Group {
   // Storage class of a dataset: 'f' float, 'i' integer, 's' string.
   char dataset_kind(const std::string& name) const;
 
-  // Attributes (overwrite if present).
+  // Attributes (overwrite if present). The readers return nullopt when the attribute is absent
+  // and throw IoError when it is there but unreadable or not one value of the asked kind.
   void attr(const std::string& name, double v);
   void attr(const std::string& name, std::int64_t v);
   void attr(const std::string& name, int v) { attr(name, static_cast<std::int64_t>(v)); }
@@ -100,21 +107,43 @@ class Group {
   std::string file_;
 };
 
+// A file. create() writes the HDF5 1.10 format (superblock v3, v2 object headers, new chunk
+// indexes: all metadata carries checksums; docs/hdf5-schema.md). A created file that is destroyed
+// while an exception propagates, or whose close fails (disk full), is deleted: no half-written
+// file survives a failed write.
 class File : public Group {
  public:
   static File create(const std::string& path);      // truncate/create; IoError if impossible
-  static File open_read(const std::string& path);   // IoError if missing or not HDF5
+  static File open_read(const std::string& path);   // IoError if missing, unreadable or not HDF5
+  // open_read without counting the file as an input of this run (opened_input_same_as), e.g. to
+  // look at an existing output that may then be replaced.
+  static File inspect(const std::string& path);
   static File open_rw(const std::string& path);
   void flush();
-  void close();   // closes the file (the object becomes invalid)
+  void close();     // closes the file (the object becomes invalid); IoError if that fails
+  void discard() noexcept;  // close ignoring errors; a created file is deleted
   File(File&&) noexcept = default;
-  File& operator=(File&&) noexcept = default;
+  File& operator=(File&&) noexcept;
+  ~File();
 
  private:
-  File() = default;
+  File(hid_t id, const std::string& path, bool created);
+  void finish() noexcept;        // the destructor's close
+  bool created_ = false;         // made by create(): deleted when the write fails
+  int exceptions_at_open_ = 0;   // std::uncaught_exceptions() when opened
 };
 
-// True when `path` exists and has an HDF5 signature.
+// True when `path` is a regular file with an HDF5 signature; false when it is missing, a
+// directory or another kind of file. IoError when it exists but cannot be read (permission
+// denied, name too long).
 bool is_hdf5(const std::string& path);
+
+// IoError "ROLE 'PATH' ..." unless path is an existing, readable regular file (says which:
+// does not exist, is a directory, is not a regular file, permission denied, name too long).
+void require_readable_file(const std::string& path, const std::string& role);
+
+// The path under which a file that is the same file as `path` (same device and inode) was
+// opened for reading by this process, or "" (used to refuse writing a result over an input).
+std::string opened_input_same_as(const std::string& path);
 
 }  // namespace memcap::h5

@@ -8,12 +8,14 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
+#include <cstring>
 #include <ctime>
 #include <filesystem>
 
 #include "core/error.hpp"
 #include "core/threads.hpp"
 #include "core/version.hpp"
+#include "io/describe.hpp"
 
 namespace memcap::io {
 
@@ -38,19 +40,6 @@ RunContext make_context(const std::string& tool, const std::string& subcommand, 
   return c;
 }
 
-void check_output_path(const std::string& path) {
-  namespace fs = std::filesystem;
-  if (path.empty()) throw UserError("no output file given: pass --out FILE.h5");
-  fs::path p(path);
-  if (fs::is_directory(p)) throw UserError(fmt::format("--out '{}' is a directory; give a file name such as {}/result.h5", path, path));
-  fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
-  std::error_code ec;
-  if (!fs::is_directory(dir, ec))
-    throw UserError(fmt::format("output folder '{}' does not exist (create it first: mkdir -p {})", dir.string(), dir.string()));
-  if (access(dir.c_str(), W_OK) != 0)
-    throw UserError(fmt::format("output folder '{}' is not writable", dir.string()));
-}
-
 void write_provenance(h5::Group& root, const RunContext& ctx) {
   root.attr("memcap_version", build::kVersion);
   root.attr("git_hash", build::kGitHash);
@@ -67,6 +56,7 @@ void write_provenance(h5::Group& root, const RunContext& ctx) {
   root.attr("compute_capability", ctx.device.compute_capability);
   root.attr("cuda_version", ctx.device.cuda_version);
   root.attr("blas", blas_config());
+  write_library_versions(root);  // hdf5/eigen/openblas/compiler versions (describe.cpp)
   root.attr("threads", static_cast<std::int64_t>(ctx.threads > 0 ? ctx.threads : max_threads()));
   for (const char* var : {"SLURM_JOB_ID", "SLURM_ARRAY_JOB_ID", "SLURM_ARRAY_TASK_ID", "SLURM_ARRAY_TASK_COUNT"}) {
     if (const char* v = std::getenv(var)) {
@@ -79,14 +69,23 @@ void write_provenance(h5::Group& root, const RunContext& ctx) {
   cfg.attr("json", ctx.config.dump());
 }
 
+namespace {
+// The checks and clean-up that precede creating the temporary.
+h5::File create_temporary(const std::string& path, const std::string& tmp) {
+  check_output_path(path);
+  remove_stale_temporaries(path);
+  return h5::File::create(tmp);
+}
+}  // namespace
+
 OutputFile::OutputFile(const std::string& path, const RunContext& ctx)
-    : path_(path), tmp_(path + ".tmp-" + std::to_string(getpid())), file_(h5::File::create((check_output_path(path), tmp_))) {
+    : path_(path), tmp_(temporary_name(path)), guard_(tmp_), file_(create_temporary(path_, tmp_)) {
   write_provenance(file_, ctx);
 }
 
 OutputFile::~OutputFile() {
   if (!committed_) {
-    file_.close();
+    file_.discard();
     std::remove(tmp_.c_str());
   }
 }
@@ -94,12 +93,15 @@ OutputFile::~OutputFile() {
 void OutputFile::write_summary(const Table& t) {
   h5::Group g = file_.child("summary");
   t.write(g);
+  write_row_scale(g, t);  // /summary/row dimension scale (describe.cpp)
 }
 
 void OutputFile::commit() {
+  annotate_datasets(file_);  // units + long_name on every dataset (describe.cpp)
   file_.attr("end_utc", utc_now());
   file_.flush();
   file_.close();
+  check_output_path(path_);  // again: the target may have appeared (or become an input) meanwhile
   if (std::rename(tmp_.c_str(), path_.c_str()) != 0)
     throw IoError(fmt::format("cannot move '{}' to '{}': {}", tmp_, path_, std::strerror(errno)));
   committed_ = true;

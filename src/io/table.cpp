@@ -128,6 +128,8 @@ Table Table::read(const h5::Group& g) {
     names = g.list();
   }
   for (auto& n : names) {
+    if (n.empty() || n.find('/') != std::string::npos)
+      throw IoError(fmt::format("summary in '{}' lists a malformed column name '{}' (corrupt file?)", g.filename(), n));
     t.names.push_back(n);
     switch (g.dataset_kind(n)) {
       case 'f': t.columns.emplace_back(g.read_doubles(n)); break;
@@ -135,7 +137,14 @@ Table Table::read(const h5::Group& g) {
       case 's': t.columns.emplace_back(g.read_strings(n)); break;
       default: throw IoError(fmt::format("summary column '{}' in '{}' has an unsupported type", n, g.filename()));
     }
+    const std::size_t len = std::visit([](auto& v) { return v.size(); }, t.columns.back());
+    if (len != t.rows())
+      throw IoError(fmt::format("summary column '{}' in '{}' has {} rows, the first column {} (corrupt file?)", n,
+                                g.filename(), len, t.rows()));
   }
+  if (auto rows = g.attr_int("rows"); rows && !t.names.empty() && *rows != static_cast<std::int64_t>(t.rows()))
+    throw IoError(fmt::format("summary in '{}' says it has {} rows but holds {} (corrupt file?)", g.filename(), *rows,
+                              t.rows()));
   return t;
 }
 

@@ -41,7 +41,9 @@ struct Table {
   std::vector<double> numbers(const std::string& name) const;  // numeric column as doubles
   std::vector<std::string> strings(const std::string& name) const;
   void write(h5::Group& g) const;                  // one dataset per column
-  static Table read(const h5::Group& g);           // columns in the stored order (attr "columns")
+  // Columns in the stored order (attr "columns"); IoError when a column is missing, of an
+  // unsupported type or of another length than the first (a corrupt file).
+  static Table read(const h5::Group& g);
 };
 
 }  // namespace memcap::io

@@ -13,13 +13,13 @@ Eigen::MatrixXd load_table(const std::string& file_spec, const std::vector<std::
                            const std::string& role) {
   std::string file = file_spec, dataset;
   // FILE:dataset, but leave a bare path (which may contain ':' in a folder name) alone when it exists.
-  if (const auto colon = file_spec.rfind(':'); colon != std::string::npos && !std::filesystem::exists(file_spec)) {
+  std::error_code ec;
+  if (const auto colon = file_spec.rfind(':'); colon != std::string::npos && !std::filesystem::exists(file_spec, ec)) {
     file = file_spec.substr(0, colon);
     dataset = file_spec.substr(colon + 1);
   }
   require(!file.empty(), "--{} needs a file name (FILE or FILE:dataset), got '{}'", role, file_spec);
-  if (!std::filesystem::exists(file)) throw IoError(fmt::format("{} file '{}' does not exist", role, file));
-  if (std::filesystem::is_directory(file)) throw IoError(fmt::format("{} file '{}' is a directory", role, file));
+  h5::require_readable_file(file, role + " file");  // missing, a directory, permission denied: IoError
   if (!h5::is_hdf5(file))
     throw IoError(fmt::format("{} file '{}' is not an HDF5 file (expected an F x d dataset)", role, file));
   const h5::File f = h5::File::open_read(file);
@@ -73,7 +73,12 @@ FactSet read_factset(const h5::Group& g) {
   fs.codes = g.exists("codes") ? g.read_matrix("codes") : fs.values;
   const auto map = g.read_int64s("map");
   fs.map.resize(static_cast<Eigen::Index>(map.size()));
-  for (std::size_t i = 0; i < map.size(); ++i) fs.map[static_cast<Eigen::Index>(i)] = static_cast<int>(map[i]);
+  for (std::size_t i = 0; i < map.size(); ++i) {
+    if (map[i] < 0 || map[i] >= static_cast<std::int64_t>(fs.values.rows()))
+      throw IoError(fmt::format("'{}': {}/map[{}] = {} is outside [0, {}) (corrupt file?)", g.filename(), g.path(), i,
+                                map[i], fs.values.rows()));
+    fs.map[static_cast<Eigen::Index>(i)] = static_cast<int>(map[i]);
+  }
   fs.tied = g.attr_int("tied").value_or(0) != 0;
   fs.source = g.attr_string("source").value_or("sphere");
   fs.validate();
