@@ -1,12 +1,17 @@
 // Sweep engine: shards partition the plan, reruns are deterministic, merge of shards equals the
 // unsharded run, a run interrupted after some jobs resumes to the same summary, and --resume
-// refuses a partial run made with another configuration.
+// refuses a partial run made with another configuration. Hardening: strict --shard / SLURM array
+// parsing, duplicate keys and empty shards refused before anything is created, the lock on
+// OUT.partial, a finished output under --resume is a no-op, and another split's partial is refused.
 #include <doctest/doctest.h>
+#include <fcntl.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <cmath>
 #include <filesystem>
+#include <fstream>
 #include <map>
 #include <vector>
 #include <stdexcept>
@@ -127,11 +132,14 @@ TEST_CASE("running every shard of n runs every job exactly once (real runs, n = 
       o.progress = "none";
       o.shard = std::to_string(i) + "/" + std::to_string(n);
       const std::string out = d + "/part" + std::to_string(n) + ".h5";
+      if (i >= static_cast<int>(plan.jobs.size())) {  // a shard that owns no job is refused, nothing written
+        CHECK_THROWS_AS(sweep::run(plan, o, ctx_for("a"), out, toy_job), UserError);
+        continue;
+      }
       REQUIRE(sweep::run(plan, o, ctx_for("a"), out, toy_job) == 0);
       const std::string file = n == 1 ? out : d + "/part" + std::to_string(n) + ".shard" + std::to_string(i) + "of" +
                                                   std::to_string(n) + ".h5";
       const io::Table t = summary_of(file);
-      if (t.rows() == 0) continue;  // n > jobs: some shards own nothing and write an empty summary
       for (const std::string& key : t.strings("job")) ++seen[key];
     }
     CAPTURE(n);
@@ -194,4 +202,180 @@ TEST_CASE("an interrupted sweep resumes to the same summary, skipping finished j
   CHECK(resumed_calls == 9 - 4);
   CHECK_FALSE(fs::exists(d + "/int.h5.partial"));
   check_same_summary(summary_of(d + "/ref.h5"), summary_of(d + "/int.h5"));
+}
+
+namespace {
+// Shard from a table of SLURM variables ("" = unset).
+sweep::Shard slurm_shard(const std::map<std::string, std::string>& vars, const std::string& spec = "") {
+  return sweep::Shard::parse(spec, [&](const char* n) -> const char* {
+    auto it = vars.find(n);
+    return it == vars.end() ? nullptr : it->second.c_str();
+  });
+}
+std::map<std::string, std::string> array_vars(const std::string& id, const std::string& mn, const std::string& mx,
+                                              const std::string& step, const std::string& count) {
+  return {{"SLURM_ARRAY_TASK_ID", id}, {"SLURM_ARRAY_TASK_MIN", mn}, {"SLURM_ARRAY_TASK_MAX", mx},
+          {"SLURM_ARRAY_TASK_STEP", step}, {"SLURM_ARRAY_TASK_COUNT", count}};
+}
+std::vector<std::string> listing(const std::string& dir) {
+  std::vector<std::string> v;
+  for (auto& e : fs::directory_iterator(dir)) v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+}  // namespace
+
+TEST_CASE("--shard and the SLURM array variables are parsed strictly") {
+  CHECK_THROWS_AS(sweep::Shard::parse("0/99999999999"), UserError);
+  CHECK_THROWS_AS(sweep::Shard::parse("0/2 "), UserError);
+  CHECK_THROWS_AS(sweep::Shard::parse(" 0/2"), UserError);
+  CHECK_THROWS_AS(sweep::Shard::parse("0x1/2"), UserError);
+  CHECK_THROWS_AS(sweep::Shard::parse("1/"), UserError);
+  CHECK_THROWS_AS(sweep::Shard::parse("/2"), UserError);
+  CHECK(sweep::Shard::parse("3/4").index == 3);
+  // No array: the whole sweep; an explicit --shard wins over the variables.
+  CHECK(slurm_shard({}).str() == "0/1");
+  CHECK(slurm_shard({{"SLURM_ARRAY_TASK_COUNT", "4"}}).str() == "0/1");
+  CHECK(slurm_shard(array_vars("abc", "0", "3", "1", "4"), "1/2").str() == "1/2");
+  struct Case {
+    std::map<std::string, std::string> vars;
+    const char* want;  // nullptr: UserError
+  };
+  const std::vector<Case> cases = {
+      {array_vars("0", "0", "3", "1", "4"), "0/4"},
+      {array_vars("3", "0", "3", "1", "4"), "3/4"},
+      {array_vars("5", "2", "9", "1", "8"), "3/8"},            // arrays need not start at 0
+      {array_vars("4", "0", "4", "2", "3"), "2/3"},            // stepped 0-4:2 -> tasks 0,2,4
+      {array_vars("7", "1", "10", "3", "4"), "2/4"},           // 1-10:3 -> 1,4,7,10
+      {array_vars("abc", "0", "3", "1", "4"), nullptr},        // not a number
+      {array_vars("2junk", "0", "3", "1", "4"), nullptr},      // trailing junk
+      {array_vars("", "0", "3", "1", "4"), nullptr},
+      {array_vars("-1", "0", "3", "1", "4"), nullptr},
+      {array_vars("99999999999", "0", "3", "1", "4"), nullptr},  // overflow
+      {array_vars("1", "0", "4", "2", "3"), nullptr},          // not on the step
+      {array_vars("5", "0", "3", "1", "4"), nullptr},          // outside MIN..MAX
+      {array_vars("2", "0", "3", "1", "5"), nullptr},          // COUNT disagrees with MIN-MAX:STEP
+      {array_vars("1", "1", "1", "1", "1"), nullptr},          // sbatch --array=1: a resubmitted task
+      {array_vars("0", "0", "0", "1", "1"), nullptr},          // any one-task array: ask for --shard
+      {array_vars("1", "0", "7", "1", "1"), nullptr},          // COUNT=1 but MIN/MAX show a bigger array
+      {array_vars("2", "0", "3", "0", "4"), nullptr},          // step 0
+      {{{"SLURM_ARRAY_TASK_ID", "1"}, {"SLURM_ARRAY_TASK_COUNT", "4"}}, nullptr},  // MIN/MAX missing
+      {{{"SLURM_ARRAY_TASK_ID", "1"}, {"SLURM_ARRAY_TASK_MIN", "0"}, {"SLURM_ARRAY_TASK_MAX", "3"},
+        {"SLURM_ARRAY_TASK_COUNT", "4"}}, "1/4"},              // STEP missing: 1
+  };
+  for (const auto& c : cases) {
+    std::string shown;
+    for (auto& [k, v] : c.vars) shown += k + "=" + v + " ";
+    CAPTURE(shown);
+    if (c.want) CHECK(slurm_shard(c.vars).str() == c.want);
+    else CHECK_THROWS_AS(slurm_shard(c.vars), UserError);
+  }
+}
+
+TEST_CASE("plan checks: counts, integers, duplicates") {
+  CHECK(sweep::job_count({{"widths", 30}, {"seeds", 5}}) == 150);
+  CHECK_THROWS_AS(sweep::job_count({{"widths", 30}, {"seeds", 2000000000}}), UserError);
+  CHECK_THROWS_AS(sweep::job_count({{"a", INT64_MAX}, {"b", INT64_MAX}}), UserError);
+  CHECK(sweep::parse_int("42", "x", 0, 100) == 42);
+  CHECK_THROWS_AS(sweep::parse_int("42x", "x", 0, 100), UserError);
+  CHECK_THROWS_AS(sweep::parse_int("101", "x", 0, 100), UserError);
+  CHECK_THROWS_AS(sweep::parse_int("99999999999999999999", "x", 0, INT64_MAX), UserError);
+  CHECK(sweep::to_int(64.0, "w", 2, 1000) == 64);
+  CHECK_THROWS_AS(sweep::to_int(1e30, "w", 2, 1000), UserError);
+  CHECK_THROWS_AS(sweep::to_int(NAN, "w", 2, 1000), UserError);
+  CHECK_THROWS_AS(sweep::to_int(2.5, "w", 2, 1000), UserError);
+  CHECK_NOTHROW(sweep::require_distinct({"64", "65"}, "--widths"));
+  CHECK_THROWS_WITH_AS(sweep::require_distinct({"64", "64"}, "--widths"), doctest::Contains("--widths lists '64' twice"),
+                       UserError);
+  CHECK(sweep::available_memory() != 0);
+  CHECK_THROWS_AS(sweep::require_memory(1e30, "a job"), UserError);
+  CHECK_NOTHROW(sweep::require_memory(1024, "a job"));
+}
+
+TEST_CASE("duplicate keys and empty shards are refused before anything is created") {
+  const std::string d = temp_dir() + "/refuse";
+  fs::create_directories(d);
+  sweep::Options o;
+  o.progress = "none";
+  sweep::Plan dup = toy_plan();
+  dup.jobs[4].key = dup.jobs[3].key;
+  for (bool dry : {false, true}) {
+    o.dry_run = dry;
+    CHECK_THROWS_WITH_AS(sweep::run(dup, o, ctx_for("a"), d + "/dup.h5", toy_job), doctest::Contains("twice"), UserError);
+  }
+  o.dry_run = false;
+  o.shard = "9/10";
+  CHECK_THROWS_WITH_AS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/empty.h5", toy_job),
+                       doctest::Contains("the plan has 9 jobs"), UserError);
+  // A job that fails before any record exists leaves no .partial folder behind.
+  o.shard = "";
+  CHECK_THROWS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/fail.h5",
+                          [](const sweep::Job&) -> sweep::JobOutput { throw UserError("bad input"); }));
+  CHECK(listing(d).empty());
+}
+
+TEST_CASE("lock, stale temporaries, another split, and --resume on a finished output") {
+  const std::string d = temp_dir() + "/lock";
+  fs::create_directories(d);
+  sweep::Options o;
+  o.progress = "none";
+  // Interrupted run: records of 4 jobs in out.h5.partial.
+  int calls = 0;
+  auto dying = [&](const sweep::Job& j) {
+    if (++calls == 5) throw std::runtime_error("killed");
+    return toy_job(j);
+  };
+  CHECK_THROWS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/out.h5", dying));
+  REQUIRE(fs::exists(d + "/out.h5.partial/lock"));
+  // Another run holding the lock (flock on a second open file description conflicts, even in-process).
+  {
+    const int fd = open((d + "/out.h5.partial/lock").c_str(), O_RDWR);
+    REQUIRE(fd >= 0);
+    REQUIRE(flock(fd, LOCK_EX | LOCK_NB) == 0);
+    REQUIRE(pwrite(fd, "4242\n", 5, 0) == 5);
+    o.resume = true;
+    CHECK_THROWS_WITH_AS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/out.h5", toy_job),
+                         doctest::Contains("is being written by another run (pid 4242)"), UserError);
+    close(fd);
+  }
+  // Another split of the same output is refused while this partial run exists.
+  o.shard = "0/3";
+  CHECK_THROWS_WITH_AS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/out.h5", toy_job),
+                       doctest::Contains("split into 1 shard"), UserError);
+  o.shard = "";
+  // A temporary record left by a killed run is removed; the resume reruns only the missing jobs.
+  { std::ofstream(d + "/out.h5.partial/.tmp-job-00000007.h5") << "junk"; }
+  int resumed = 0;
+  CHECK(sweep::run(toy_plan(), o, ctx_for("a"), d + "/out.h5", [&](const sweep::Job& j) {
+          ++resumed;
+          return toy_job(j);
+        }) == 0);
+  CHECK(resumed == 5);
+  CHECK(listing(d) == std::vector<std::string>{"out.h5"});
+  // --resume on the finished output: nothing to do, nothing run, file untouched.
+  const auto mtime = fs::last_write_time(d + "/out.h5");
+  int again = 0;
+  CHECK(sweep::run(toy_plan(), o, ctx_for("a"), d + "/out.h5", [&](const sweep::Job& j) {
+          ++again;
+          return toy_job(j);
+        }) == 0);
+  CHECK(again == 0);
+  CHECK(fs::last_write_time(d + "/out.h5") == mtime);
+}
+
+TEST_CASE("a single run without --resume clears a dead run's partial folder") {
+  const std::string d = temp_dir() + "/single";
+  fs::create_directories(d);
+  sweep::Options o;
+  o.progress = "none";
+  o.resumable = false;
+  o.shard = "0/1";
+  int calls = 0;
+  CHECK_THROWS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/one.h5", [&](const sweep::Job& j) {
+    if (++calls == 3) throw std::runtime_error("killed");
+    return toy_job(j);
+  }));
+  REQUIRE(fs::exists(d + "/one.h5.partial"));
+  CHECK(sweep::run(toy_plan(), o, ctx_for("a"), d + "/one.h5", toy_job) == 0);
+  CHECK(listing(d) == std::vector<std::string>{"one.h5"});
 }

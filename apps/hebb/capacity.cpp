@@ -193,7 +193,8 @@ void run_capacity(CLI::App* sub, CapState& st) {
       require(methods[k].text != t, "--methods lists '{}' twice", t);
   }
   const std::vector<Point> points = points_of(st);
-  if (!st.sweep.dry_run) io::check_output_path(st.common.out);
+  if (!st.sweep.dry_run && !st.sweep.resume)  // --resume: the engine checks (a finished OUT is a no-op)
+    io::check_output_path(st.common.out);
 
   // Jobs: (method, d, F, seed); fact-set seed = --fact-seed + i.
   sweep::Plan plan;

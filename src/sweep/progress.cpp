@@ -34,6 +34,11 @@ Progress::~Progress() {
   if (!finished_ && mode_ == Mode::bar && done_ > 0) std::fputc('\n', stderr);
 }
 
+void Progress::start_at(std::int64_t done) {
+  done_ = base_ = done;
+  start_ = last_ = std::chrono::steady_clock::now();
+}
+
 void Progress::update(std::int64_t done, const std::string& note) {
   done_ = done;
   note_ = note;
@@ -49,7 +54,7 @@ void Progress::update(std::int64_t done, const std::string& note) {
 void Progress::draw(bool final) {
   if (mode_ == Mode::none) return;
   double el = std::chrono::duration<double>(std::chrono::steady_clock::now() - start_).count();
-  double rate = el > 0 ? done_ / el : 0;
+  double rate = el > 0 ? static_cast<double>(done_ - base_) / el : 0;  // this run's work only
   double eta = rate > 0 ? (total_ - done_) / rate : -1;
   std::string line = fmt::format("{}: {}/{} {}  {:.2f} {}/s  elapsed {}  eta {}{}{}", label_, done_, total_, unit_,
                                  rate, unit_, fmt_duration(el), final ? "0s" : fmt_duration(eta),

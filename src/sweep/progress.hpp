@@ -12,12 +12,14 @@ class Progress {
   // unit names what is counted in the line ("jobs", "epochs").
   Progress(std::int64_t total, const std::string& mode, std::string label, std::string unit = "jobs");
   ~Progress();
+  // Work already done when this run started (resumed jobs): counted in done/total, not in the rate.
+  void start_at(std::int64_t done);
   void update(std::int64_t done, const std::string& note = "");
   void finish();
 
  private:
   void draw(bool final);
-  std::int64_t total_, done_ = 0;
+  std::int64_t total_, done_ = 0, base_ = 0;
   std::string label_, note_, unit_;
   enum class Mode { bar, lines, none } mode_;
   std::chrono::steady_clock::time_point start_, last_;

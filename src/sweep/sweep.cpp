@@ -2,10 +2,16 @@
 // See sweep.hpp for the on-disk protocol.
 #include "sweep/sweep.hpp"
 
+#include <fcntl.h>
 #include <fmt/format.h>
+#include <hdf5.h>
+#include <sys/file.h>
 #include <unistd.h>
 
 #include <algorithm>
+#include <cerrno>
+#include <climits>
+#include <cstring>
 #include <atomic>
 #include <chrono>
 #include <cmath>
@@ -19,6 +25,7 @@
 #include <thread>
 
 #include "core/error.hpp"
+#include "io/describe.hpp"
 #include "io/grid.hpp"
 #include "sweep/progress.hpp"
 
@@ -35,7 +42,7 @@ std::map<std::string, Finalizer>& finalizers() {
 // Options that may differ between a run and its resume, or between shards of one sweep.
 const std::set<std::string> kVolatileKeys = {"out", "shard", "resume", "progress", "threads", "dry-run",
                                              "print-config", "config", "device", "help", "devices",
-                                             "jobs-per-gpu", "cpu-max-tflop"};
+                                             "jobs-per-gpu", "cpu-max-tflop", "merged_from"};
 
 nlohmann::json stable_config(const nlohmann::json& c) {
   nlohmann::json s = nlohmann::json::object();
@@ -89,7 +96,8 @@ struct Record {
 
 void assemble(const std::vector<Record>& recs, const std::string& out, const io::RunContext& ctx,
               const std::vector<std::string>& axes, const std::vector<std::string>& values,
-              const std::string& finalizer, std::int64_t jobs_total, const std::string& shard_str) {
+              const std::string& finalizer, std::int64_t jobs_total, const std::string& shard_str,
+              const std::function<void(io::OutputFile&)>& extra = {}) {
   io::Table table;
   for (auto& r : recs) table.append(r.row);
   io::OutputFile of(out, ctx);
@@ -119,7 +127,115 @@ void assemble(const std::vector<Record>& recs, const std::string& out, const io:
     if (it == finalizers().end()) throw UserError(fmt::format("unknown sweep finalizer '{}'", finalizer));
     it->second(of, table, ctx.config);
   }
+  if (extra) extra(of);
   of.commit();
+}
+
+
+// The flock on OUT.partial/lock (see run_parallel).
+class PartialLock {
+ public:
+  explicit PartialLock(int fd) : fd_(fd) {}
+  PartialLock(PartialLock&& o) noexcept : fd_(o.fd_) { o.fd_ = -1; }
+  PartialLock(const PartialLock&) = delete;
+  ~PartialLock() { release(); }
+  void release() {
+    if (fd_ >= 0) close(fd_);
+    fd_ = -1;
+  }
+
+ private:
+  int fd_ = -1;
+};
+
+// Creates (created = true) or opens OUT.partial and takes its lock; UserError naming the holder's
+// pid when another live run has it.
+PartialLock lock_partial(const fs::path& partial, bool& created) {
+  std::error_code ec;
+  created = fs::create_directory(partial, ec);
+  if (ec) throw IoError(fmt::format("cannot create '{}': {}", partial.string(), ec.message()));
+  if (!fs::is_directory(partial))
+    throw IoError(fmt::format("'{}' exists and is not a folder; remove it", partial.string()));
+  const std::string lp = (partial / "lock").string();
+  const int fd = open(lp.c_str(), O_RDWR | O_CREAT | O_CLOEXEC, 0644);
+  if (fd < 0) throw IoError(fmt::format("cannot open '{}': {}", lp, std::strerror(errno)));
+  PartialLock lock(fd);
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    char buf[32] = {0};
+    const ssize_t n = pread(fd, buf, sizeof buf - 1, 0);
+    std::string pid = n > 0 ? std::string(buf, static_cast<std::size_t>(n)) : "?";
+    while (!pid.empty() && (pid.back() == '\n' || pid.back() == ' ')) pid.pop_back();
+    const std::string out = partial.string().substr(0, partial.string().size() - 8);
+    throw UserError(fmt::format("'{}' is being written by another run (pid {}); wait for it to finish or stop it",
+                                out, pid.empty() ? "?" : pid));
+  }
+  const std::string me = fmt::format("{}\n", static_cast<long>(getpid()));
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, me.data(), me.size(), 0) < 0) {
+    // the pid is only for the message of a second run
+  }
+  return lock;
+}
+
+// Removes everything in OUT.partial but the lock.
+void clear_partial(const fs::path& partial) {
+  std::error_code ec;
+  for (fs::directory_iterator it(partial, ec), end; !ec && it != end; it.increment(ec))
+    if (it->path().filename() != "lock") fs::remove_all(it->path(), ec);
+}
+
+// Another shard split (or an unsharded run) of the same --out left a partial folder: refuse.
+void check_split(const std::string& out, const Shard& shard) {
+  const fs::path p(out);
+  const fs::path dir = p.has_parent_path() ? p.parent_path() : fs::path(".");
+  std::string stem = p.filename().string(), ext;
+  if (auto dot = stem.rfind('.'); dot != std::string::npos) {
+    ext = stem.substr(dot);
+    stem = stem.substr(0, dot);
+  }
+  const std::string pre = stem + ".shard", suf = ext + ".partial";
+  std::error_code ec;
+  for (fs::directory_iterator it(dir, ec), end; !ec && it != end; it.increment(ec)) {
+    const std::string n = it->path().filename().string();
+    int other = 0;
+    if (n == p.filename().string() + ".partial") {
+      other = 1;
+    } else if (n.size() > pre.size() + suf.size() && n.rfind(pre, 0) == 0 &&
+               n.compare(n.size() - suf.size(), suf.size(), suf) == 0) {
+      const std::string mid = n.substr(pre.size(), n.size() - pre.size() - suf.size());
+      const auto of = mid.find("of");
+      if (of == std::string::npos) continue;
+      try {
+        parse_int(mid.substr(0, of), "shard", 0, INT_MAX);
+        other = static_cast<int>(parse_int(mid.substr(of + 2), "shard", 1, INT_MAX));
+      } catch (const UserError&) {
+        continue;
+      }
+    } else {
+      continue;
+    }
+    if (other != shard.count)
+      throw UserError(fmt::format("'{}' holds an interrupted run of this output split into {} shard{}, but this run "
+                                  "is shard {}; finish that run with the same split (--shard i/{} --resume), or "
+                                  "delete the folder",
+                                  (dir / n).string(), other, other == 1 ? "" : "s", shard.str(), other));
+  }
+}
+
+// OUT exists and is the finished result of this configuration. Read with the HDF5 C API so that
+// OUT is not remembered as an input of this run (which would make the output check refuse it).
+bool is_complete(const std::string& path, const nlohmann::json& want, std::int64_t total) {
+  // Read through the checked HDF5 layer (bounded reads, heap checks): a corrupt OUT is "not
+  // complete" here, and the normal output checks report it afterwards.
+  std::error_code ec;
+  if (!fs::is_regular_file(path, ec)) return false;
+  try {
+    const h5::File f = h5::File::inspect(path);
+    if (f.attr_int("sweep_jobs_total").value_or(-1) != total || !f.exists("config")) return false;
+    const auto text = f.open_group("config").attr_string("json");
+    return text && !text->empty() && stable_config(nlohmann::json::parse(*text)) == want;
+  } catch (const std::exception&) {
+    return false;
+  }
 }
 
 }  // namespace
@@ -127,29 +243,6 @@ void assemble(const std::vector<Record>& recs, const std::string& out, const io:
 void register_finalizer(const std::string& name, Finalizer f) { finalizers()[name] = std::move(f); }
 
 std::string Shard::str() const { return fmt::format("{}/{}", index, count); }
-
-Shard Shard::parse(const std::string& spec) {
-  Shard s;
-  std::string text = spec;
-  if (text.empty()) {
-    const char* id = std::getenv("SLURM_ARRAY_TASK_ID");
-    const char* cnt = std::getenv("SLURM_ARRAY_TASK_COUNT");
-    if (id && cnt) {
-      const char* minv = std::getenv("SLURM_ARRAY_TASK_MIN");
-      long base = minv ? std::atol(minv) : 0;
-      text = fmt::format("{}/{}", std::atol(id) - base, cnt);
-    } else {
-      return s;
-    }
-  }
-  int i = -1, n = -1;
-  char extra;
-  if (std::sscanf(text.c_str(), "%d/%d%c", &i, &n, &extra) != 2 || n < 1 || i < 0 || i >= n)
-    throw UserError(fmt::format("--shard must be i/n with 0 <= i < n (got '{}')", text));
-  s.index = i;
-  s.count = n;
-  return s;
-}
 
 int run(const Plan& plan, const Options& opt, const io::RunContext& ctx, const std::string& out,
         const std::function<JobOutput(const Job&)>& run_job) {
@@ -162,14 +255,21 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
                  const std::function<JobOutput(const Job&, const JobContext&)>& run_job) {
   if (opt.workers < 1) throw UserError(fmt::format("the number of parallel jobs must be >= 1 (got {})", opt.workers));
   const Shard shard = Shard::parse(opt.shard);
+  const auto total = static_cast<std::int64_t>(plan.jobs.size());
+  if (total > kMaxJobs)
+    throw UserError(fmt::format("the plan has {} jobs, more than the {} a sweep may hold; use smaller grids", total, kMaxJobs));
   std::vector<const Job*> mine;
   {
     std::set<std::string> keys;
     for (auto& j : plan.jobs) {
-      if (!keys.insert(j.key).second) MEMCAP_ASSERT(false, "duplicate job key " + j.key);
+      if (!keys.insert(j.key).second)
+        throw UserError(fmt::format("the plan holds job '{}' twice (a grid value given twice?); give each value once", j.key));
       if (shard.owns(j.index)) mine.push_back(&j);
     }
   }
+  if (mine.empty())
+    throw UserError(fmt::format("shard {} owns no job: the plan has {} job{}, so at most {} shard{} can be used",
+                                shard.str(), total, total == 1 ? "" : "s", total, total == 1 ? "" : "s"));
   const std::string path = shard_path(out, shard);
   if (opt.dry_run) {
     std::printf("%-6s %-6s %s\n", "index", "shard", "job");
@@ -180,12 +280,35 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
                 shard.str().c_str(), path.c_str());
     return 0;
   }
+  const fs::path partial = path + ".partial";
+  const nlohmann::json want = stable_config(ctx.config);
+  check_split(out, shard);
+  if (opt.resume && !fs::exists(partial) && is_complete(path, want, total)) {
+    std::fprintf(stderr, "%s %s: %s is complete: nothing to do\n", ctx.tool.c_str(), ctx.subcommand.c_str(),
+                 path.c_str());
+    return 0;
+  }
   io::check_output_path(path);
   Progress progress(static_cast<std::int64_t>(mine.size()), opt.progress, ctx.tool + " " + ctx.subcommand);
 
-  const fs::path partial = path + ".partial";
-  const nlohmann::json want = stable_config(ctx.config);
-  if (fs::exists(partial)) {
+  // OUT.partial/lock: held (flock) while this run lives; the kernel drops it when the process dies.
+  bool created = false;
+  PartialLock lock = lock_partial(partial, created);
+  const bool have_meta = fs::exists(partial / "meta.json");
+  bool has_records = false;
+  {
+    std::error_code ec;
+    for (fs::directory_iterator it(partial, ec), end; !ec && it != end; it.increment(ec)) {
+      const std::string n = it->path().filename().string();
+      if (n.rfind(".tmp-", 0) == 0 || n == "meta.json.tmp") fs::remove(it->path(), ec);  // left by a dead run
+      else if (n.rfind("job-", 0) == 0 || n.rfind("scratch-", 0) == 0) has_records = true;
+    }
+  }
+  if (!created && (have_meta || has_records) && !opt.resumable) {
+    std::fprintf(stderr, "%s %s: removing '%s', left by an interrupted run (this command has no --resume)\n",
+                 ctx.tool.c_str(), ctx.subcommand.c_str(), partial.string().c_str());
+    clear_partial(partial);
+  } else if (!created && (have_meta || has_records)) {
     if (!opt.resume)
       throw UserError(fmt::format("'{}' holds an interrupted run of this output: add --resume to continue it, "
                                   "or delete that folder to start over", partial.string()));
@@ -205,17 +328,17 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
     if (!same)
       throw UserError(fmt::format("--resume: the interrupted run in '{}' used a different configuration; "
                                   "rerun with its flags, or delete the folder to start over", partial.string()));
-  } else {
-    if (opt.resume) std::fprintf(stderr, "%s %s: nothing to resume at %s, starting fresh\n", ctx.tool.c_str(),
-                                 ctx.subcommand.c_str(), partial.string().c_str());
-    std::error_code ec;
-    fs::create_directory(partial, ec);
-    if (ec) throw IoError(fmt::format("cannot create '{}': {}", partial.string(), ec.message()));
+  } else if (opt.resume && opt.resumable) {
+    std::fprintf(stderr, "%s %s: nothing to resume at %s, starting fresh\n", ctx.tool.c_str(),
+                 ctx.subcommand.c_str(), partial.string().c_str());
+  }
+  if (!have_meta || !opt.resumable) {
     nlohmann::json meta = {{"config", want}, {"jobs_total", plan.jobs.size()}, {"shard", shard.str()},
                            {"started_utc", ctx.started_utc}};
     std::ofstream mf(partial / "meta.json.tmp");
     mf << meta.dump(2);
     mf.close();
+    if (!mf) throw IoError(fmt::format("cannot write '{}'", (partial / "meta.json.tmp").string()));
     fs::rename(partial / "meta.json.tmp", partial / "meta.json");
   }
 
@@ -226,6 +349,10 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
     if (fs::exists(partial / record_name(j->index))) ++done;
     else todo.push_back(j);
   }
+  if (done > 0)
+    std::fprintf(stderr, "%s %s: resuming: %lld of %zu jobs done\n", ctx.tool.c_str(), ctx.subcommand.c_str(),
+                 static_cast<long long>(done), mine.size());
+  progress.start_at(done);
   std::mutex mu;                 // guards done, progress, first_error and the record writes
   std::exception_ptr first_error;
   std::atomic<std::size_t> next{0};
@@ -286,7 +413,22 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
     for (int w = 0; w < nthreads; ++w) threads.emplace_back(worker, w);
     for (auto& t : threads) t.join();
   }
-  if (first_error) std::rethrow_exception(first_error);
+  if (first_error) {
+    // Nothing worth resuming (no record, no scratch): leave no folder behind.
+    if (done == 0 && created) {
+      bool keep = false;
+      std::error_code ec;
+      for (fs::directory_iterator it(partial, ec), end; !ec && it != end; it.increment(ec)) {
+        const std::string n = it->path().filename().string();
+        if (n != "meta.json" && n != "lock") keep = true;
+      }
+      if (!keep) {
+        fs::remove_all(partial, ec);
+        lock.release();
+      }
+    }
+    std::rethrow_exception(first_error);
+  }
   progress.finish();
 
   // Assemble every record of this shard into the final file.
@@ -301,6 +443,7 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
   assemble(recs, path, ctx, plan.grid_axes, plan.grid_values, plan.finalizer,
            static_cast<std::int64_t>(plan.jobs.size()), shard.str());
   fs::remove_all(partial);
+  lock.release();
   std::fprintf(stderr, "%s %s: wrote %s (%zu jobs)\n", ctx.tool.c_str(), ctx.subcommand.c_str(), path.c_str(), mine.size());
   return 0;
 }
@@ -314,8 +457,10 @@ void merge(const std::vector<std::string>& inputs, const std::string& out, const
   std::string axes, values, finalizer;
   std::int64_t total = -1;
   std::set<std::int64_t> seen;
+  std::vector<std::vector<std::pair<std::string, io::Cell>>> provenance;  // each input's root attributes
   for (size_t k = 0; k < inputs.size(); ++k) {
     h5::File f = h5::File::open_read(inputs[k]);
+    provenance.push_back(io::read_attributes(f));
     if (!f.exists("summary") || !f.has_attr("sweep_jobs_total"))
       throw UserError(fmt::format("'{}' is not a memcap sweep result (no /summary or sweep attributes)", inputs[k]));
     nlohmann::json c = nlohmann::json::parse(f.open_group("config").attr_string("json").value_or("{}"));
@@ -352,7 +497,14 @@ void merge(const std::vector<std::string>& inputs, const std::string& out, const
   io::RunContext mctx = ctx;
   mctx.config = config;
   mctx.config["merged_from"] = inputs;
-  assemble(recs, out, mctx, split_csv(axes), split_csv(values), finalizer, total, "merged");
+  assemble(recs, out, mctx, split_csv(axes), split_csv(values), finalizer, total, "merged", [&](io::OutputFile& of) {
+    h5::Group prov = of.root().child("provenance");  // /provenance/shard<k>: input k's provenance
+    for (size_t k = 0; k < provenance.size(); ++k) {
+      h5::Group g = prov.child(fmt::format("shard{}", k));
+      io::write_attributes(g, provenance[k]);
+      g.attr("merged_file", inputs[k]);
+    }
+  });
 }
 
 std::vector<double> logspace(double lo, double hi, int n) {

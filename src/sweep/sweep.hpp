@@ -10,7 +10,10 @@
 #pragma once
 #include <cstdint>
 #include <functional>
+#include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <string_view>
+#include <utility>
 #include <string>
 #include <vector>
 
@@ -44,6 +47,7 @@ struct Options {
   bool resume = false;
   std::string progress = "auto";   // auto|bar|lines|none
   int workers = 1;          // run_parallel: jobs run concurrently on this many threads (>= 1)
+  bool resumable = true;    // false: a single run without --resume (a dead run's OUT.partial is cleared)
 };
 
 // Where a job runs (run_parallel).
@@ -55,9 +59,14 @@ struct JobContext {
   std::string scratch;
 };
 
+// Shard split. "" -> the SLURM array variables (task i = (TASK_ID - TASK_MIN) / TASK_STEP of
+// TASK_COUNT, all checked for consistency; a one-task array is refused, since a resubmitted task of
+// a bigger array looks the same) or 0/1 outside an array. UserError when malformed. env: getenv
+// replacement for tests (nullptr = the process environment).
+using EnvLookup = std::function<const char*(const char*)>;
 struct Shard {
   int index = 0, count = 1;
-  static Shard parse(const std::string& spec);   // "" -> SLURM env or 0/1; UserError when malformed
+  static Shard parse(const std::string& spec, const EnvLookup& env = nullptr);
   bool owns(std::int64_t job_index) const { return job_index % count == index; }
   std::string str() const;
 };
@@ -84,6 +93,22 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
 // allow_partial).
 void merge(const std::vector<std::string>& inputs, const std::string& out, const io::RunContext& ctx,
            bool allow_partial = false);
+
+// ---- plan validation (call before building or running a plan; nothing is created) ----
+inline constexpr std::int64_t kMaxJobs = 10'000'000;
+// Product of the axis sizes, {name, size}, with overflow checks; UserError naming every axis when it
+// exceeds kMaxJobs.
+std::int64_t job_count(std::initializer_list<std::pair<std::string_view, std::int64_t>> axes);
+// Strict integer text: the whole string, in [lo, hi]; UserError naming `what` otherwise.
+std::int64_t parse_int(std::string_view text, const std::string& what, std::int64_t lo, std::int64_t hi);
+// A double as an integer in [lo, hi] (range checked before converting); UserError naming `what`.
+std::int64_t to_int(double v, const std::string& what, std::int64_t lo, std::int64_t hi);
+// UserError "FLAG lists 'x' twice" when two entries print the same.
+void require_distinct(const std::vector<std::string>& shown, const std::string& flag);
+// MemAvailable of /proc/meminfo in bytes (-1 when unknown).
+std::int64_t available_memory();
+// UserError when one job of `what` needs more than the available memory (or a non-finite amount).
+void require_memory(double bytes, const std::string& what);
 
 // Grid helpers for plans.
 std::vector<double> logspace_unique_ints(double lo, double hi, int n);  // round(logspace), dedup
