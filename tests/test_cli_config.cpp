@@ -8,6 +8,7 @@
 #include <fstream>
 
 #include "cli/app.hpp"
+#include "cli/toml_config.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
 
@@ -91,4 +92,62 @@ TEST_CASE("errors map to exit codes") {
   CHECK(run({"run", "--device", "gpu"}) == kExitUsage);
   if (!cuda_available()) CHECK(run({"run", "--device", "cuda"}) == kExitDevice);
   CHECK(run({}) == kExitUsage);
+}
+
+namespace {
+// Writes TEXT to a fresh file in the temp folder and returns its path.
+std::string toml_file(const std::string& name, const std::string& text) {
+  auto dir = fs::temp_directory_path() / ("memcap_test_cli_toml_" + std::to_string(getpid()));
+  fs::create_directories(dir);
+  std::ofstream(dir / name) << text;
+  return (dir / name).string();
+}
+}  // namespace
+
+TEST_CASE("--config is strict: unknown keys and sections, bad TOML, wrong types and folders are errors") {
+  seen = {};
+  CHECK(run({"run", "--config", toml_file("ok.toml", "dim = 12\n[run]\nbeta = 1.5\n[other]\nx = 1\n")}) == kExitUsage);
+  CHECK(seen.calls == 0);  // [other] is not a subcommand of testtool
+  CHECK(run({"run", "--config", toml_file("sec.toml", "dim = 12\n[run]\nbeta = 1.5\n")}) == 0);
+  CHECK(seen.dim == 12);
+  CHECK(seen.beta == 1.5);
+  CHECK(run({"run", "--config", toml_file("key.toml", "widthz = [1, 2]\n")}) == kExitUsage);
+  CHECK(run({"run", "--config", toml_file("trunc.toml", "widths = [1,\n")}) == kExitUsage);
+  CHECK(run({"run", "--config", toml_file("type.toml", "dim = \"many\"\n")}) == kExitUsage);
+  CHECK(run({"run", "--config", toml_file("arr.toml", "dim = [1, 2]\n")}) == kExitUsage);
+  CHECK(run({"run", "--config", toml_file("flag.toml", "fast = \"yes\"\n")}) == kExitUsage);
+  CHECK(run({"run", "--config", toml_file("dup.toml", "dim = 1\ndim = 2\n")}) == kExitUsage);
+  CHECK(run({"run", "--config", toml_file("flagok.toml", "fast = true\n")}) == 0);
+  CHECK(seen.fast);
+  CHECK(run({"run", "--config", fs::temp_directory_path().string()}) == kExitIo);
+  CHECK(run({"run", "--config", ""}) == kExitUsage);
+}
+
+TEST_CASE("read_toml_config names the file and line; config_option checks the key") {
+  const std::string p = toml_file("lines.toml", "# comment\ndim = 3\nwidths = [4, 5]\n");
+  const auto entries = cli::read_toml_config(p, "run");
+  REQUIRE(entries.size() == 2);
+  CHECK(entries[0].key == "dim");
+  CHECK(entries[0].line == 2);
+  CHECK(entries[1].values == std::vector<std::string>{"4", "5"});
+  try {
+    cli::read_toml_config(toml_file("bad.toml", "a = 1\n[zzz]\nb = 2\n"), "run");
+    FAIL("no error");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()).find("bad.toml:2") != std::string::npos);
+    CHECK(std::string(e.what()).find("[zzz]") != std::string::npos);
+  }
+}
+
+TEST_CASE("--seed is a 64-bit unsigned integer, nothing else") {
+  CHECK(run({"run", "--seed", "18446744073709551615"}) == 0);
+  CHECK(run({"run", "--seed", "-1"}) == kExitUsage);
+  CHECK(run({"run", "--seed", "18446744073709551616"}) == kExitUsage);
+  CHECK(run({"run", "--seed", "1e3"}) == kExitUsage);
+}
+
+TEST_CASE("an unknown subcommand is a usage error") {
+  CHECK(run({"frobnicate"}) == kExitUsage);
+  CHECK(run({"run", "--quiet", "--dim", "5"}) == 0);
+  CHECK(seen.dim == 5);
 }

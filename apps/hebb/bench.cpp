@@ -77,34 +77,18 @@ PhasedRun run_phased(const mlp::FactSet& fs, std::int64_t m, std::uint64_t seed,
   t.reset();
   const Eigen::MatrixXd phi = fmap.apply(fs.keys);
   r.phases.push_back(t.phase("features Phi (2 GEMM F x d x m)", 4 * F * M * d + 2 * F * M));
+  // The readout is the library's own mlp::whitened_readout (no copy here), timed as one phase:
+  // primal Gram ΦᵀΦ + Φᵀ C_f + Cholesky/solve, or dual Gram ΦΦᵀ + solve + Zᵀ Φ.
   const bool dual = m > fs.F();
-  if (!dual) {
-    t.reset();
-    Eigen::MatrixXd S = mlp::gram_columns(phi, 1.0 / F);
-    S.diagonal().array() += ridge;
-    r.phases.push_back(t.phase("Gram Phi^T Phi (syrk)", F * M * M));
-    t.reset();
-    Eigen::MatrixXd Rt(m, fs.d());
-    Rt.noalias() = (1.0 / F) * phi.transpose() * C;
-    r.phases.push_back(t.phase("readout Phi^T C_f (GEMM)", 2 * F * M * d));
-    t.reset();
-    r.solver = "primal " + mlp::solve_symmetric(S, Rt);
-    r.phases.push_back(t.phase("Cholesky + solve", M * M * M / 3 + 2 * M * M * d));
-    r.W = Rt.transpose();
-  } else {
-    t.reset();
-    Eigen::MatrixXd S = mlp::gram_rows(phi);
-    S.diagonal().array() += ridge;
-    r.phases.push_back(t.phase("Gram Phi Phi^T (syrk)", F * F * M));
-    t.reset();
-    Eigen::MatrixXd Z = C;
-    r.solver = "dual " + mlp::solve_symmetric(S, Z);
-    r.phases.push_back(t.phase("Cholesky + solve", F * F * F / 3 + 2 * F * F * d));
-    t.reset();
-    r.W.resize(fs.d(), m);
-    r.W.noalias() = Z.transpose() * phi;
-    r.phases.push_back(t.phase("readout Z^T Phi (GEMM)", 2 * F * M * d));
-  }
+  t.reset();
+  mlp::WhitenedReadout wr = mlp::whitened_readout(phi, C, ridge);
+  const double readout_flops = dual ? F * F * M + F * F * F / 3 + 2 * F * F * d + 2 * F * M * d
+                                    : F * M * M + 2 * F * M * d + M * M * M / 3 + 2 * M * M * d;
+  r.phases.push_back(t.phase(dual ? "mlp::whitened_readout (dual)"
+                                  : "mlp::whitened_readout (primal)",
+                             readout_flops));
+  r.solver = std::string(dual ? "dual " : "primal ") + wr.solver;
+  r.W = std::move(wr.W);
   // Evaluation: outputs W g(k_i) (features already formed: one GEMM), then the scores.
   t.reset();
   Eigen::MatrixXd Y(fs.F(), fs.d());

@@ -51,7 +51,10 @@ void run_margin(CLI::App* sub, MarginState& st) {
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
   const auto conv = margin::parse_convention(st.convention);
-  require(std::isfinite(st.noise) && st.noise >= 0, "--noise must be finite and >= 0 (got {})", st.noise);
+  require(std::isfinite(st.noise) && st.noise >= 0 && st.noise <= 1e6,
+          "--noise must be finite and in [0, 1e6] (got {}; keys have unit norm)", st.noise);
+  require(sub->get_option("--in")->count() == 0 || !st.in.empty(),
+          "--in is an empty file name; give the model file written by 'hebb build' (or drop --in to build one)");
   require(st.tile >= 0, "--tile must be >= 0 (got {})", st.tile);
   const bool on_gpu = gpu_margins(prep.ctx.device, conv, !st.in.empty(), st.flags.method);
   require(prep.ctx.device.device == Device::cpu || st.common.device == "auto" || on_gpu,
@@ -91,6 +94,7 @@ void run_margin(CLI::App* sub, MarginState& st) {
     seed = static_cast<std::uint64_t>(g.attr_int("seed").value_or(0));
     require(model.dim() == fs.d(), "--in '{}': MLP input dimension {} differs from the fact set's d = {}", st.in,
             model.dim(), fs.d());
+    if (!st.common.out.empty()) io::check_output_path(st.common.out);  // --in is open now: never overwrite it
   } else {
     fs = mlp::make_factset(rb.facts);
 #ifdef MEMCAP_HAVE_CUDA
@@ -133,6 +137,9 @@ void run_margin(CLI::App* sub, MarginState& st) {
   if (conv == margin::MarginConvention::kernel_memory)
     sc = margin::signal_crosstalk(phiK, phiQ, outputs, fs.values, fs.targets(), fs.map, res.worst);
   const double eval_s = seconds_since(t1);
+  if (std::isnan(res.min_margin) || !res.per_key.allFinite())
+    throw NumericError(fmt::format("the margins are not finite (NaN/inf) for this model{}; nothing was written",
+                                   st.noise > 0 ? fmt::format(" at --noise {}", st.noise) : std::string()));
 
   const double mean_margin = res.per_key.mean();
   const std::string job = fmt::format("width={}/seed={}", model.width(), seed);

@@ -7,12 +7,15 @@
 #include <malloc.h>
 #endif
 
+#include <algorithm>
 #include <cmath>
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
 
 #include "cli/app.hpp"
+#include "cli/preset.hpp"
+#include "cli/toml_config.hpp"
 #include "core/error.hpp"
 #include "margin/fit_sweep.hpp"
 #include "margin/stats_job.hpp"
@@ -24,13 +27,6 @@ namespace {
 using namespace memcap;
 namespace fs = std::filesystem;
 
-const std::vector<double> kFig2bWidths = {64,  70,  77,  85,  94,  103, 114, 125, 138, 151, 166, 183, 202, 222, 244,
-                                          269, 295, 325, 358, 394, 433, 477, 524, 577, 635, 699, 769, 846, 931, 1024};
-const std::vector<double> kFig4Facts = {32,  35,  39,  43,  47,  52,  57,  62,  69,  76,  83,  92,  101, 111, 122,
-                                        134, 148, 163, 179, 197, 217, 238, 262, 288, 317, 349, 384, 423, 465, 512};
-const std::vector<double> kFig6Noise = {0.01,   0.0146, 0.0213, 0.0311, 0.0454, 0.0663, 0.0969, 0.1414,
-                                        0.2065, 0.3015, 0.4401, 0.6426, 0.9382, 1.3698, 2.0};
-
 struct SweepState {
   cli::CommonOptions common;
   sweep::Options sweep;
@@ -41,7 +37,7 @@ struct SweepState {
   double beta = 0;
   std::string spike_target = "none";
   double noise = 0;
-  std::vector<double> widths = kFig2bWidths, facts_grid = kFig4Facts, betas, noise_grid = kFig6Noise, log_grid;
+  std::vector<double> widths, facts_grid, betas, noise_grid, log_grid;  // empty: the preset's grid
   double beta_max = 5;
   int beta_points = 30;
   int seeds = 5;
@@ -51,72 +47,34 @@ struct SweepState {
   std::int64_t tile = 256;
 };
 
-// experiments/presets/NAME.toml: MEMCAP_PRESETS, next to the executable's source tree, MEMCAP_SRC, cwd.
-std::string find_preset(const std::string& name) {
-  if (name.find('/') != std::string::npos || (name.size() > 5 && name.substr(name.size() - 5) == ".toml")) {
-    if (!fs::exists(name)) throw IoError(fmt::format("--preset file '{}' does not exist", name));
-    return name;
-  }
-  std::vector<fs::path> dirs;
-  if (const char* e = std::getenv("MEMCAP_PRESETS")) dirs.emplace_back(e);
-  std::error_code ec;
-  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
-  if (!ec) {
-    dirs.push_back(exe.parent_path().parent_path() / "experiments" / "presets");
-    dirs.push_back(exe.parent_path().parent_path().parent_path() / "experiments" / "presets");
-    dirs.push_back(exe.parent_path().parent_path() / "share" / "memcap" / "presets");
-  }
-  if (const char* e = std::getenv("MEMCAP_SRC")) dirs.push_back(fs::path(e) / "experiments" / "presets");
-  dirs.push_back(fs::current_path() / "experiments" / "presets");
-  std::string tried;
-  for (const auto& d : dirs) {
-    const fs::path p = d / (name + ".toml");
-    if (fs::exists(p)) return p.string();
-    tried += (tried.empty() ? "" : ", ") + d.string();
-  }
-  throw UserError(fmt::format("unknown --preset '{}': no {}.toml in {} (set MEMCAP_PRESETS=DIR, or pass a .toml path)",
-                              name, name, tried));
-}
-
-// Options not set on the command line or by --config take the preset's values.
-void apply_preset(CLI::App* sub, const std::string& name) {
-  const std::string path = find_preset(name);
-  std::vector<CLI::ConfigItem> items;
-  try {
-    items = CLI::ConfigTOML().from_file(path);
-  } catch (const CLI::Error& e) {
-    throw IoError(fmt::format("cannot read preset '{}': {}", path, e.what()));
-  }
-  for (auto& it : items) {
-    if (it.name == "++" || it.name == "--" || it.name == "preset") continue;
-    if (!it.parents.empty() && !(it.parents.size() == 1 && it.parents[0] == sub->get_name())) continue;
-    CLI::Option* opt = nullptr;
-    try {
-      opt = sub->get_option("--" + it.name);
-    } catch (const CLI::Error&) {
-      throw UserError(fmt::format("preset '{}': unknown option '{}'", path, it.name));
+// The default grid of an axis is the one of its paper preset (experiments/presets are the single
+// source of the paper's grids): width -> fig2b-width, facts -> fig4-facts, noise -> fig6-noise.
+std::vector<double> preset_grid(CLI::App* sub, const char* preset, const char* key) {
+  const std::string path = cli::find_preset(preset);
+  for (const cli::ConfigEntry& e : cli::read_toml_config(path, sub->get_name(), cli::sibling_names(sub))) {
+    if (e.key != key) continue;
+    std::vector<double> g;
+    for (const auto& v : e.values) {
+      char* end = nullptr;
+      g.push_back(std::strtod(v.c_str(), &end));
+      if (!end || *end) throw UserError(fmt::format("{}: not a number: '{}'", cli::config_where(path, e), v));
     }
-    if (opt->count() > 0) continue;
-    std::vector<std::string> vals;
-    for (auto& v : it.inputs)
-      if (!v.empty()) vals.push_back(v);
-    if (vals.empty()) continue;
-    opt->add_result(vals);
-    opt->run_callback();
+    return g;
   }
+  throw UserError(fmt::format("preset '{}' has no '{}' grid; give --{} or --log-grid", path, key, key));
 }
 
-std::vector<double> grid_for(const SweepState& st) {
+std::vector<double> grid_for(CLI::App* sub, const SweepState& st) {
   if (!st.log_grid.empty()) {
     require(st.log_grid.size() == 3 && st.log_grid[0] > 0 && st.log_grid[1] >= st.log_grid[0] && st.log_grid[2] >= 1,
             "--log-grid wants LO,HI,N with 0 < LO <= HI and N >= 1");
-    const int n = static_cast<int>(st.log_grid[2]);
+    const int n = static_cast<int>(sweep::to_int(st.log_grid[2], "the N of --log-grid LO,HI,N", 1, 1000000));
     return st.axis == "noise" ? sweep::logspace(st.log_grid[0], st.log_grid[1], n)
                               : sweep::logspace_unique_ints(st.log_grid[0], st.log_grid[1], n);
   }
-  if (st.axis == "width") return st.widths;
-  if (st.axis == "facts") return st.facts_grid;
-  if (st.axis == "noise") return st.noise_grid;
+  if (st.axis == "width") return st.widths.empty() ? preset_grid(sub, "fig2b-width", "widths") : st.widths;
+  if (st.axis == "facts") return st.facts_grid.empty() ? preset_grid(sub, "fig4-facts", "facts-grid") : st.facts_grid;
+  if (st.axis == "noise") return st.noise_grid.empty() ? preset_grid(sub, "fig6-noise", "noise-grid") : st.noise_grid;
   if (!st.betas.empty()) return st.betas;
   require(st.beta_max >= 1 && st.beta_points >= 2, "--beta-max must be >= 1 and --beta-points >= 2");
   std::vector<double> g = {0.0};
@@ -124,17 +82,60 @@ std::vector<double> grid_for(const SweepState& st) {
   return g;
 }
 
+// Largest --dim/--facts/--width/--tile and width/facts grid value (keeps size products far from overflow).
+constexpr std::int64_t kMaxSize = std::int64_t{1} << 31;
+
+const char* grid_flag(const SweepState& st) {
+  if (!st.log_grid.empty()) return "--log-grid";
+  return st.axis == "width" ? "--widths" : st.axis == "facts" ? "--facts-grid" : st.axis == "noise" ? "--noise-grid" : "--betas";
+}
+
 void validate_grid(const SweepState& st, const std::vector<double>& g) {
   require(!g.empty(), "the {} grid is empty", st.axis);
   for (double v : g) {
     require(std::isfinite(v) && v >= 0, "{} grid values must be finite and >= 0 (got {})", st.axis, v);
-    if (st.axis == "width" || st.axis == "facts")
+    if (st.axis == "width" || st.axis == "facts") {
       require(v >= 2 && v == std::floor(v), "{} grid values must be integers >= 2 (got {})", st.axis, v);
+      sweep::to_int(v, fmt::format("each {} value", grid_flag(st)), 2, kMaxSize);
+    }
   }
 }
 
 std::string fmt_value(const std::string& axis, double v) {
   return (axis == "width" || axis == "facts") ? fmt::format("{}", static_cast<long long>(v)) : fmt::format("{:g}", v);
+}
+
+// Grid values that print the same would make two jobs with one key: --log-grid drops them by design
+// (with a note), a list given by the user is refused.
+std::vector<double> distinct_grid(const SweepState& st, const std::vector<double>& g) {
+  std::vector<double> out;
+  std::vector<std::string> shown;
+  for (double v : g) {
+    const std::string t = std::isfinite(v) && std::fabs(v) < 9e18 ? fmt_value(st.axis, v) : fmt::format("{:g}", v);
+    if (std::find(shown.begin(), shown.end(), t) != shown.end()) {
+      require(!st.log_grid.empty(), "{} lists {} twice (values are compared as printed); give each value once",
+              grid_flag(st), t);
+      continue;
+    }
+    shown.push_back(t);
+    out.push_back(v);
+  }
+  if (out.size() < g.size())
+    fmt::print(stderr, "hebb margin-sweep: --log-grid: {} of its points print the same after rounding; sweeping {}\n",
+               g.size() - out.size(), out.size());
+  return out;
+}
+
+// Memory of one job at the largest grid point (the dominant dense arrays, doubles): fact tables,
+// targets, queries and outputs (F x d), features (F x m, twice), kernel memory (m x d), one tile.
+double margin_job_bytes(const SweepState& st, const std::vector<double>& grid, bool exact_k2) {
+  double F = static_cast<double>(st.facts), m = static_cast<double>(st.width);
+  const double d = static_cast<double>(st.dim);
+  if (st.axis == "facts") F = *std::max_element(grid.begin(), grid.end());
+  if (st.axis == "width") m = *std::max_element(grid.begin(), grid.end());
+  if (exact_k2) m = d * (d + 1) / 2;
+  const double tile = std::min(static_cast<double>(st.tile), F);
+  return 8.0 * (8 * F * d + 3 * F * m + 2 * m * d + 2 * tile * (F + m));
 }
 
 void print_summary(const std::string& path) {
@@ -173,12 +174,19 @@ void run_sweep(CLI::App* sub, SweepState& st) {
   mallopt(M_MMAP_THRESHOLD, 256 << 20);
   mallopt(M_TRIM_THRESHOLD, 1 << 30);
 #endif
-  if (!st.preset.empty()) apply_preset(sub, st.preset);
+  if (sub->get_option("--preset")->count() > 0) cli::apply_preset(sub, st.preset);
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
   require(st.axis == "width" || st.axis == "facts" || st.axis == "beta" || st.axis == "noise",
           "--sweep must be width, facts, beta or noise (got '{}')", st.axis);
   require(st.seeds >= 1, "--seeds must be >= 1 (got {})", st.seeds);
+  require(std::isfinite(st.beta) && st.beta >= 0, "--beta must be finite and >= 0 (got {:g})", st.beta);
+  require(st.beta == 0 || st.spike_target != "none",
+          "--beta {:g} needs --spike-target keys, values or both (with none no table is spiked)", st.beta);
+  require(st.dim >= 2 && st.dim <= kMaxSize, "--dim must be in [2, {}] (got {})", kMaxSize, st.dim);
+  require(st.facts >= 2 && st.facts <= kMaxSize, "--facts must be in [2, {}] (got {})", kMaxSize, st.facts);
+  require(st.width >= 1 && st.width <= kMaxSize, "--width must be in [1, {}] (got {})", kMaxSize, st.width);
+  require(st.tile <= kMaxSize, "--tile must be <= {} (got {})", kMaxSize, st.tile);
   require(st.lv == "on" || st.lv == "off", "--lv must be on or off (got '{}')", st.lv);
   require(st.tile >= 1, "--tile must be >= 1 (got {})", st.tile);
   require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
@@ -188,8 +196,12 @@ void run_sweep(CLI::App* sub, SweepState& st) {
   const std::string fit_model =
       st.fit_model == "auto" ? margin::fit_model_name(margin::default_fit_model(st.axis, st.spike_target))
                              : margin::fit_model_name(margin::parse_fit_model(st.fit_model));
-  const std::vector<double> grid = grid_for(st);
+  require(std::isfinite(st.noise) && st.noise >= 0 && st.noise <= 1e6,
+          "--noise must be finite and in [0, 1e6] (got {}; keys have unit norm)", st.noise);
+  const std::vector<double> grid = distinct_grid(st, grid_for(sub, st));
   validate_grid(st, grid);
+  if (st.axis == "noise")
+    for (double v : grid) require(v <= 1e6, "--noise-grid values must be in [0, 1e6] (got {})", v);
 
   margin::MarginJobSpec base;
   base.method = st.method;
@@ -208,8 +220,21 @@ void run_sweep(CLI::App* sub, SweepState& st) {
     require(m.kind == mlp::MethodKind::sketched || m.kind == mlp::MethodKind::exact_k2,
             "--method must be hebbian or hebbian:exact-k2 (got '{}')", st.method);
     require(st.dim >= 2 && st.facts >= 2 && st.width >= 1, "--dim and --facts must be >= 2, --width >= 1");
-    if (!st.common.out.empty() && !st.sweep.dry_run) io::check_output_path(st.common.out);
+    if (m.kind == mlp::MethodKind::exact_k2) {  // the exact kernel has one width: d(d+1)/2
+      const std::int64_t k2 = st.dim * (st.dim + 1) / 2;
+      if (st.axis == "width")
+        throw UserError(fmt::format("--method hebbian:exact-k2 has the fixed width d(d+1)/2 = {} (d = {}): it cannot "
+                                    "sweep widths; use --sweep facts, beta or noise", k2, st.dim));
+      require(sub->get_option("--width")->count() == 0 || st.width == k2,
+              "--method hebbian:exact-k2 has the fixed width d(d+1)/2 = {} (d = {}); drop --width {}", k2, st.dim,
+              st.width);
+    }
+    sweep::require_memory(margin_job_bytes(st, grid, m.kind == mlp::MethodKind::exact_k2),
+                          "one job of this sweep (--dim, --facts, --width or the swept grid)");
+    if (!st.common.out.empty() && !st.sweep.dry_run && !st.sweep.resume)  // --resume: the engine checks (a finished OUT is a no-op)
+      io::check_output_path(st.common.out);
   }
+  sweep::job_count({{st.axis + " values", static_cast<std::int64_t>(grid.size())}, {"seeds", st.seeds}});
 
   sweep::Plan plan;
   plan.grid_axes = {st.axis, "seed"};
@@ -317,7 +342,8 @@ memcap::cli::Register reg("hebb", 30, [](CLI::App& tool) {
       ->capture_default_str()
       ->check(CLI::IsMember({"auto", "rkrv", "akrv", "rkav", "akav", "noisy"}));
   sub->add_option("--noise-seed", st->noise_seed, "Seed of the fixed noise directions u_i (spec: 123)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::Uint64);
   sub->add_option("--lv", st->lv, "Compute L_v (O(F^2 P) additions): on or off (then NaN)")->capture_default_str();
   sub->add_option("--tile", st->tile, "Keys per streamed statistics tile (memory ~ tile*(F+P) doubles)")
       ->capture_default_str();

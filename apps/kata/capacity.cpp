@@ -3,6 +3,7 @@
 // resume, progress, dry run). Each job writes /summary columns and /runs/<job>/ per-K arrays.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <chrono>
 #include <cmath>
 #include <sstream>
@@ -44,7 +45,8 @@ void add_protocol_options(CLI::App* sub, CapacityState& st) {
       ->check(CLI::IsMember({"auto", "normalized", "unnormalized"}));
   sub->add_option("--noise", c.query_noise,
                   "Query noise sigma: q = |u| (u + sigma |u| xi)/|u + sigma |u| xi|, xi ~ N(0, I/d) (0 = q is the key)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::FiniteRange(0, 1e6));
   sub->add_option("--trials", c.trials, "Independent trials per K (keys, values and noise redrawn)")
       ->capture_default_str();
   sub->add_option("--acc-threshold", c.acc_threshold, "theta of K*_acc: the largest K with accuracy >= theta")
@@ -59,7 +61,8 @@ void add_protocol_options(CLI::App* sub, CapacityState& st) {
   sub->add_option("--K", c.k_list, "Extra K values to measure (comma-separated), e.g. --K 256,512")->delimiter(',');
   sub->add_flag("--no-search", st.no_search, "Measure only the --K list (no doubling/bisection search)");
   sub->add_option("--tile", c.tile_rows, "CPU query rows per tile (0 = about 4M coefficients per tile)")
-      ->capture_default_str();
+      ->capture_default_str()
+      ->check(cli::NonNegative);
   sub->add_option("--check-tol", c.check_tolerance,
                   "Tolerance of the state vs closed-form readout cross-check (relative); exceeding it fails the run")
       ->capture_default_str();
@@ -187,11 +190,29 @@ void print_header() {
              "K*_psnr", "K*_acc", "rand_pred", "welch_2p", "T*_PSD", "max_dev", "time", "path");
 }
 
+// Memory of one capacity job at its largest K (the dominant dense arrays, doubles): keys, queries and
+// values (K x d, K x d_v), the state (n_psi x (d_v + 1)) and one query tile of coefficients.
+double capacity_job_bytes(const CapacityConfig& c) {
+  double K = static_cast<double>(c.k_max > 0 ? c.k_max : 16384);
+  for (auto k : c.k_list) K = std::max(K, static_cast<double>(k));
+  const double d = c.dim, dv = c.d_v > 0 ? c.d_v : std::max(d, c.values == "onehot" ? K : d);
+  const double npsi = static_cast<double>(CapacityKernel::parse(c.map, c.dim).feature_dim());
+  const double tile = c.tile_rows > 0 ? static_cast<double>(c.tile_rows) : std::max(1.0, 4e6 / K);
+  return 8.0 * (3 * K * d + 2 * K * dv + npsi * (dv + 1) + std::min(tile, K) * K);
+}
+
 int run_plan(CLI::App* sub, CapacityState& st, const std::vector<CapacityConfig>& configs, bool single) {
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return 0;
   require(!st.common.out.empty(), "--out FILE.h5 is required");
   for (const auto& c : configs) validate(c);
+  for (const auto& c : configs) {  // before anything is created (sweep engine: OUT.partial)
+    const auto& mp = CapacityKernel::parse(c.map, c.dim).params();
+    // Below ~1e-6, exp(<q,k>/tau) and the theory overlays leave double range (inf/NaN mid-run).
+    require(mp.kind != CapacityKernelKind::softmax || mp.tau >= 1e-6,
+            "--map {}: tau = {:g} is too small (exp(<q,k>/tau) leaves double range); use tau >= 1e-6", c.map, mp.tau);
+    sweep::require_memory(capacity_job_bytes(c), fmt::format("the capacity job map={} dim={} keys={}", c.map, c.dim, c.keys));
+  }
   sweep::Plan plan;
   for (std::size_t i = 0; i < configs.size(); ++i) {
     const auto& c = configs[i];
@@ -202,10 +223,29 @@ int run_plan(CLI::App* sub, CapacityState& st, const std::vector<CapacityConfig>
     j.seed = c.seed;
     plan.jobs.push_back(j);
   }
+  // Numeric /grid axes: map_id and keys_id number the maps and key sources in the order given
+  // (--maps, --keys); /grid/{k_star_psnr,k_star_acc} over (map_id, dim, keys_id) with dimension scales.
+  std::vector<std::string> map_names, key_names;
+  auto id_of = [](std::vector<std::string>& names, const std::string& n) {
+    auto it = std::find(names.begin(), names.end(), n);
+    if (it == names.end()) it = names.insert(names.end(), n);
+    return static_cast<std::int64_t>(it - names.begin());
+  };
+  for (const auto& c : configs) {
+    id_of(map_names, c.map);
+    id_of(key_names, c.keys);
+  }
+  if (!single) {
+    plan.grid_axes = {"map_id", "dim", "keys_id"};
+    plan.grid_values = {"k_star_psnr", "k_star_acc"};
+  }
   if (!st.sweep.dry_run) print_header();
   const Device device = prep.ctx.device.device;
   return sweep::run(plan, st.sweep, prep.ctx, st.common.out, [&](const sweep::Job& j) {
-    return run_one(configs[static_cast<std::size_t>(j.index)], device, single && !st.quiet);
+    const auto& c = configs[static_cast<std::size_t>(j.index)];
+    sweep::JobOutput jo = run_one(c, device, single && !st.quiet);
+    jo.row.set("map_id", id_of(map_names, c.map)).set("keys_id", id_of(key_names, c.keys));
+    return jo;
   });
 }
 
@@ -236,6 +276,8 @@ memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
   sub->callback([sub, st]() {
     st->cfg.seed = st->common.seed;
     st->cfg.search = !st->no_search;
+    st->sweep.shard = "0/1";       // one job: never sharded, whatever SLURM array variables say
+    st->sweep.resumable = false;   // no --resume: a dead run's OUT.partial is cleared
     const int rc = run_plan(sub, *st, {st->cfg}, true);
     if (rc != 0) throw UserError("capacity run failed", rc);
   });
@@ -261,6 +303,16 @@ memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
   cli::add_common(ss, sw->common);
   cli::add_sweep(ss, sw->sweep);
   ss->callback([ss, sw]() {
+    sweep::require_distinct(sw->maps, "--maps");
+    sweep::require_distinct(sw->key_sources, "--keys");
+    {
+      std::vector<std::string> dims;
+      for (int d : sw->dims) dims.push_back(std::to_string(d));
+      sweep::require_distinct(dims, "--dims");
+    }
+    sweep::job_count({{"maps", static_cast<std::int64_t>(sw->maps.size())},
+                      {"dims", static_cast<std::int64_t>(sw->dims.size())},
+                      {"key sources", static_cast<std::int64_t>(sw->key_sources.size())}});
     std::vector<CapacityConfig> configs;
     for (const auto& m : sw->maps)
       for (int d : sw->dims)

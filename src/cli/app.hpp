@@ -20,7 +20,8 @@ struct Register {
 };
 
 // Build the tool's CLI from its registered subcommands and run it. Catches every exception:
-// UserError -> its code with "tool sub: error: message"; CLI11 parse errors -> 2; others -> 1.
+// UserError -> its code with "tool sub: error: message"; CLI11 parse errors -> 2;
+// std::filesystem errors -> 3; out of memory -> 4; others -> 1.
 int run_tool(const char* tool, const char* description, int argc, char** argv);
 
 // The flags every subcommand that runs work takes.
@@ -31,16 +32,30 @@ struct CommonOptions {
   int threads = 0;
   std::string print_config;   // path, or "-" for stdout
   std::string config;         // consumed before parsing (see run_tool); kept for --help
+  bool force = false;         // replace an existing --out (io::set_out_policy)
 };
 
-// Adds --seed --out --device --threads --config --print-config. out_required: --out mandatory.
+// Validator for 64-bit unsigned options (seeds): digits only, at most 2^64-1 (CLI11 alone takes
+// "-1" as 2^64-1 and clamps larger numbers).
+extern const CLI::Validator Uint64;
+
+// Validator: a finite number in [lo, hi] (CLI11's Range lets NaN through).
+CLI::Validator FiniteRange(double lo, double hi);
+
+// Validator: a number >= 0 (short message; CLI::NonNegativeNumber prints DBL_MAX in full).
+extern const CLI::Validator NonNegative;
+
+// -1 with --quiet (errors only), 1 with --verbose, else 0.
+int verbosity();
+
+// Adds --quiet/-q --verbose/-v --seed --out --force --device --threads --config --print-config.
 void add_common(CLI::App* sub, CommonOptions& o, const std::string& default_out = "");
 // Adds --dry-run --shard --resume --progress.
 void add_sweep(CLI::App* sub, sweep::Options& o);
 
 // Call first in a callback: handles --print-config (writes the config and returns true: the
-// callback should return), applies --threads, resolves the device, and returns the RunContext
-// (config = every option of `sub` as JSON).
+// callback should return), sets the --out/--force policy (io::set_out_policy), applies --threads,
+// resolves the device, and returns the RunContext (config = every option of `sub` as JSON).
 struct Prepared {
   bool done = false;          // --print-config handled: nothing else to do
   io::RunContext ctx;

@@ -7,14 +7,17 @@
 #include <filesystem>
 #include <vector>
 
+#include "cli/toml_config.hpp"
 #include "core/error.hpp"
 
 namespace memcap::cli {
 namespace fs = std::filesystem;
 
 std::string find_preset(const std::string& name) {
+  if (name.empty()) throw UserError("--preset is empty; give a preset name (experiments/presets/NAME.toml) or a .toml path");
   if (name.find('/') != std::string::npos || (name.size() > 5 && name.substr(name.size() - 5) == ".toml")) {
     if (!fs::exists(name)) throw IoError(fmt::format("--preset file '{}' does not exist", name));
+    if (fs::is_directory(name)) throw IoError(fmt::format("--preset file '{}' is a folder; give a .toml file", name));
     return name;
   }
   std::vector<fs::path> dirs;
@@ -40,31 +43,20 @@ std::string find_preset(const std::string& name) {
 
 void apply_preset(CLI::App* sub, const std::string& name) {
   const std::string path = find_preset(name);
-  std::vector<CLI::ConfigItem> items;
-  try {
-    items = CLI::ConfigTOML().from_file(path);
-  } catch (const CLI::Error& e) {
-    throw IoError(fmt::format("cannot read preset '{}': {}", path, e.what()));
-  }
-  for (auto& it : items) {
-    if (it.name == "++" || it.name == "--" || it.name == "preset") continue;
-    if (!it.parents.empty() && !(it.parents.size() == 1 && it.parents[0] == sub->get_name())) continue;
-    CLI::Option* opt = nullptr;
+  for (const ConfigEntry& e : read_toml_config(path, sub->get_name(), sibling_names(sub))) {
+    if (e.key == "preset") throw UserError(fmt::format("{}: a preset cannot name another preset", config_where(path, e)));
+    CLI::Option* opt = config_option(sub, e, path);
+    if (opt->count() > 0) continue;  // the command line or --config set it
     try {
-      opt = sub->get_option("--" + it.name);
-    } catch (const CLI::Error&) {
-      throw UserError(fmt::format("preset '{}': unknown option '{}'", path, it.name));
-    }
-    if (opt->count() > 0) continue;
-    std::vector<std::string> vals;
-    for (auto& v : it.inputs)
-      if (!v.empty()) vals.push_back(v);
-    if (vals.empty()) continue;
-    try {
-      opt->add_result(vals);
+      if (opt->get_expected_max() == 0) {
+        if (e.values[0] != "true") continue;
+        opt->add_result(std::string("true"));
+      } else {
+        opt->add_result(e.values);
+      }
       opt->run_callback();
-    } catch (const CLI::Error& e) {
-      throw UserError(fmt::format("preset '{}': bad value for '{}': {}", path, it.name, e.what()));
+    } catch (const CLI::Error& err) {
+      throw UserError(fmt::format("{}: bad value: {}", config_where(path, e), err.what()));
     }
   }
 }

@@ -46,6 +46,10 @@ ResolvedBuild resolve_build_flags(const BuildFlags& f, std::uint64_t seed) {
     if (!f.dim_opt || f.dim_opt->count() == 0) r.facts.dim = 0;
     if (!f.facts_opt || f.facts_opt->count() == 0) r.facts.facts = 0;
   }
+  // Sizes far beyond any memory are usage errors (not an out-of-memory exit 4 after a long wait).
+  require(r.facts.dim <= (1 << 20), "--dim {} is too large (at most 1048576)", r.facts.dim);
+  require(r.facts.facts <= (std::int64_t{1} << 31), "--facts {} is too large (at most 2^31)", r.facts.facts);
+  require(f.width <= (std::int64_t{1} << 31), "--width {} is too large (at most 2^31)", f.width);
   if (f.width_opt && f.width_opt->count() > 0) {
     require(f.width >= 1, "--width must be >= 1 hidden unit (got {})", f.width);
     r.width = f.width;
