@@ -88,12 +88,19 @@ def main():
         if c == 0:
             ax_acc.set_ylabel("decode accuracy")
             ax_p.set_ylabel("median pSNR")
-    axes[0][0].legend(fontsize=7, loc="lower left")
+    # One legend for all panels (the panels share their line styles), below the grid.
+    seen = {}
+    for a in axes.flat:
+        for h, lab in zip(*a.get_legend_handles_labels()):
+            seen.setdefault(lab, h)
+    if seen:
+        fig.legend(list(seen.values()), list(seen.keys()), fontsize=7, loc="lower center",
+                   ncol=min(4, len(seen)), bbox_to_anchor=(0.5, 0.0))
     import textwrap
     caption = ("kata capacity: dots = K*_psnr (open: censored at k_max); dashed = random-key prediction, "
                "dotted = Welch-ideal / softmax threshold")
     fig.suptitle(textwrap.fill(caption, width=max(40, int(48 * len(maps)))), fontsize=8)
-    fig.tight_layout()
+    fig.tight_layout(rect=(0, 0.08, 1, 1))
     fig.savefig(args.out, dpi=args.dpi)
     print(f"wrote {args.out}")
 

@@ -28,7 +28,7 @@ def main():
     ap.add_argument("--dpi", type=int, default=150)
     a = ap.parse_args()
     s, p = load(a.results)
-    fig, ax = plt.subplots(figsize=(7.5, 5))
+    fig, ax = plt.subplots(figsize=(9.5, 5))
     rungs = list(dict.fromkeys(s["rung"]))
     for i, r in enumerate(rungs):
         m = s["rung"] == r
@@ -64,9 +64,9 @@ def main():
     ax.set_title(f"pSNR ladder at $p={p}$: lines Welch-scale, dashed random-key estimate, dots MC (random keys)")
     ax.title.set_fontsize(9)
     ax.grid(True, which="both", alpha=0.3)
-    ax.legend(fontsize=7, loc="lower left")
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)  # off the curves
     fig.tight_layout()
-    fig.savefig(a.out, dpi=a.dpi)
+    fig.savefig(a.out, dpi=a.dpi, bbox_inches="tight")
     print(f"wrote {a.out}")
 
 

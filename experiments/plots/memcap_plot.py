@@ -2,6 +2,7 @@
 it is not the expected kind, decode HDF5 strings, a headless pyplot; and for `hebb margin-sweep` results,
 read them and draw the measured margin (mean, ±2 std band over seeds) with the fitted theory curve."""
 import argparse
+import json
 import sys
 
 try:
@@ -66,6 +67,24 @@ def load(path):
         fit = {k: (text(v) if isinstance(v, bytes) else v) for k, v in f["fit"].attrs.items()}
         cfg = f["config"].attrs.get("json", "") if "config" in f else ""
     return axis, d, best, fit, cfg
+
+
+def dfm(cfg, axis=None):
+    """' (d=64, F=256, m=512)' from the /config JSON string: the fixed sizes of the run (the swept one left out)."""
+    try:
+        c = json.loads(cfg) if isinstance(cfg, (str, bytes)) and cfg else {}
+    except ValueError:
+        return ""
+    parts = []
+    for label, keys in (("d", ("dim",)), ("F", ("facts",)), ("m", ("width", "widths"))):
+        for k in keys:
+            v = c.get(k)
+            if isinstance(v, list):
+                v = v[0] if len(v) == 1 else None
+            if v not in (None, "", 0) and k != axis and not (label == "m" and axis == "width"):
+                parts.append(f"{label}={v}")
+                break
+    return f" ({', '.join(parts)})" if parts else ""
 
 
 def fit_label(fit):
