@@ -44,8 +44,9 @@ def diff(pa, pb, data_only):
     with h5py.File(pa, "r") as a, h5py.File(pb, "r") as b:
         if not data_only and attrs(a, a, True) != attrs(b, b, True): bad.append("root attributes")
         oa, ob = {}, {}
-        a.visititems(lambda n, o: oa.__setitem__(n, o))
-        b.visititems(lambda n, o: ob.__setitem__(n, o))
+        # /provenance/shard<i>: merge keeps each input's root attributes (merged files only)
+        a.visititems(lambda n, o: None if n.startswith("provenance") else oa.__setitem__(n, o))
+        b.visititems(lambda n, o: None if n.startswith("provenance") else ob.__setitem__(n, o))
         if set(oa) != set(ob): bad.append(f"objects differ: {sorted(set(oa) ^ set(ob))[:8]}")
         ndata = 0
         for n in sorted(set(oa) & set(ob)):
