@@ -20,7 +20,7 @@ if [ -n "${FULL_CTEST:-}" ]; then
   cmake --build build-gpu -j16 > "$R/build.log" 2>&1 || { grep -B2 -A12 -E "error" "$R/build.log" | head -120; exit 1; }
 else
   TARGETS=${TARGETS:-hebb gpu_test_gpu_runtime gpu_test_nn_layers gpu_test_mlp_gd_cuda gpu_test_mlp_construct_cuda \
-    gpu_test_core_rng_device gpu_test_kata_attention gpu_test_kata_capacity}
+    gpu_test_mlp_capacity_cuda gpu_test_core_rng_device gpu_test_kata_attention gpu_test_kata_capacity}
   cmake --build build-gpu -j16 --target $TARGETS \
     > "$R/build.log" 2>&1 || { grep -B2 -A12 -E "error" "$R/build.log" | head -120; exit 1; }
 fi
