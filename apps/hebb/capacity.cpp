@@ -371,7 +371,9 @@ memcap::cli::Register reg("hebb", 40, [](CLI::App& tool) {
       ->capture_default_str();
   sub->add_option("--seeds", st->seeds, "Fact-set seeds per point: --fact-seed .. --fact-seed+N-1")
       ->capture_default_str();
-  sub->add_option("--fact-seed", st->fact_seed, "First fact-set seed (spec §4.2: 42)")->capture_default_str();
+  sub->add_option("--fact-seed", st->fact_seed, "First fact-set seed (spec §4.2: 42)")
+      ->capture_default_str()
+      ->check(cli::Uint64);
   sub->add_option("--search", st->search, "Search mode: fast (gallop + integer bisection) or reference (§4.2)")
       ->capture_default_str()
       ->check(CLI::IsMember({"fast", "reference"}));

@@ -173,7 +173,9 @@ void run_margin(CLI::App* sub, MarginState& st) {
   io::OutputFile out(st.common.out, prep.ctx);
   {
     auto runs = out.root().child("runs");
-    auto run = runs.child(fmt::format("width={}", model.width())).child(fmt::format("seed={}", seed));
+    // One group per run, named like a sweep job group (job key with '/' -> ','), so single runs and
+    // sweeps share one /runs layout.
+    auto run = runs.child(fmt::format("width={},seed={}", model.width(), seed));
     const h5::WriteOptions z{true, 0};
     run.write("per_key", std::span<const double>(res.per_key.data(), static_cast<std::size_t>(res.per_key.size())), z);
     std::vector<std::int64_t> worst(res.worst.data(), res.worst.data() + res.worst.size());
@@ -204,7 +206,7 @@ memcap::cli::Register reg("hebb", 11, [](CLI::App& tool) {
       "Conventions: normalized = <MLP(k)/||MLP(k)||, v_f - v_j> (default); raw = unnormalized MLP outputs;\n"
       "kernel = kernel-memory margin y_i = sum_t <phi(k_t), phi(q_i)> c_f(t) with the MLP's hidden layer phi\n"
       "(no 1/F, readout ignored). --noise EPS queries k_i + EPS u_i, u_i on the sphere from noise seed 123.\n"
-      "Writes /runs/width=M/seed=S/{per_key,worst,argmax[,signal,crosstalk]} (gzip) and a one-row /summary\n"
+      "Writes /runs/width=M,seed=S/{per_key,worst,argmax[,signal,crosstalk]} (gzip) and a one-row /summary\n"
       "(accuracy, min_margin, mean_margin, params, width, facts, dim, method, seed, path, ...).");
   auto st = std::make_shared<MarginState>();
   cli::add_common(sub, st->common);
