@@ -93,9 +93,10 @@ const char* grid_flag(const SweepState& st) {
 void validate_grid(const SweepState& st, const std::vector<double>& g) {
   require(!g.empty(), "the {} grid is empty", st.axis);
   for (double v : g) {
-    require(std::isfinite(v) && v >= 0, "{} grid values must be finite and >= 0 (got {})", st.axis, v);
+    require(std::isfinite(v) && v >= 0, "{}: {} grid values must be finite and >= 0 (got {})", grid_flag(st), st.axis, v);
     if (st.axis == "width" || st.axis == "facts") {
-      require(v >= 2 && v == std::floor(v), "{} grid values must be integers >= 2 (got {})", st.axis, v);
+      require(v >= 2 && v == std::floor(v), "{}: {} grid values must be integers >= 2 (got {})", grid_flag(st), st.axis,
+              v);
       sweep::to_int(v, fmt::format("each {} value", grid_flag(st)), 2, kMaxSize);
     }
   }
