@@ -7,7 +7,7 @@ pkgs=(
   cmake g++ make git pkg-config
   libeigen3-dev libopenblas-dev libcli11-dev libfmt-dev libhdf5-dev doctest-dev
   librandom123-dev nlohmann-json3-dev libboost-math-dev libtomlplusplus-dev
-  python3 python3-h5py python3-matplotlib python3-numpy python3-pandas
+  python3 python3-h5py python3-matplotlib python3-numpy python3-pandas python3-xarray python3-h5netcdf
   slurm-wlm   # tests/cli/test_slurm_array.sh: a local single-node slurmctld/slurmd (auth/none)
 )
 missing=()
