@@ -135,6 +135,11 @@ for entry in "${SINGLE[@]}"; do
   expect_failed_write "$name (full disk)" "$M" "No space left on device" ${entry#*|} --out "$M/x.h5"
 done
 rm -rf "${M:?}"/*
+# --print-config onto a full disk: exit 3, no half-written config file.
+dd if=/dev/zero of="$M/fill" bs=1k count=64 2>/dev/null
+expect_failed_write "print-config (full disk)" "$M" "No space left on device" "$HEBB" margin-sweep --print-config "$M/cfg.toml"
+if [ -e "$M/cfg.toml" ]; then echo "FAIL print-config (full disk): left $M/cfg.toml"; fail=1; fi
+rm -rf "${M:?}"/*
 # 100 KiB: meta.json and two or so job records fit; a later record hits the full disk.
 mount -o remount,size=100k "$M"
 expect_failed_write "margin-sweep job record (full disk)" "$M" "No space left on device" "$HEBB" "${SW[@]}" --out "$M/r.h5"
