@@ -64,14 +64,7 @@ void run_build(CLI::App* sub, BuildState& st) {
   const double build_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
 
   io::OutputFile out(st.common.out, prep.ctx);
-  {
-    auto g = out.root().child("facts");
-    mlp::write_factset(g, fs);
-    g.attr("seed", static_cast<std::int64_t>(st.common.seed));
-    g.attr("map_kind", rb.facts.map);
-    g.attr("spike_beta", rb.facts.spike_beta);
-    g.attr("spike_target", rb.facts.spike_target);
-  }
+  mlp::write_model_facts(out.root(), fs, rb, st.common.seed);
   {
     auto g = out.root().child("mlp");
     mlp::write_mlp(g, model, st.common.seed);

@@ -105,14 +105,7 @@ void run_train(CLI::App* sub, TrainState& st) {
       margin::margins_from_outputs(model.forward(fs.keys), fs.values, fs.map, margin::MarginConvention::raw_output);
 
   io::OutputFile out(st.common.out, prep.ctx);
-  {
-    auto g = out.root().child("facts");
-    mlp::write_factset(g, fs);
-    g.attr("seed", static_cast<std::int64_t>(st.common.seed));
-    g.attr("map_kind", rb.facts.map);
-    g.attr("spike_beta", rb.facts.spike_beta);
-    g.attr("spike_target", rb.facts.spike_target);
-  }
+  mlp::write_model_facts(out.root(), fs, rb, st.common.seed);
   {
     auto g = out.root().child("mlp");
     mlp::write_mlp(g, model, st.common.seed);

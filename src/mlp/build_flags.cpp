@@ -67,4 +67,13 @@ std::int64_t resolve_width(const ResolvedBuild& r, std::int64_t d) {
   return r.width > 0 ? r.width : default_width(r.method.kind, d);
 }
 
+void write_model_facts(h5::Group& root, const FactSet& fs, const ResolvedBuild& r, std::uint64_t seed) {
+  auto g = root.child("facts");
+  write_factset(g, fs);
+  g.attr("seed", static_cast<std::int64_t>(seed));
+  g.attr("map_kind", r.facts.map);
+  g.attr("spike_beta", r.facts.spike_beta);
+  g.attr("spike_target", r.facts.spike_target);
+}
+
 }  // namespace memcap::mlp

@@ -31,5 +31,8 @@ void add_build_flags(CLI::App* sub, BuildFlags& f);
 ResolvedBuild resolve_build_flags(const BuildFlags& f, std::uint64_t seed);
 // The width the model will have once the fact set's d is known (resolves the method default).
 std::int64_t resolve_width(const ResolvedBuild& r, std::int64_t d);
+// /facts of a built or trained model: the fact set plus the attributes that regenerate it
+// (seed, map_kind, spike_beta, spike_target). Shared by `hebb build` and `hebb train`.
+void write_model_facts(h5::Group& root, const FactSet& fs, const ResolvedBuild& r, std::uint64_t seed);
 
 }  // namespace memcap::mlp

@@ -89,4 +89,19 @@ GatedMLP gd_to_mlp(const std::vector<double>& params, const GdLayout& l, const G
   return mlp;
 }
 
+void validate_gd_config(const GdConfig& c) {
+  require(c.epochs >= 1, "GD training needs epochs >= 1 (got {})", c.epochs);
+  require(std::isfinite(c.lr) && c.lr > 0, "GD learning rate must be finite and > 0 (got {})", c.lr);
+  require(std::isfinite(c.lr_min) && c.lr_min >= 0 && c.lr_min <= c.lr,
+          "GD lr-min must be in [0, lr = {}] (got {})", c.lr, c.lr_min);
+  require(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1 && c.eps > 0,
+          "Adam needs 0 <= beta1, beta2 < 1 and eps > 0 (got {}, {}, {})", c.beta1, c.beta2, c.eps);
+  require(std::isfinite(c.weight_decay) && c.weight_decay >= 0, "GD weight decay must be >= 0 (got {})",
+          c.weight_decay);
+  require(!std::isnan(c.stop_loss), "GD stop-loss must be a number");
+  require(c.record_every >= 1, "--record-every must be >= 1 epoch (got {})", c.record_every);
+  require(std::isfinite(c.checkpoint_every_s) && c.checkpoint_every_s >= 0,
+          "--checkpoint-every must be >= 0 seconds (got {})", c.checkpoint_every_s);
+}
+
 }  // namespace memcap::mlp

@@ -33,4 +33,7 @@ std::vector<double> gd_init_params(std::int64_t m, std::int64_t d, bool bias, st
 // set from cfg, method = canonical_gd_spec(cfg).
 GatedMLP gd_to_mlp(const std::vector<double>& params, const GdLayout& layout, const GdConfig& cfg);
 
+// Checks of a GdConfig shared by the CPU and GPU trainers (UserError naming the bad field).
+void validate_gd_config(const GdConfig& c);
+
 }  // namespace memcap::mlp

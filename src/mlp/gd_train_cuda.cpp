@@ -29,21 +29,6 @@ namespace {
 using Clock = std::chrono::steady_clock;
 double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-// The CPU trainer's checks (gd_train_cpu.cpp), so both devices refuse the same configurations.
-void validate_config(const GdConfig& c) {
-  require(c.epochs >= 1, "GD training needs epochs >= 1 (got {})", c.epochs);
-  require(std::isfinite(c.lr) && c.lr > 0, "GD learning rate must be finite and > 0 (got {})", c.lr);
-  require(std::isfinite(c.lr_min) && c.lr_min >= 0 && c.lr_min <= c.lr,
-          "GD lr-min must be in [0, lr = {}] (got {})", c.lr, c.lr_min);
-  require(c.beta1 >= 0 && c.beta1 < 1 && c.beta2 >= 0 && c.beta2 < 1 && c.eps > 0,
-          "Adam needs 0 <= beta1, beta2 < 1 and eps > 0 (got {}, {}, {})", c.beta1, c.beta2, c.eps);
-  require(std::isfinite(c.weight_decay) && c.weight_decay >= 0, "GD weight decay must be >= 0 (got {})",
-          c.weight_decay);
-  require(!std::isnan(c.stop_loss), "GD stop-loss must be a number");
-  require(c.record_every >= 1, "--record-every must be >= 1 epoch (got {})", c.record_every);
-  require(std::isfinite(c.checkpoint_every_s) && c.checkpoint_every_s >= 0,
-          "--checkpoint-every must be >= 0 seconds (got {})", c.checkpoint_every_s);
-}
 
 // Sets a cuBLAS math mode for the training and restores the caller's on exit.
 class MathModeGuard {
@@ -74,7 +59,7 @@ GdResult train_gd_cuda(const FactSet& facts, std::int64_t width, std::uint64_t s
                        gpu::Handles& h) {
   const auto t_start = Clock::now();
   facts.validate();
-  validate_config(cfg);
+  validate_gd_config(cfg);
   const std::int64_t F = facts.F(), P = facts.P(), d = facts.d(), m = width;
   require(m >= 1, "GD training needs width m >= 1 (got {})", m);
   const GdCudaPlan plan = make_gd_cuda_plan(F, P, d, m, cfg);

@@ -344,10 +344,10 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
 
   // Jobs still to run (no record yet), in plan order; workers take them in turn.
   std::int64_t done = 0;
-  std::vector<const Job*> todo;
+  std::vector<const Job*> pending;
   for (const Job* j : mine) {
     if (fs::exists(partial / record_name(j->index))) ++done;
-    else todo.push_back(j);
+    else pending.push_back(j);
   }
   if (done > 0)
     std::fprintf(stderr, "%s %s: resuming: %lld of %zu jobs done\n", ctx.tool.c_str(), ctx.subcommand.c_str(),
@@ -361,8 +361,8 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
     for (;;) {
       if (stop.load()) return;
       const std::size_t k = next.fetch_add(1);
-      if (k >= todo.size()) return;
-      const Job* j = todo[k];
+      if (k >= pending.size()) return;
+      const Job* j = pending[k];
       const fs::path rec = partial / record_name(j->index);
       JobContext jc;
       jc.worker = w;
@@ -405,7 +405,7 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
       }
     }
   };
-  const int nthreads = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(opt.workers), todo.size()));
+  const int nthreads = static_cast<int>(std::min<std::size_t>(static_cast<std::size_t>(opt.workers), pending.size()));
   if (nthreads <= 1) {
     worker(0);
   } else {
