@@ -6,7 +6,8 @@
 set -u
 : "${HEBB:?set HEBB to the hebb executable}"
 : "${KATA:?set KATA to the kata executable}"
-export HEBB KATA
+RAMNET=${RAMNET:-$(dirname "$KATA")/ramnet}
+export HEBB KATA RAMNET
 SRC=${MEMCAP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 CASES="$SRC/tests/cli/hostile_cases.tsv"
 verbose=${1:-}
