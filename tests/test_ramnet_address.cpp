@@ -96,3 +96,17 @@ TEST_CASE("bad sizes are user errors") {
   CHECK_THROWS_AS(require_dense(Params{4, 14, 1, 1}, 8.0, "test"), memcap::UserError);
   CHECK_NOTHROW(require_dense(Params{4, 5, 1, 1}, 8.0, "test"));
 }
+
+TEST_CASE("log_kappa_matrix equals the per-pair factorised kernel") {
+  Params p{4, 3, 0.8, 1.1};
+  const auto C = circular_codebook(4);
+  Eigen::MatrixXd Q(5, 6), K(7, 6);
+  for (int i = 0; i < Q.size(); ++i) Q.data()[i] = std::sin(0.7 * i + 0.3);
+  for (int i = 0; i < K.size(); ++i) K.data()[i] = std::cos(1.3 * i - 0.2);
+  const auto L = log_kappa_matrix(p, C, Q, K);
+  for (int i = 0; i < 5; ++i)
+    for (int s = 0; s < 7; ++s) {
+      Eigen::VectorXd q = Q.row(i).transpose(), k = K.row(s).transpose();
+      CHECK(L(i, s) == doctest::Approx(log_kappa_A(p, C, q.data(), k.data())).epsilon(1e-13));
+    }
+}

@@ -129,3 +129,27 @@ double log_kappa_A(const Params& p, const Codebook& C, const double* q, const do
 }
 
 }  // namespace memcap::ramnet
+
+namespace memcap::ramnet {
+Eigen::MatrixXd log_kappa_matrix(const Params& p, const Codebook& C, const Eigen::MatrixXd& Q,
+                                 const Eigen::MatrixXd& K) {
+  require(Q.cols() == 2 * p.U && K.cols() == 2 * p.U, "queries and keys must have 2U = {} columns (got {} and {})",
+          2 * p.U, Q.cols(), K.cols());
+  const int dp = p.dp;
+  Eigen::MatrixXd L = Eigen::MatrixXd::Zero(Q.rows(), K.rows());
+  Eigen::MatrixXd Pq(Q.rows(), dp), Pk(K.rows(), dp);
+  std::vector<double> row(dp);
+  for (int u = 0; u < p.U; ++u) {
+    for (Eigen::Index i = 0; i < Q.rows(); ++i) {
+      factor_log_probs(C, p.beta_r, Q(i, 2 * u), Q(i, 2 * u + 1), row.data());
+      for (int j = 0; j < dp; ++j) Pq(i, j) = std::exp(row[j]);
+    }
+    for (Eigen::Index s = 0; s < K.rows(); ++s) {
+      factor_log_probs(C, p.beta_w, K(s, 2 * u), K(s, 2 * u + 1), row.data());
+      for (int j = 0; j < dp; ++j) Pk(s, j) = std::exp(row[j]);
+    }
+    L.array() += ((Pq * Pk.transpose()).array() * dp).log();
+  }
+  return L;
+}
+}  // namespace memcap::ramnet

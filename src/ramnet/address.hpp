@@ -62,3 +62,12 @@ double log_kappa_A(const Params& p, const Codebook& C, const double* q, const do
 double log_kappa_factor(const Codebook& C, double beta_r, double beta_w, const double* q2, const double* k2);
 
 }  // namespace memcap::ramnet
+
+namespace memcap::ramnet {
+// log κ_A for every (query i, key s) pair: Q is n×2U, K is N×2U, result n×N. Per factor one GEMM
+// of the probability tables, P_q (n×dp) · P_kᵀ (dp×N), then log(dp ·) summed over factors (§5 costs).
+// Exact for moderate β; pairs whose factor overlap underflows double (extreme β, §5.3) come out as
+// -inf — use log_kappa_A for those. Runs on the CPU through BLAS; a CUDA twin lives in ramnet_cuda.
+Eigen::MatrixXd log_kappa_matrix(const Params& p, const Codebook& C, const Eigen::MatrixXd& Q,
+                                 const Eigen::MatrixXd& K);
+}  // namespace memcap::ramnet
