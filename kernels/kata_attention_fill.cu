@@ -40,17 +40,17 @@ unsigned blocks_for(std::int64_t n) {
 
 }  // namespace
 
-void fill_normal(void* dst, DType dtype, std::int64_t n, std::uint64_t seed, std::uint64_t stream, float scale,
+void fill_normal(void* dst, gpu::DType dtype, std::int64_t n, std::uint64_t seed, std::uint64_t stream, float scale,
                  cudaStream_t s) {
-  if (dtype == DType::bf16)
+  if (dtype == gpu::DType::bf16)
     fill_normal_kernel<<<blocks_for(n), 256, 0, s>>>(static_cast<__nv_bfloat16*>(dst), n, seed, stream, scale);
   else
     fill_normal_kernel<<<blocks_for(n), 256, 0, s>>>(static_cast<float*>(dst), n, seed, stream, scale);
   MEMCAP_CUDA_CHECK_LAUNCH("fill_normal_kernel");
 }
 
-void fill_nan(void* dst, DType dtype, std::int64_t n, cudaStream_t s) {
-  if (dtype == DType::bf16)
+void fill_nan(void* dst, gpu::DType dtype, std::int64_t n, cudaStream_t s) {
+  if (dtype == gpu::DType::bf16)
     fill_nan_kernel<<<blocks_for(n), 256, 0, s>>>(static_cast<__nv_bfloat16*>(dst), n);
   else
     fill_nan_kernel<<<blocks_for(n), 256, 0, s>>>(static_cast<float*>(dst), n);

@@ -8,9 +8,9 @@
 namespace memcap::kata::cuda {
 
 // dst[i] = scale * rng::normal(seed, stream, i), i < n, rounded to dtype.
-void fill_normal(void* dst, DType dtype, std::int64_t n, std::uint64_t seed, std::uint64_t stream, float scale,
+void fill_normal(void* dst, gpu::DType dtype, std::int64_t n, std::uint64_t seed, std::uint64_t stream, float scale,
                  cudaStream_t s);
 // dst[i] = NaN, i < n (so an output the kernel never wrote cannot pass a test).
-void fill_nan(void* dst, DType dtype, std::int64_t n, cudaStream_t s);
+void fill_nan(void* dst, gpu::DType dtype, std::int64_t n, cudaStream_t s);
 
 }  // namespace memcap::kata::cuda

@@ -5,21 +5,23 @@
 
 #include <cstdint>
 
-namespace memcap::kata::cuda {
+#include "core/gpu.hpp"
+#include "kata/attention_form.hpp"
+#include "kata/map_params.hpp"
 
-enum class DType : int { f32 = 0, bf16 = 1 };
+namespace memcap::kata::cuda {
 
 struct AttentionLaunch {
   std::int64_t B = 1, H = 1, T = 1;
   int d = 64, dv = 64;
-  int chunk = 64;          // C (chunked and tree forms)
-  int map_kind = 3;        // memcap::kata::AttentionMapKind as int (0 linear .. 4 psd_sum)
-  int groups = 2;
-  float eps = 0.f, scale = 1.f;
+  int chunk = 64;                     // C (chunked and tree forms)
+  MapParams map;                      // the parsed map (FeatureMap::params via attention_map)
   bool normalized = true;
-  DType dtype = DType::bf16;
-  // Optional profiling (chunked/tree forms): when set, events[0] is recorded after the chunk-state
-  // kernel and events[1] after the scan (== events[0] for the chunked form), on the launch stream.
+  gpu::DType dtype = gpu::DType::bf16;  // bf16 or f32
+  // Kernel variant by name (kata_attention_variants.cuh); nullptr or "" = the table's default for the shape.
+  const char* variant = nullptr;
+  // Optional profiling (chunked/tree forms): when set, every chunk variant records events[0] after its
+  // state pass and events[1] after its scan (== events[0] where there is no separate scan), on the stream.
   cudaEvent_t* stage_events = nullptr;
 };
 

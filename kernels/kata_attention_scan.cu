@@ -2,7 +2,7 @@
 // Tree: Hillis-Steele in shared memory, one block per (bh, group of EG consecutive state elements).
 #include "cuda_check.cuh"
 #include "kata_attention_common.cuh"
-#include "kata_attention_scan.cuh"
+#include "kata_attention_impl.cuh"
 
 namespace memcap::kata::cuda {
 namespace {
@@ -72,17 +72,19 @@ void launch_tree_typed(const float* in, O* out, std::int64_t bh, std::int64_t nc
 
 }  // namespace
 
-void launch_scan_sequential(const float* in, void* out, DType out_type, std::int64_t bh, std::int64_t nc,
+void launch_scan_sequential(const float* in, void* out, gpu::DType out_type, std::int64_t bh, std::int64_t nc,
                             std::int64_t e, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((e + 255) / 256), static_cast<unsigned>(bh));
-  if (out_type == DType::bf16)
+  if (out_type == gpu::DType::bf16)
     scan_sequential_kernel<<<grid, 256, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), nc, e);
   else
     scan_sequential_kernel<<<grid, 256, 0, stream>>>(in, static_cast<float*>(out), nc, e);
   MEMCAP_CUDA_CHECK_LAUNCH("scan_sequential_kernel");
 }
 
-void launch_scan_tree(const float* in, void* out, DType out_type, std::int64_t bh, std::int64_t nc, std::int64_t e,
+bool scan_tree_fits(std::int64_t nc) { return 2 * nc * 4 <= 192 * 1024; }
+
+void launch_scan_tree(const float* in, void* out, gpu::DType out_type, std::int64_t bh, std::int64_t nc, std::int64_t e,
                       cudaStream_t stream) {
   // bytes of shared memory for the two buffers: 64 KB (3 blocks per SM), up to 192 KB for long sequences
   std::int64_t budget = 64 * 1024;
@@ -92,7 +94,7 @@ void launch_scan_tree(const float* in, void* out, DType out_type, std::int64_t b
   if (2 * nc * eg * 4 > budget)
     cuda_detail::throw_user_error("tree scan: more than 24576 chunks per sequence; use a larger --chunk");
   const int smem = static_cast<int>(2 * nc * eg * 4);
-  if (out_type == DType::bf16)
+  if (out_type == gpu::DType::bf16)
     launch_tree_typed(in, static_cast<__nv_bfloat16*>(out), bh, nc, e, eg, smem, stream);
   else
     launch_tree_typed(in, static_cast<float*>(out), bh, nc, e, eg, smem, stream);

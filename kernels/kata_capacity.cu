@@ -15,6 +15,7 @@
 
 #include "core/gpu.hpp"
 #include "kata_capacity.cuh"
+#include "kata_feature_map.cuh"
 
 namespace memcap::kata::cuda {
 namespace {
@@ -66,60 +67,6 @@ void gemm_rm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N,
 
 unsigned blocks_for(std::int64_t n) { return static_cast<unsigned>((n + kThreads - 1) / kThreads); }
 
-// psi rows: packed PSD layout (diagonal first, then the upper triangle row-major, off-diagonals x sqrt 2).
-__global__ void features_kernel(CapacityKernelParams p, const float* X, std::int64_t rows, std::int64_t n_psi,
-                                const int* pair_i, const int* pair_j, float* out) {
-  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= rows * n_psi) return;
-  const std::int64_t r = idx / n_psi, c = idx % n_psi;
-  const float* x = X + r * p.d;
-  const int d = p.d, m = p.m;
-  const float eps = static_cast<float>(p.eps), r2 = 1.41421356237f;
-  float v = 0.0f;
-  switch (p.kind) {
-    case CapacityKernelKind::linear: v = x[c]; break;
-    case CapacityKernelKind::orthant: v = fmaxf(x[c], 0.0f) + eps; break;
-    case CapacityKernelKind::lorentz: {
-      if (c < d - 1) {
-        v = x[c];
-      } else {
-        float ny = 0.0f;
-        for (int i = 0; i < d - 1; ++i) ny += x[i] * x[i];
-        v = sqrtf(ny) * (1.0f + x[d - 1] * x[d - 1]);
-      }
-      break;
-    }
-    case CapacityKernelKind::lorentz_ray:
-    case CapacityKernelKind::lorentz_lift: {
-      float n = 0.0f;
-      for (int i = 0; i < d; ++i) n += x[i] * x[i];
-      n = sqrtf(n);
-      if (p.kind == CapacityKernelKind::lorentz_lift) v = c < d ? x[c] : n;
-      else v = c < d ? x[c] / (fmaxf(n, 1e-30f) * r2) : 1.0f / r2;
-      break;
-    }
-    case CapacityKernelKind::psd_blocks: {
-      const std::int64_t w = static_cast<std::int64_t>(m) * (m + 1) / 2;
-      const int a = static_cast<int>(c / w), l = static_cast<int>(c % w);
-      const float ui = x[a * m + pair_i[l]], uj = x[a * m + pair_j[l]];
-      v = l < m ? ui * ui + eps : r2 * ui * uj;
-      break;
-    }
-    case CapacityKernelKind::psd_sum: {
-      const int l = static_cast<int>(c);
-      const float s = static_cast<float>(p.scale);
-      for (int a = 0; a < p.g; ++a) {
-        const float ui = x[a * m + pair_i[l]], uj = x[a * m + pair_j[l]];
-        v += s * (l < m ? ui * ui : r2 * ui * uj);
-      }
-      if (l < m) v += eps;
-      break;
-    }
-    case CapacityKernelKind::softmax: break;
-  }
-  out[idx] = v;
-}
-
 __global__ void accumulate_square_kernel(float* A, const float* G, std::int64_t n, bool first) {
   const std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (i >= n) return;
@@ -128,7 +75,7 @@ __global__ void accumulate_square_kernel(float* A, const float* G, std::int64_t 
 }
 
 // Elementwise completion of A (rows: query norms xn/xn2; columns: key norms un/un2).
-__global__ void finish_kernel(CapacityKernelParams p, float* A, std::int64_t t, std::int64_t K, const float* xn,
+__global__ void finish_kernel(MapParams p, float* A, std::int64_t t, std::int64_t K, const float* xn,
                               const float* xn2, const float* un, const float* un2, float umax) {
   const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= t * K) return;
@@ -136,15 +83,15 @@ __global__ void finish_kernel(CapacityKernelParams p, float* A, std::int64_t t, 
   float a = A[idx];
   const float eps = static_cast<float>(p.eps);
   switch (p.kind) {
-    case CapacityKernelKind::lorentz_ray: a = 0.5f * (1.0f + a / (fmaxf(xn[r], 1e-30f) * fmaxf(un[j], 1e-30f))); break;
-    case CapacityKernelKind::lorentz_lift: a = a + xn[r] * un[j]; break;
-    case CapacityKernelKind::psd_blocks: a = a + eps * (xn2[r] + un2[j]) + p.g * eps * eps * p.m; break;
-    case CapacityKernelKind::psd_sum: {
+    case MapKind::LorentzRay: a = 0.5f * (1.0f + a / (fmaxf(xn[r], 1e-30f) * fmaxf(un[j], 1e-30f))); break;
+    case MapKind::LorentzLift: a = a + xn[r] * un[j]; break;
+    case MapKind::BlockPsd: a = a + eps * (xn2[r] + un2[j]) + p.g * eps * eps * p.m; break;
+    case MapKind::SumPsd: {
       const float s = static_cast<float>(p.scale);
       a = s * s * a + eps * s * (xn2[r] + un2[j]) + eps * eps * p.m;
       break;
     }
-    case CapacityKernelKind::softmax: a = expf((a - xn[r] * umax) / static_cast<float>(p.tau)); break;
+    case MapKind::Softmax: a = expf((a - xn[r] * umax) / static_cast<float>(p.tau)); break;
     default: break;
   }
   A[idx] = a;
@@ -272,11 +219,11 @@ __global__ void argmax_kernel(const float* S, std::int64_t n, std::int64_t* out)
 }  // namespace
 
 void capacity_trial(const CapacityTrialInput& in, CapacityTrialOutput& out) {
-  const CapacityKernelParams& p = in.p;
+  const MapParams& p = in.p;
   const std::int64_t K = in.K, d = p.d, n_psi = in.n_psi, n_dec = in.n_dec;
   const int d_v = in.d_v, dv1 = in.d_v + 1;
-  const bool softmax = p.kind == CapacityKernelKind::softmax;
-  const bool psi_gram = p.kind == CapacityKernelKind::orthant || p.kind == CapacityKernelKind::lorentz;
+  const bool softmax = p.kind == MapKind::Softmax;
+  const bool psi_gram = p.kind == MapKind::Orthant || p.kind == MapKind::Lorentz;
 
   // Host-side small arrays: norms, value norms, [V | 1], PSD pair table.
   std::vector<float> un(K), un2(K), qn(K), qn2(K), vnorm(K), vext(static_cast<std::size_t>(K) * dv1);
@@ -299,10 +246,6 @@ void capacity_trial(const CapacityTrialInput& in, CapacityTrialOutput& out) {
     vnorm[i] = static_cast<float>(std::sqrt(c));
     umax = std::max(umax, un[i]);
   }
-  std::vector<int> pi, pj;
-  for (int i = 0; i < p.m; ++i) pi.push_back(i), pj.push_back(i);
-  for (int i = 0; i < p.m; ++i)
-    for (int j = i + 1; j < p.m; ++j) pi.push_back(i), pj.push_back(j);
 
   std::int64_t t = in.tile_rows > 0 ? in.tile_rows
                                     : kTileFloats / std::max<std::int64_t>({K, n_psi, n_dec, std::int64_t(dv1), 1});
@@ -320,12 +263,12 @@ void capacity_trial(const CapacityTrialInput& in, CapacityTrialOutput& out) {
   const float *dqn = mem.copy(qn.data(), K, st), *dqn2 = mem.copy(qn2.data(), K, st);
   const float* dvn = mem.copy(vnorm.data(), K, st);
   const double *dca = mem.copy(in.key_coh_a, K, st), *dcb = mem.copy(in.key_coh_b, K, st);
-  const int* dpi = mem.copy(pi.data(), static_cast<std::int64_t>(pi.size()), st);
-  const int* dpj = mem.copy(pj.data(), static_cast<std::int64_t>(pj.size()), st);
   float *A = mem.alloc<float>(t * K), *G = mem.alloc<float>(t * K);
   float* Akey = mem.alloc<float>(in.queries_are_keys ? 0 : t * K);
   float* psi = mem.alloc<float>(softmax ? 0 : t * n_psi);
   float* psiU = mem.alloc<float>(psi_gram ? K * n_psi : 0);
+  float* psi_aux = mem.alloc<float>(softmax ? 0 : K);  // per-row scratch of launch_psi_rows (rows <= K)
+  const DeviceMap dmap = device_map(p);
   float* S = mem.alloc<float>(softmax ? 0 : n_psi * dv1);
   float *Ncf = mem.alloc<float>(t * dv1), *Ost = mem.alloc<float>(t * dv1), *O = mem.alloc<float>(t * d_v);
   float* scores = mem.alloc<float>(t * n_dec);
@@ -343,26 +286,25 @@ void capacity_trial(const CapacityTrialInput& in, CapacityTrialOutput& out) {
   MEMCAP_CUDA_CHECK(cudaMemsetAsync(amax, 0xFF, sizeof(std::int64_t) * t, st.get()));
 
   auto features = [&](const float* X, std::int64_t rows, float* dst) {
-    features_kernel<<<blocks_for(rows * n_psi), kThreads, 0, st.get()>>>(p, X, rows, n_psi, dpi, dpj, dst);
-    MEMCAP_CUDA_CHECK_LAUNCH("features_kernel");
+    launch_psi_rows(dmap, X, rows, dst, n_psi, psi_aux, st.get());  // the one device psi (kata_feature_map.cuh)
   };
   // A (tb x K) for rows X (device, tb x d) with norms xn/xn2 (device).
   auto build_tile = [&](const float* X, std::int64_t tb, const float* xn, const float* xn2, float* dst) {
     switch (p.kind) {
-      case CapacityKernelKind::linear: gemm_rm(blas, false, true, tb, K, d, X, d, dU, d, 0.0f, dst, K); return;
-      case CapacityKernelKind::orthant:
-      case CapacityKernelKind::lorentz:
+      case MapKind::Linear: gemm_rm(blas, false, true, tb, K, d, X, d, dU, d, 0.0f, dst, K); return;
+      case MapKind::Orthant:
+      case MapKind::Lorentz:
         features(X, tb, psi);
         gemm_rm(blas, false, true, tb, K, n_psi, psi, n_psi, psiU, n_psi, 0.0f, dst, K);
         return;
-      case CapacityKernelKind::psd_blocks:
+      case MapKind::BlockPsd:
         for (int a = 0; a < p.g; ++a) {
           gemm_rm(blas, false, true, tb, K, p.m, X + a * p.m, d, dU + a * p.m, d, 0.0f, G, K);
           accumulate_square_kernel<<<blocks_for(tb * K), kThreads, 0, st.get()>>>(dst, G, tb * K, a == 0);
           MEMCAP_CUDA_CHECK_LAUNCH("accumulate_square_kernel");
         }
         break;
-      case CapacityKernelKind::psd_sum:
+      case MapKind::SumPsd:
         for (int a = 0; a < p.g; ++a)
           for (int b = 0; b < p.g; ++b) {
             gemm_rm(blas, false, true, tb, K, p.m, X + a * p.m, d, dU + b * p.m, d, 0.0f, G, K);

@@ -4,12 +4,12 @@
 #pragma once
 #include <cstdint>
 
-#include "kata/capacity_params.hpp"
+#include "kata/map_params.hpp"
 
 namespace memcap::kata::cuda {
 
 struct CapacityTrialInput {
-  CapacityKernelParams p;
+  MapParams p;  // deg2 arrives as M_1 with eps = 0 (CapacityKernel::params)
   std::int64_t n_psi = 0;        // feature width (0 for softmax)
   bool normalized = true;        // readout psi(q)^T S / psi(q)^T Z
   bool queries_are_keys = true;  // Q == U: coherence reuses the query tile

@@ -34,7 +34,7 @@ const char* kMaps[] = {"m1", "m2", "m4", "m2:eps=1e-4", "sigma2", "sigma4:eps=1e
 }  // namespace
 
 // The attention forms get their maps from FeatureMap::parse (the one parser) through attention_map().
-AttentionMap amap(const std::string& spec, std::int64_t d) { return attention_map(FeatureMap::parse(spec, d)); }
+MapParams amap(const std::string& spec, std::int64_t d) { return attention_map(FeatureMap::parse(spec, d)); }
 
 TEST_CASE("packed PSD features: worked example of spec 2.4 (dot = (u.v)^2 = 20.25)") {
   const FeatureMap m = FeatureMap::parse("m1", 3);
@@ -52,17 +52,20 @@ TEST_CASE("packed PSD features: worked example of spec 2.4 (dot = (u.v)^2 = 20.2
   CHECK(amap("sigma2", 64).n_features == 528);
   CHECK(amap("sigma4", 64).n_features == 136);
   CHECK(amap("sigma4", 64).scale == 0.25);
-  CHECK(amap("m4", 64).block_width == 16);
+  CHECK(amap("m4", 64).m == 16);
   CHECK(amap("lorentz", 64).n_features == 64);
 }
 
-TEST_CASE("attention_map: kind codes of the kernels, eps defaults of spec 2 (one parser for the toolkit)") {
-  // AttentionLaunch::map_kind values the CUDA kernels read (kernels/kata_attention_common.cuh).
-  CHECK(static_cast<int>(amap("linear", 8).kind) == 0);
-  CHECK(static_cast<int>(amap("orthant", 8).kind) == 1);
-  CHECK(static_cast<int>(amap("lorentz", 8).kind) == 2);
-  CHECK(static_cast<int>(amap("m2", 8).kind) == 3);
-  CHECK(static_cast<int>(amap("sigma2", 8).kind) == 4);
+TEST_CASE("attention_map: one map kind for CPU and kernels, eps defaults of spec 2 (one parser for the toolkit)") {
+  // One map identity (MapKind, map_params.hpp) from the parser to the CUDA kernels.
+  CHECK(amap("linear", 8).kind == MapKind::Linear);
+  CHECK(amap("orthant", 8).kind == MapKind::Orthant);
+  CHECK(amap("lorentz", 8).kind == MapKind::Lorentz);
+  CHECK(amap("m2", 8).kind == MapKind::BlockPsd);
+  CHECK(amap("sigma2", 8).kind == MapKind::SumPsd);
+  CHECK(amap("m2", 8).is_psd());
+  CHECK(amap("lorentz", 8).is_linear_family());
+  CHECK_FALSE(amap("sigma4", 8).is_linear_family());
   // eps defaults: orthant 1e-6 (§2.2), M_g 0 (§5.1 / U7), Sigma_g 1e-4 (§2.6, F.4)
   CHECK(amap("orthant", 8).eps == 1e-6);
   CHECK(amap("m2", 8).eps == 0.0);
@@ -71,8 +74,8 @@ TEST_CASE("attention_map: kind codes of the kernels, eps defaults of spec 2 (one
   CHECK(amap("sigma4:eps=0", 8).eps == 0.0);
   CHECK(amap("sigma2", 8).scale == 1.0);
   CHECK(amap("sigma4:scale=0.5", 8).scale == 0.5);
-  CHECK(amap("m2", 8).groups == 2);
-  CHECK(amap("orthant", 8).groups == 1);
+  CHECK(amap("m2", 8).g == 2);
+  CHECK(amap("orthant", 8).g == 1);
   CHECK(amap("linear", 8).nonnegative() == false);
   CHECK(amap("lorentz", 8).nonnegative());
   // capacity-only maps are refused with a message naming the attention maps

@@ -186,3 +186,55 @@ TEST_CASE("canonical_spec: every option resolved, and it parses back to the same
     CHECK(g.kernel_matrix(X, X) == f.kernel_matrix(X, X));  // bit-identical: same options, same code
   }
 }
+
+TEST_CASE("vjp of psi equals central finite differences of apply for every map (float64)") {
+  // <G, (psi(x + h e_j) - psi(x - h e_j)) / 2h> against vjp(x, G)_j; h = 1e-6, relative error < 1e-6 (the
+  // truncation error is O(h^2) times the third derivatives, the rounding error ~1e-16 / h).
+  const std::vector<std::string> specs = {"linear", "orthant", "orthant:eps=0.3", "lorentz", "lorentz-lift",
+                                          "lorentz-ray", "m1", "m2:eps=1e-4", "m4", "sigma2", "sigma4:eps=0.3",
+                                          "deg2", "deg4"};
+  const std::int64_t d = 8;
+  const Eigen::MatrixXd X = rng::normal_matrix(4, d, 12, rng::kUser, 0);
+  for (const auto& s : specs) {
+    CAPTURE(s);
+    const auto f = FeatureMap::parse(s, d);
+    const Eigen::MatrixXd G = rng::normal_matrix(4, f.feature_dim(), 12, rng::kUser, 500);
+    const Eigen::MatrixXd J = f.vjp(X, G);
+    REQUIRE(J.rows() == 4);
+    REQUIRE(J.cols() == d);
+    double worst = 0;
+    const double h = 1e-6;
+    for (Eigen::Index i = 0; i < X.rows(); ++i)
+      for (std::int64_t j = 0; j < d; ++j) {
+        Eigen::MatrixXd xp = X.row(i), xm = X.row(i);
+        xp(0, j) += h;
+        xm(0, j) -= h;
+        const double fd = (G.row(i).dot(f.apply(xp).row(0)) - G.row(i).dot(f.apply(xm).row(0))) / (2 * h);
+        worst = std::max(worst, std::abs(fd - J(i, j)) / std::max(1.0, std::abs(J(i, j))));
+      }
+    CHECK(worst < 1e-6);
+  }
+  CHECK_THROWS_AS(FeatureMap::parse("softmax:tau=0.5", d).vjp(X, Eigen::MatrixXd(4, 1)), UserError);
+  CHECK_THROWS_AS(FeatureMap::parse("m2", d).vjp(X, Eigen::MatrixXd(4, 3)), UserError);
+}
+
+TEST_CASE("params(): the one map identity the kernels read") {
+  const MapParams m = FeatureMap::parse("sigma4:eps=0.5,scale=2", 16).params();
+  CHECK(m.kind == MapKind::SumPsd);
+  CHECK(m.d == 16);
+  CHECK(m.g == 4);
+  CHECK(m.m == 4);
+  CHECK(m.n_features == 10);
+  CHECK(m.eps == 0.5);
+  CHECK(m.scale == 2.0);
+  CHECK(m.is_psd());
+  CHECK_FALSE(m.is_linear_family());
+  const MapParams o = FeatureMap::parse("orthant", 8).params();
+  CHECK(o.kind == MapKind::Orthant);
+  CHECK(o.m == 8);
+  CHECK(o.n_features == 8);
+  CHECK(o.eps == 1e-6);
+  CHECK(o.is_linear_family());
+  CHECK(o.nonnegative());
+  CHECK_FALSE(FeatureMap::parse("linear", 8).params().nonnegative());
+}

@@ -5,6 +5,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdlib>
 #include <map>
 #include <sstream>
 
@@ -26,7 +27,8 @@ struct BenchOptions {
   std::string dtype = "bf16";
   std::string forms = "quadratic,chunked,tree";
   std::string maps = "m2";
-  std::int64_t B = 8, H = 16, T = 4096, d_head = 64, chunk = 128, validate_T = 1024;
+  std::string variant;  // "" = per form: MEMCAP_KATA_{QUAD,CHUNK,TREE}_VARIANT or the table's default; "all"
+  std::int64_t B = 8, H = 16, T = 4096, d_head = 64, d_v = 0, chunk = 128, validate_T = 1024;
   int repeats = 10, warmup = 3;
 };
 
@@ -34,7 +36,10 @@ struct Item {
   AttentionForm form;
   std::string map;
   std::int64_t B, H, T, chunk;
-  std::string group;  // which table / acceptance item the row belongs to
+  std::string group;    // which table / acceptance item the row belongs to
+  std::int64_t d = 64;  // head width d = d_v (custom: --d-head / --d-v)
+  std::string variant;  // kernel variant ("" = default for the shape)
+  std::int64_t dv = 0;  // 0: = d
 };
 
 std::vector<std::string> split(const std::string& s) {
@@ -61,22 +66,45 @@ std::vector<std::string> split_maps(const std::string& s) {
 
 constexpr std::int64_t K = 1024;
 
+// The kernel variant a form runs when --variant is not given: the environment (MEMCAP_KATA_QUAD_VARIANT,
+// MEMCAP_KATA_CHUNK_VARIANT, MEMCAP_KATA_TREE_VARIANT; read only here, by `kata bench`) or "" (the default).
+std::string env_variant(AttentionForm f) {
+  const char* name = f == AttentionForm::quadratic ? "MEMCAP_KATA_QUAD_VARIANT"
+                                                   : (f == AttentionForm::chunked ? "MEMCAP_KATA_CHUNK_VARIANT"
+                                                                                  : "MEMCAP_KATA_TREE_VARIANT");
+  const char* e = std::getenv(name);
+  return e ? e : "";
+}
+
 std::vector<Item> preset_items(const BenchOptions& o) {
   std::vector<Item> v;
   const std::vector<std::int64_t> t8 = {1 * K, 2 * K, 4 * K, 8 * K, 16 * K, 32 * K, 64 * K, 128 * K};
   const std::vector<std::int64_t> t11 = {2 * K, 4 * K, 8 * K, 16 * K, 32 * K, 64 * K, 128 * K};
-  if (o.shapes == "accept") {
-    for (std::int64_t T : {4 * K, 8 * K, 16 * K, 32 * K}) v.push_back({AttentionForm::quadratic, "m2", 8, 16, T, 64, "accept-quadratic"});
-    for (std::int64_t C : {64, 128}) v.push_back({AttentionForm::chunked, "m2", 8, 16, 128 * K, C, "accept-chunked"});
-    for (std::int64_t T : t11) {
-      v.push_back({AttentionForm::chunked, "linear", 1, 16, T, 128, "accept-tree"});
-      v.push_back({AttentionForm::tree, "linear", 1, 16, T, 128, "accept-tree"});
+  const auto Q = AttentionForm::quadratic, Ch = AttentionForm::chunked, Tr = AttentionForm::tree;
+  if (o.shapes == "accept") {  // issue 11's acceptance set (docs/perf.md, "kata attention kernels")
+    for (std::int64_t T : {4 * K, 8 * K, 16 * K, 32 * K})
+      for (const char* m : {"m1", "m2"}) {
+        v.push_back({Q, m, 8, 16, T, 64, "a2-quad-d64"});
+        v.push_back({Q, m, 8, 8, T, 64, "a2-quad-d128", 128});
+      }
+    v.push_back({Ch, "m2", 8, 16, 128 * K, 64, "a3-chunked", 64, "fused"});
+    v.push_back({Ch, "m2", 8, 16, 128 * K, 64, "a3-chunked", 64, "2pass"});
+    for (std::int64_t T : {32 * K, 64 * K, 128 * K})
+      for (const char* m : {"m1", "m2"}) {
+        v.push_back({Q, m, 1, 1, T, 64, "a4-small-bh"});
+        v.push_back({Ch, m, 1, 1, T, 64, "a4-small-bh", 64, "fused"});
+      }
+    for (const char* m : {"m1", "m2"}) v.push_back({Ch, m, 1, 1, 128 * K, 64, "a4-small-bh", 64, "fused-seq"});
+    for (std::int64_t T : {4 * K, 8 * K, 16 * K, 32 * K}) {
+      v.push_back({Q, "linear", 8, 16, T, 64, "a5-linear"});
+      v.push_back({Q, "sigma2", 8, 16, T, 64, "a6-sigma2-m4"});
+      v.push_back({Q, "m4", 8, 16, T, 64, "a6-sigma2-m4"});
     }
   } else if (o.shapes == "table8") {
     for (std::int64_t T : t8)
       for (const char* m : {"m1", "m2"}) {
-        v.push_back({AttentionForm::quadratic, m, 8, 16, T, 64, "table8"});
-        v.push_back({AttentionForm::chunked, m, 8, 16, T, 64, "table8"});
+        v.push_back({Q, m, 8, 16, T, 64, "table8"});
+        v.push_back({Ch, m, 8, 16, T, 64, "table8"});
       }
   } else if (o.shapes == "table10") {
     const std::pair<std::int64_t, std::int64_t> bt[] = {{1, 2 * K},   {1, 8 * K},   {4, 2 * K},   {1, 32 * K},
@@ -84,15 +112,21 @@ std::vector<Item> preset_items(const BenchOptions& o) {
                                                         {4, 32 * K},  {16, 8 * K},  {4, 64 * K},  {32, 8 * K},
                                                         {16, 32 * K}, {16, 64 * K}, {32, 32 * K}, {32, 64 * K}};
     for (auto [B, T] : bt)
-      for (AttentionForm f : {AttentionForm::chunked, AttentionForm::tree}) v.push_back({f, "linear", B, 16, T, 128, "table10"});
+      for (AttentionForm f : {Ch, Tr}) v.push_back({f, "linear", B, 16, T, 128, "table10"});
   } else if (o.shapes == "table11") {
     for (std::int64_t T : t11)
-      for (AttentionForm f : {AttentionForm::chunked, AttentionForm::tree}) v.push_back({f, "linear", 1, 16, T, 128, "table11"});
+      for (AttentionForm f : {Ch, Tr}) v.push_back({f, "linear", 1, 16, T, 128, "table11"});
   } else if (o.shapes == "custom") {
     for (const auto& f : split(o.forms))
-      for (const auto& m : split_maps(o.maps)) v.push_back({parse_attention_form(f), m, o.B, o.H, o.T, o.chunk, "custom"});
+      for (const auto& m : split_maps(o.maps))
+        v.push_back({parse_attention_form(f), m, o.B, o.H, o.T, o.chunk, "custom", o.d_head, "", o.d_v});
   } else {
     throw UserError(fmt::format("--shapes must be accept, table8, table10, table11 or custom (got '{}')", o.shapes));
+  }
+  for (auto& it : v) {
+    if (it.dv == 0) it.dv = it.d;
+    if (!o.variant.empty()) it.variant = o.variant;
+    else if (it.variant.empty()) it.variant = env_variant(it.form);
   }
   return v;
 }
@@ -101,9 +135,11 @@ std::vector<Item> preset_items(const BenchOptions& o) {
 struct Work {
   double flops = 0, bytes = 0;
 };
-Work work_of(const Item& it, const AttentionMap& m, std::int64_t d, std::int64_t dv, GpuDType t) {
+// The fused chunked variants keep the state on chip: their minimum bytes are the inputs and the output (plus, when
+// T is split, the per-segment states written and read twice).
+Work work_of(const Item& it, const MapParams& m, std::int64_t d, std::int64_t dv, GpuDType t, const std::string& variant) {
   const double BH = double(it.B * it.H), T = double(it.T), eb = t == GpuDType::bf16 ? 2 : 4;
-  const double d_eff = m.kind == AttentionMapKind::psd_sum ? double(m.groups * d) : double(d);
+  const double d_eff = m.kind == MapKind::SumPsd ? double(m.g * d) : double(d);
   const double n = m.n_features, np = std::ceil(n / 64) * 64, nc = std::ceil(T / double(it.chunk));
   const double io = BH * T * (2 * d + 2 * dv) * eb;
   Work w;
@@ -113,7 +149,10 @@ Work work_of(const Item& it, const AttentionMap& m, std::int64_t d, std::int64_t
   } else {
     w.flops = BH * T * (4 * n * dv + (double(it.chunk) + 1) * (d_eff + dv));
     const double prefix = BH * nc * np * (dv * 2 + 4);
-    w.bytes = io + BH * T * (d + dv) * eb + 2 * prefix;
+    if (variant.find("/fused") != std::string::npos)
+      w.bytes = io;
+    else
+      w.bytes = io + BH * T * (d + dv) * eb + 2 * prefix;
     if (it.form == AttentionForm::tree) w.bytes += 2 * BH * nc * np * (dv + 1) * 4;
   }
   return w;
@@ -142,19 +181,43 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
   if (prep.done) return;
   require(o.repeats >= 1 && o.warmup >= 0, "--repeats must be >= 1 and --warmup >= 0");
   require(o.validate_T >= 1, "--validate-T must be >= 1");
+  require(o.d_head >= 1 && o.d_v >= 0, "--d-head must be >= 1 and --d-v >= 1 (0: equal to --d-head)");
   if (!o.common.out.empty()) io::check_output_path(o.common.out);
   const GpuDType dtype = parse_gpu_dtype(o.dtype);
   const bool gpu = prep.ctx.device.device == Device::cuda;
   const std::string dtype_name = gpu ? o.dtype : "fp64";  // the CPU reference runs in float64
   auto items = preset_items(o);
-  const std::int64_t d = o.shapes == "custom" ? o.d_head : 64, dv = d;
   if (!gpu) {
     require(o.shapes == "custom", "--device cpu times the float64 CPU reference: use --shapes custom with small T");
     require(o.B * o.H * o.T <= 65536, "--device cpu: keep B*H*T <= 65536 (the CPU reference is float64 and O(T^2))");
+    require(o.variant.empty(), "--variant names a CUDA kernel variant; --device cpu runs the float64 reference");
   }
-  for (const auto& it : items) {  // parse every map and options before any work
-    AttentionShape s{it.B, it.H, it.T, d, dv};
-    default_options(FeatureMap::parse(it.map, d), it.chunk).validate(s);
+  // Every configuration is checked before any work: maps, options, shapes, the kernel variant (unknown or not
+  // applicable: exit 2 listing those that are) and the GPU memory it needs. "--variant all" expands here.
+  std::vector<Item> runs;
+  for (const auto& it : items) {
+    const AttentionShape s{it.B, it.H, it.T, it.d, it.dv};
+    const AttentionOptions opt = default_options(FeatureMap::parse(it.map, it.d), it.chunk);
+    opt.validate(s);
+    if (!gpu) {
+      runs.push_back(it);
+      continue;
+    }
+    if (it.variant == "all") {  // every tensor-core variant that applies (the scalar fallback only if none does)
+      auto names = attention_variants(it.form, s, opt, dtype);
+      if (names.size() > 1) names.erase(std::remove(names.begin(), names.end(), std::string("simt")), names.end());
+      require(!names.empty(), "no kernel variant applies to {} {} d={} d_v={} C={}", to_string(it.form), it.map, it.d,
+              it.dv, it.chunk);
+      for (const auto& name : names) {
+        Item one = it;
+        one.variant = name;
+        validate_attention_cuda(it.form, s, opt, dtype, name, true);
+        runs.push_back(one);
+      }
+    } else {
+      validate_attention_cuda(it.form, s, opt, dtype, it.variant, true);
+      runs.push_back(it);
+    }
   }
 
   GpuCeilings ceil{};
@@ -166,17 +229,18 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
   }
 
   io::Table tab;
-  std::map<std::string, double> validated;  // (form, map, chunk, dtype, T_val) -> rel err
-  fmt::print("{:<15} {:<9} {:<7} {:>3} {:>3} {:>7} {:>4} {:<5} {:<18} {:>9} {:>10} {:>9} {:>8} {:>8} {:>7} {:>7}\n", "group",
-             "form", "map", "B", "H", "T", "C", "dtype", "variant", "rel_err", "ms_median", "Mtok/s", "TFLOP/s", "GB/s",
-             "f_gemm", "f_copy");
-  for (const auto& it : items) {
+  std::map<std::string, double> validated;  // (form, map, chunk, dtype, d, variant, T_val) -> rel err
+  fmt::print("{:<14} {:<9} {:<7} {:>3} {:>3} {:>7} {:>3} {:>4} {:<5} {:<20} {:>9} {:>10} {:>9} {:>8} {:>8} {:>7} {:>7}\n",
+             "group", "form", "map", "B", "H", "T", "d", "C", "dtype", "variant", "rel_err", "ms_median", "Mtok/s",
+             "TFLOP/s", "GB/s", "f_gemm", "f_copy");
+  for (const auto& it : runs) {
+    const std::int64_t d = it.d, dv = it.dv;
     const AttentionOptions opt = default_options(FeatureMap::parse(it.map, d), it.chunk);
     // 1. validation against the float64 CPU reference on one (b, h) slice at T_val = min(T, --validate-T)
     const std::int64_t tv = std::min(it.T, o.validate_T);
     const AttentionShape vs{1, 1, tv, d, dv};
-    const std::string vkey = fmt::format("{}|{}|{}|{}|{}", to_string(it.form), it.map, it.chunk, o.dtype, tv);
-    double rel = 0;
+    const std::string vkey =
+        fmt::format("{}|{}|{}|{}|{}|{}|{}|{}", to_string(it.form), it.map, it.chunk, o.dtype, d, dv, it.variant, tv);
     if (!validated.count(vkey)) {
       auto q = normals(vs.qk_size(), o.common.seed, rng::kQueries);
       auto k = normals(vs.qk_size(), o.common.seed, rng::kKeys);
@@ -187,24 +251,26 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
         v = round_to_dtype(dtype, v);
       }
       const auto ref = attention_recurrent(vs, opt, q.data(), k.data(), v.data());
-      const auto got = gpu ? attention_cuda(it.form, vs, opt, dtype, q.data(), k.data(), v.data()).out
+      const auto got = gpu ? attention_cuda(it.form, vs, opt, dtype, q.data(), k.data(), v.data(), it.variant).out
                            : run_cpu(it.form, vs, opt, q.data(), k.data(), v.data());
       validated[vkey] = relative_error(got, ref);
     }
-    rel = validated[vkey];
+    const double rel = validated[vkey];
     const double tol = !gpu ? 1e-12 : (dtype == GpuDType::bf16 ? 1e-2 : 1e-5);
     if (!(rel < tol))
-      throw NumericError(fmt::format("validation failed for {} {} C={} {}: relative error {:.3e} vs the float64 CPU "
-                                     "reference exceeds {:.0e}; not timing a wrong kernel",
-                                     to_string(it.form), it.map, it.chunk, o.dtype, rel, tol));
+      throw NumericError(fmt::format("validation failed for {} {} d={} C={} {} variant '{}': relative error {:.3e} vs "
+                                     "the float64 CPU reference exceeds {:.0e}; not timing a wrong kernel",
+                                     to_string(it.form), it.map, d, it.chunk, o.dtype,
+                                     it.variant.empty() ? "default" : it.variant, rel, tol));
     // 2. timing
     const AttentionShape s{it.B, it.H, it.T, d, dv};
     std::vector<double> ms;
-    std::string variant = "cpu/float64", stages;
+    std::string variant = "cpu/float64", path = "float64 CPU reference", stages;
     if (gpu) {
-      const auto t = time_attention_cuda(it.form, s, opt, dtype, o.warmup, o.repeats, o.common.seed);
+      const auto t = time_attention_cuda(it.form, s, opt, dtype, o.warmup, o.repeats, o.common.seed, it.variant);
       ms = t.ms;
       variant = t.variant;
+      path = t.path;
       if (t.stage_ms.size() == 3)
         stages = fmt::format("state {:.4f} scan {:.4f} output {:.4f}", t.stage_ms[0], t.stage_ms[1], t.stage_ms[2]);
     } else {
@@ -217,26 +283,28 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
       }
     }
     const double med = median(ms);
-    const Work w = work_of(it, attention_map(opt.map), d, dv, dtype);
+    const Work w = work_of(it, attention_map(opt.map), d, dv, dtype, variant);
     const double tflops = w.flops / (med * 1e-3) / 1e12, gbps = w.bytes / (med * 1e-3) / 1e9;
     const double f_gemm = gpu ? tflops / ceil.gemm_tflops : 0, f_copy = gpu ? gbps / ceil.copy_gbps : 0;
     const double mtok = double(it.B * it.T) / (med * 1e-3) / 1e6;
-    fmt::print("{:<15} {:<9} {:<7} {:>3} {:>3} {:>7} {:>4} {:<5} {:<18} {:>9.2e} {:>10.4f} {:>9.2f} {:>8.2f} {:>8.1f} {:>7.3f} "
-               "{:>7.3f}\n",
-               it.group, to_string(it.form), it.map, it.B, it.H, it.T, it.chunk, dtype_name, variant, rel, med, mtok, tflops,
-               gbps, f_gemm, f_copy);
-    if (!stages.empty()) fmt::print("{:<15} stages (ms, one extra launch): {}\n", "", stages);
+    fmt::print("{:<14} {:<9} {:<7} {:>3} {:>3} {:>7} {:>3} {:>4} {:<5} {:<20} {:>9.2e} {:>10.4f} {:>9.2f} {:>8.2f} {:>8.1f} "
+               "{:>7.3f} {:>7.3f}{}\n",
+               it.group, to_string(it.form), it.map, it.B, it.H, it.T, d, it.chunk, dtype_name, variant, rel, med, mtok,
+               tflops, gbps, f_gemm, f_copy, path == "scalar fallback" ? "  [scalar fallback: no tensor-core kernel]" : "");
+    if (!stages.empty()) fmt::print("{:<14} stages (ms, one extra launch): {}\n", "", stages);
     std::fflush(stdout);
     io::Row row;
     row.set("group", it.group)
         .set("kernel", to_string(it.form))
         .set("map", opt.map.canonical_spec())
         .set("variant", variant)
+        .set("variant_path", path)
         .set("path", gpu ? "cuda" : "cpu")
         .set("B", it.B)
         .set("H", it.H)
         .set("T", it.T)
         .set("d_head", d)
+        .set("d_v", dv)
         .set("chunk", it.chunk)
         .set("dtype", dtype_name)
         .set("rel_err_vs_cpu", rel)
@@ -270,14 +338,16 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
       "Validate, then time, the causal KATA attention kernels: quadratic (spec §5.1, M_g/Sigma_g, tensor cores), "
       "chunked state (§5.2) and tree scan (§5.3). Each configuration is first checked against the float64 CPU "
       "reference on one (b,h) slice at T_val = min(T, --validate-T), with the same kernel variant and chunk; a "
-      "failure stops the run. GPU times are CUDA-event medians over --repeats after --warmup launches, inputs "
+      "failure stops the run. Every configuration (shape, map, kernel variant, GPU memory) is checked before any "
+      "launch: a bad one exits 2. GPU times are CUDA-event medians over --repeats after --warmup launches, inputs "
       "N(0,1) generated on the device. The same run measures the card's ceilings (device-to-device copy GB/s, "
       "cuBLAS bf16 GEMM TFLOP/s) and reports each kernel's rate as a fraction of them. Writes /summary (one row "
       "per kernel and shape) to --out.");
   cli::add_common(sub, o->common);
   sub->add_option("--shapes", o->shapes,
-                  "accept: the issue's acceptance set (quadratic M2 T=4K..32K and chunked M2 T=128K at B=8,H=16; "
-                  "tree vs sequential chunked scan, linear feature, B=1,H=16,C=128, T=2K..128K); table8 (B=8,H=16, "
+                  "accept: issue 11's acceptance set (quadratic M1/M2 T=4K..32K at d=64 (B=8,H=16) and d=128 (B=8,H=8); "
+                  "chunked M2 T=128K B=8 H=16 C=64; B=H=1 chunked vs quadratic M1/M2 T=32K..128K and the "
+                  "sequential chunk scan; linear, sigma2, m4 quadratic T=4K..32K); table8 (B=8,H=16, "
                   "M1/M2 quadratic and chunked, T=1K..128K); table10 (linear, H=16, C=128, the paper's (B,T) pairs); "
                   "table11 (linear, B=1); custom (--B --H --T --d-head --chunk --forms --maps)")
       ->capture_default_str();
@@ -292,9 +362,17 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
   sub->add_option("--B", o->B, "custom: batch size")->capture_default_str();
   sub->add_option("--H", o->H, "custom: heads")->capture_default_str();
   sub->add_option("--T", o->T, "custom: sequence length (tokens)")->capture_default_str();
-  sub->add_option("--d-head", o->d_head, "custom: head width d = d_v (the tensor-core kernels need 64)")
+  sub->add_option("--d-head", o->d_head,
+                  "custom: head width d (tensor cores: 32, 64 or 128 with d_v = d; other widths run the scalar fallback)")
       ->capture_default_str();
-  sub->add_option("--chunk", o->chunk, "custom: chunk size C (tensor cores: 64 or 128; SIMT: <= 64)")
+  sub->add_option("--d-v", o->d_v, "custom: value width d_v (0: = --d-head; d_v != d runs the scalar fallback)")
+      ->capture_default_str();
+  sub->add_option("--variant", o->variant,
+                  "kernel variant for every configuration: quadratic ws3|ws2|mt2|mt1|simt, chunked "
+                  "fused|fused-seq|2pass|simt, tree mma|simt; 'all' times every tensor-core variant that applies. Default: "
+                  "MEMCAP_KATA_QUAD_VARIANT / MEMCAP_KATA_CHUNK_VARIANT / MEMCAP_KATA_TREE_VARIANT, else the first "
+                  "that applies (recorded in /summary/variant)");
+  sub->add_option("--chunk", o->chunk, "custom: chunk size C (tensor cores: 64, or 128 at d = 64; fallback: <= 64)")
       ->capture_default_str();
   sub->add_option("--repeats", o->repeats, "timed launches per configuration (median reported)")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "untimed launches before timing")->capture_default_str();

@@ -209,7 +209,7 @@ int run_plan(CLI::App* sub, CapacityState& st, const std::vector<CapacityConfig>
   for (const auto& c : configs) {  // before anything is created (sweep engine: OUT.partial)
     const auto& mp = CapacityKernel::parse(c.map, c.dim).params();
     // Below ~1e-6, exp(<q,k>/tau) and the theory overlays leave double range (inf/NaN mid-run).
-    require(mp.kind != CapacityKernelKind::softmax || mp.tau >= 1e-6,
+    require(mp.kind != MapKind::Softmax || mp.tau >= 1e-6,
             "--map {}: tau = {:g} is too small (exp(<q,k>/tau) leaves double range); use tau >= 1e-6", c.map, mp.tau);
     sweep::require_memory(capacity_job_bytes(c), fmt::format("the capacity job map={} dim={} keys={}", c.map, c.dim, c.keys));
   }

@@ -1,6 +1,6 @@
 #!/usr/bin/env bash
 # One device call for the perf report: build, gpu tests (FULL_CTEST=1: the whole tree and every ctest test),
-# variant comparisons (SKIP_VARIANTS=1 skips them), then each preset of `kata bench` (PRESETS, default all
+# variant comparisons (--variant all) (SKIP_VARIANTS=1 skips them), then each preset of `kata bench` (PRESETS, default all
 # four) with the SDPA baseline. Everything is tarred into $OUT/results.tar.gz; summary.log last.
 set -uo pipefail
 export PYTHONUNBUFFERED=1
@@ -24,17 +24,13 @@ grep -E "test cases|assertions|agreement" "$R/gputest.log" | tee -a "$OUT/summar
 K=build-gpu/kata
 PRESETS=${PRESETS:-accept table8 table10 table11}
 if [ -z "${SKIP_VARIANTS:-}" ]; then
-for v in ws3 ws2 mt2 mt1 mt2split; do
-  MEMCAP_KATA_QUAD_VARIANT=$v $K bench --device cuda --shapes custom --forms quadratic --maps m2 --B 8 --H 16 --T 4096 \
-    --repeats 5 --warmup 2 2>&1 | grep -E "^custom" | sed "s/^/VARIANT $v /"
-  MEMCAP_KATA_QUAD_VARIANT=$v $K bench --device cuda --shapes custom --forms quadratic --maps m2 --B 8 --H 16 --T 32768 \
-    --repeats 5 --warmup 2 2>&1 | grep -E "^custom" | sed "s/^/VARIANT $v /"
+for T in 4096 32768; do  # every tensor-core variant of the quadratic form (kernels/kata_attention_variants.cu)
+  $K bench --device cuda --shapes custom --forms quadratic --maps m2 --B 8 --H 16 --T $T --variant all \
+    --repeats 5 --warmup 2 2>&1 | grep -E "^custom" | sed "s/^/VARIANT /"
 done > "$R/variants.log" 2>&1
-for ks in 1 2; do
-  for c in 64 128; do
-    MEMCAP_KATA_STATE_KSTAGES=$ks $K bench --device cuda --shapes custom --forms chunked --maps m2 --B 8 --H 16 --T 131072 \
-      --chunk $c --repeats 5 --warmup 2 2>&1 | grep -E "^custom|stages" | sed "s/^/KSTAGES $ks /"
-  done
+for c in 64 128; do  # chunked variants (fused needs C = 64)
+  $K bench --device cuda --shapes custom --forms chunked --maps m2 --B 8 --H 16 --T 131072 --chunk $c --variant all \
+    --repeats 5 --warmup 2 2>&1 | grep -E "^custom|stages" | sed "s/^/CHUNKED /"
 done >> "$R/variants.log" 2>&1
 cat "$R/variants.log" >> "$OUT/summary.log"
 fi

@@ -82,7 +82,7 @@ void AttentionShape::validate() const {
 }
 
 void AttentionOptions::validate(const AttentionShape& s) const {
-  const AttentionMap a = attention_map(map);
+  const MapParams a = attention_map(map);
   if (map.input_dim() != s.d)
     throw UserError(fmt::format("attention: feature map '{}' was built for d = {} but the heads have d = {}; parse "
                                 "the map with the head width",

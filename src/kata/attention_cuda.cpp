@@ -15,9 +15,9 @@
 #include <cuda_bf16.h>
 
 #include "core/gpu.hpp"
-#include "kata_attention_chunked.cuh"
 #include "kata_attention_fill.cuh"
-#include "kata_attention_quadratic.cuh"
+#include "kata_attention_variants.cuh"
+#include "kata_feature_map.cuh"
 #endif
 
 namespace memcap {
@@ -69,40 +69,54 @@ namespace {
                     "use --device cpu or rebuild with CUDA");
 }
 }  // namespace
+std::vector<std::string> attention_variant_names(AttentionForm) { return {}; }
+std::vector<std::string> attention_variants(AttentionForm, const AttentionShape&, const AttentionOptions&, GpuDType) {
+  no_cuda();
+}
+std::string validate_attention_cuda(AttentionForm, const AttentionShape&, const AttentionOptions&, GpuDType,
+                                    const std::string&, bool, std::string*) {
+  no_cuda();
+}
 GpuAttentionResult attention_cuda(AttentionForm, const AttentionShape&, const AttentionOptions&, GpuDType,
-                                  const double*, const double*, const double*) {
+                                  const double*, const double*, const double*, const std::string&) {
   no_cuda();
 }
 GpuTiming time_attention_cuda(AttentionForm, const AttentionShape&, const AttentionOptions&, GpuDType, int, int,
-                              std::uint64_t) {
+                              std::uint64_t, const std::string&) {
   no_cuda();
 }
 GpuCeilings measure_gpu_ceilings(int) { no_cuda(); }
+std::vector<double> psi_vjp_cuda(const FeatureMap&, const std::vector<double>&, const std::vector<double>&,
+                                 std::int64_t) {
+  no_cuda();
+}
+std::vector<double> psi_cuda(const FeatureMap&, const std::vector<double>&, std::int64_t) { no_cuda(); }
 #else
 bool attention_cuda_built() { return true; }
 
 namespace {
 
-cuda::AttentionLaunch launch_of(const AttentionShape& s, const AttentionOptions& o, GpuDType t) {
+// The launch description of a form call; `variant` must outlive it (the launch keeps the pointer).
+cuda::AttentionLaunch launch_of(const AttentionShape& s, const AttentionOptions& o, GpuDType t,
+                                const std::string& variant) {
   s.validate();
   o.validate(s);
-  if (s.d > 1024 || s.dv > 1024) throw UserError("CUDA attention: d_head and d_v must be <= 1024");
   cuda::AttentionLaunch p;
   p.B = s.B;
   p.H = s.H;
   p.T = s.T;
+  require(s.d <= 1024 && s.dv <= 1024, "CUDA attention: d_head and d_v must be <= 1024 (got {} and {})", s.d, s.dv);
   p.d = static_cast<int>(s.d);
   p.dv = static_cast<int>(s.dv);
   p.chunk = static_cast<int>(std::min<std::int64_t>(o.chunk, 1 << 20));
-  const AttentionMap m = attention_map(o.map);  // kind codes = AttentionMapKind (kata_attention_common.cuh)
-  p.map_kind = static_cast<int>(m.kind);
-  p.groups = m.groups;
-  p.eps = static_cast<float>(m.eps);
-  p.scale = static_cast<float>(m.scale);
+  p.map = attention_map(o.map);
   p.normalized = o.normalized;
-  p.dtype = t == GpuDType::bf16 ? cuda::DType::bf16 : cuda::DType::f32;
+  p.dtype = t == GpuDType::bf16 ? gpu::DType::bf16 : gpu::DType::f32;
+  p.variant = variant.empty() ? nullptr : variant.c_str();
   return p;
 }
+
+std::string full_name(AttentionForm f, const cuda::KernelVariant& v) { return std::string(to_string(f)) + "/" + v.name; }
 
 gpu::DType tensor_dtype(GpuDType t) { return t == GpuDType::bf16 ? gpu::DType::bf16 : gpu::DType::f32; }
 
@@ -143,16 +157,20 @@ std::vector<double> download(const gpu::Tensor& src, const gpu::Stream& s) {
 }
 
 std::size_t workspace_for(AttentionForm f, const cuda::AttentionLaunch& p) {
-  if (f == AttentionForm::quadratic) return 0;
-  return cuda::chunk_workspace_bytes(p, f == AttentionForm::chunked ? cuda::ChunkForm::chunked : cuda::ChunkForm::tree);
+  return cuda::select_variant(f, p, cuda::current_arch()).workspace(p);
 }
 
-const char* run_form(AttentionForm f, const cuda::AttentionLaunch& p, const gpu::Tensor& q, const gpu::Tensor& k,
-                     const gpu::Tensor& v, gpu::Tensor& out, const gpu::Buffer& ws, const gpu::Stream& stream) {
-  if (f == AttentionForm::quadratic)
-    return cuda::launch_quadratic(p, q.raw(), k.raw(), v.raw(), out.raw(), stream.get());
-  return cuda::launch_chunk_form(p, f == AttentionForm::chunked ? cuda::ChunkForm::chunked : cuda::ChunkForm::tree,
-                                 q.raw(), k.raw(), v.raw(), out.raw(), ws.get(), ws.bytes(), stream.get());
+const cuda::KernelVariant& run_form(AttentionForm f, const cuda::AttentionLaunch& p, const gpu::Tensor& q,
+                                    const gpu::Tensor& k, const gpu::Tensor& v, gpu::Tensor& out, const gpu::Buffer& ws,
+                                    const gpu::Stream& stream) {
+  cuda::AttentionPtrs a;
+  a.q = q.raw();
+  a.k = k.raw();
+  a.v = v.raw();
+  a.out = out.raw();
+  a.workspace = ws.get();
+  a.workspace_bytes = ws.bytes();
+  return cuda::launch_attention(f, p, a, stream.get());
 }
 
 void require_gpu() {
@@ -173,52 +191,88 @@ double median(std::vector<double> x) {
 
 }  // namespace
 
-GpuAttentionResult attention_cuda(AttentionForm form, const AttentionShape& s, const AttentionOptions& o, GpuDType t,
-                                  const double* q, const double* k, const double* v) {
+std::vector<std::string> attention_variant_names(AttentionForm form) {
+  std::vector<std::string> out;
+  for (const auto& v : cuda::variant_table())
+    if (v.form == form) out.push_back(v.name);
+  return out;
+}
+
+std::vector<std::string> attention_variants(AttentionForm form, const AttentionShape& s, const AttentionOptions& o,
+                                            GpuDType t) {
   require_gpu();
-  const cuda::AttentionLaunch p = launch_of(s, o, t);
+  const cuda::AttentionLaunch p = launch_of(s, o, t, "");
+  cuda::validate_launch(form, p);
+  std::vector<std::string> out;
+  for (const auto* v : cuda::applicable_variants(form, p, cuda::current_arch())) out.push_back(v->name);
+  return out;
+}
+
+std::string validate_attention_cuda(AttentionForm form, const AttentionShape& s, const AttentionOptions& o,
+                                    GpuDType t, const std::string& variant, bool check_memory, std::string* path) {
+  require_gpu();
+  const cuda::AttentionLaunch p = launch_of(s, o, t, variant);
+  const cuda::KernelVariant& v = cuda::select_variant(form, p, cuda::current_arch());
+  if (check_memory) {
+    const std::size_t eb = t == GpuDType::bf16 ? 2 : 4;
+    const std::size_t bytes = (2 * s.qk_size() + 2 * s.v_size()) * eb + v.workspace(p);
+    gpu::require_device_memory(bytes, fmt::format("{} attention B={} H={} T={} d={} ({})", to_string(form), s.B, s.H,
+                                                  s.T, s.d, full_name(form, v)));
+  }
+  if (path) *path = v.path;
+  return full_name(form, v);
+}
+
+GpuAttentionResult attention_cuda(AttentionForm form, const AttentionShape& s, const AttentionOptions& o, GpuDType t,
+                                  const double* q, const double* k, const double* v, const std::string& variant) {
+  require_gpu();
+  const cuda::AttentionLaunch p = launch_of(s, o, t, variant);
+  const std::size_t ws_bytes = workspace_for(form, p);  // validates the launch before any allocation
   gpu::Stream stream;
   gpu::Tensor dq = device_tensor(s.qk_size(), t), dk = device_tensor(s.qk_size(), t);
   gpu::Tensor dv = device_tensor(s.v_size(), t), dout = device_tensor(s.v_size(), t);
-  const std::size_t ws_bytes = workspace_for(form, p);
   gpu::Buffer ws(ws_bytes);
   upload(dq, q, stream);
   upload(dk, k, stream);
   upload(dv, v, stream);
   cuda::fill_nan(dout.raw(), p.dtype, s.v_size(), stream.get());
-  if (ws_bytes) cuda::fill_nan(ws.get(), cuda::DType::f32, static_cast<std::int64_t>(ws_bytes / 4), stream.get());
+  if (ws_bytes) cuda::fill_nan(ws.get(), gpu::DType::f32, static_cast<std::int64_t>(ws_bytes / 4), stream.get());
   GpuAttentionResult r;
-  r.variant = run_form(form, p, dq, dk, dv, dout, ws, stream);
+  const cuda::KernelVariant& kv = run_form(form, p, dq, dk, dv, dout, ws, stream);
+  r.variant = full_name(form, kv);
+  r.path = kv.path;
   stream.synchronize();
   r.out = download(dout, stream);
   return r;
 }
 
 GpuTiming time_attention_cuda(AttentionForm form, const AttentionShape& s, const AttentionOptions& o, GpuDType t,
-                              int warmup, int repeats, std::uint64_t seed) {
+                              int warmup, int repeats, std::uint64_t seed, const std::string& variant) {
   require_gpu();
   if (repeats < 1 || warmup < 0) throw UserError("--repeats must be >= 1 and --warmup >= 0");
-  const cuda::AttentionLaunch p = launch_of(s, o, t);
+  const cuda::AttentionLaunch p = launch_of(s, o, t, variant);
+  GpuTiming r;
+  r.workspace_bytes = workspace_for(form, p);
   gpu::Stream stream;
   gpu::Tensor dq = device_tensor(s.qk_size(), t), dk = device_tensor(s.qk_size(), t);
   gpu::Tensor dv = device_tensor(s.v_size(), t), dout = device_tensor(s.v_size(), t);
-  GpuTiming r;
-  r.workspace_bytes = workspace_for(form, p);
   gpu::Buffer ws(r.workspace_bytes);
   cuda::fill_normal(dq.raw(), p.dtype, s.qk_size(), seed, 31, 1.f, stream.get());
   cuda::fill_normal(dk.raw(), p.dtype, s.qk_size(), seed, 1, 1.f, stream.get());
   cuda::fill_normal(dv.raw(), p.dtype, s.v_size(), seed, 2, 1.f, stream.get());
   cuda::fill_nan(dout.raw(), p.dtype, s.v_size(), stream.get());
   gpu::Event e0, e1;
-  for (int i = 0; i < warmup; ++i) r.variant = run_form(form, p, dq, dk, dv, dout, ws, stream);
+  for (int i = 0; i < warmup; ++i) run_form(form, p, dq, dk, dv, dout, ws, stream);
   stream.synchronize();
   for (int i = 0; i < repeats; ++i) {
     e0.record(stream);
-    r.variant = run_form(form, p, dq, dk, dv, dout, ws, stream);
+    const cuda::KernelVariant& kv = run_form(form, p, dq, dk, dv, dout, ws, stream);
     e1.record(stream);
     r.ms.push_back(gpu::Event::elapsed_ms(e0, e1));
+    r.variant = full_name(form, kv);
+    r.path = kv.path;
   }
-  if (form != AttentionForm::quadratic) {  // one more launch with events between the stages
+  if (form != AttentionForm::quadratic) {  // one more launch with events between the stages (every variant records them)
     gpu::Event st0, st1;
     cudaEvent_t st[2] = {st0.get(), st1.get()};
     cuda::AttentionLaunch pp = p;
@@ -230,6 +284,53 @@ GpuTiming time_attention_cuda(AttentionForm form, const AttentionShape& s, const
   }
   r.median_ms = median(r.ms);
   return r;
+}
+
+namespace {
+std::vector<float> to_f32(const std::vector<double>& x) { return std::vector<float>(x.begin(), x.end()); }
+}  // namespace
+
+std::vector<double> psi_vjp_cuda(const FeatureMap& map, const std::vector<double>& X, const std::vector<double>& G,
+                                 std::int64_t rows) {
+  require_gpu();
+  const MapParams mp = map.params();
+  require(mp.kind != MapKind::Softmax && mp.kind != MapKind::EvenDegree,
+          "psi_vjp_cuda: map '{}' has no device psi (deg<2r> and softmax)", map.spec());
+  require(static_cast<std::int64_t>(X.size()) == rows * mp.d && static_cast<std::int64_t>(G.size()) == rows * mp.n_features,
+          "psi_vjp_cuda: X must be rows x d and G rows x n_psi");
+  gpu::Stream stream;
+  gpu::Tensor dX({rows * mp.d}, gpu::DType::f32), dG({rows * mp.n_features}, gpu::DType::f32),
+      dOut({rows * mp.d}, gpu::DType::f32);
+  const auto xf = to_f32(X), gf = to_f32(G);
+  dX.upload(xf.data(), stream);
+  dG.upload(gf.data(), stream);
+  dOut.fill_nan(stream);
+  cuda::launch_psi_vjp_rows(cuda::device_map(mp), dX.data<float>(), dG.data<float>(), rows, dOut.data<float>(),
+                            stream.get());
+  std::vector<float> h(static_cast<std::size_t>(rows * mp.d));
+  dOut.download(h.data(), stream);
+  stream.synchronize();
+  return std::vector<double>(h.begin(), h.end());
+}
+
+std::vector<double> psi_cuda(const FeatureMap& map, const std::vector<double>& X, std::int64_t rows) {
+  require_gpu();
+  const MapParams mp = map.params();
+  require(mp.kind != MapKind::Softmax && mp.kind != MapKind::EvenDegree,
+          "psi_cuda: map '{}' has no device psi (deg<2r> and softmax)", map.spec());
+  require(static_cast<std::int64_t>(X.size()) == rows * mp.d, "psi_cuda: X must be rows x d");
+  gpu::Stream stream;
+  gpu::Tensor dX({rows * mp.d}, gpu::DType::f32), dOut({rows * mp.n_features}, gpu::DType::f32),
+      aux({rows}, gpu::DType::f32);
+  const auto xf = to_f32(X);
+  dX.upload(xf.data(), stream);
+  dOut.fill_nan(stream);
+  cuda::launch_psi_rows(cuda::device_map(mp), dX.data<float>(), rows, dOut.data<float>(), mp.n_features,
+                        aux.data<float>(), stream.get());
+  std::vector<float> h(static_cast<std::size_t>(rows * mp.n_features));
+  dOut.download(h.data(), stream);
+  stream.synchronize();
+  return std::vector<double>(h.begin(), h.end());
 }
 
 GpuCeilings measure_gpu_ceilings(int repeats) {
@@ -253,7 +354,7 @@ GpuCeilings measure_gpu_ceilings(int repeats) {
     c.copy_bytes = std::int64_t(1) << 32;
     const auto bytes = static_cast<std::size_t>(c.copy_bytes);
     gpu::Buffer a(bytes), b(bytes);
-    cuda::fill_normal(a.get(), cuda::DType::f32, c.copy_bytes / 4, 5, 7, 1.f, stream.get());
+    cuda::fill_normal(a.get(), gpu::DType::f32, c.copy_bytes / 4, 5, 7, 1.f, stream.get());
     const double ms = timed(
         [&] { MEMCAP_CUDA_CHECK(cudaMemcpyAsync(b.get(), a.get(), bytes, cudaMemcpyDeviceToDevice, stream.get())); });
     c.copy_gbps = 2.0 * static_cast<double>(c.copy_bytes) / (ms * 1e-3) / 1e9;
@@ -262,8 +363,8 @@ GpuCeilings measure_gpu_ceilings(int repeats) {
     c.gemm_n = 8192;
     const std::int64_t n = c.gemm_n;
     gpu::Tensor a({n, n}, gpu::DType::bf16), b({n, n}, gpu::DType::bf16), d({n, n}, gpu::DType::bf16);
-    cuda::fill_normal(a.raw(), cuda::DType::bf16, n * n, 5, 8, 1.f, stream.get());
-    cuda::fill_normal(b.raw(), cuda::DType::bf16, n * n, 5, 9, 1.f, stream.get());
+    cuda::fill_normal(a.raw(), gpu::DType::bf16, n * n, 5, 8, 1.f, stream.get());
+    cuda::fill_normal(b.raw(), gpu::DType::bf16, n * n, 5, 9, 1.f, stream.get());
     gpu::Handles h(stream);
     cublasHandle_t blas = h.blas();
     const float alpha = 1.f, beta = 0.f;

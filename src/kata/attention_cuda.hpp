@@ -8,10 +8,10 @@
 #include <vector>
 
 #include "kata/attention.hpp"
+#include "kata/attention_form.hpp"
 
 namespace memcap::kata {
 
-enum class AttentionForm { quadratic, chunked, tree };
 enum class GpuDType { f32, bf16 };
 
 AttentionForm parse_attention_form(const std::string& s);  // "quadratic" | "chunked" | "tree"
@@ -25,16 +25,33 @@ bool attention_cuda_built();
 // x rounded to the GPU input type (bf16: round-to-nearest-even), as float64.
 std::vector<double> round_to_dtype(GpuDType t, const std::vector<double>& x);
 
+// Kernel variants (kernels/kata_attention_variants.cuh): every name of a form's table, in preference order
+// (no GPU needed; empty in a build without CUDA).
+std::vector<std::string> attention_variant_names(AttentionForm form);
+// The variants that apply to this launch on the current GPU, in preference order (the first is the default).
+std::vector<std::string> attention_variants(AttentionForm form, const AttentionShape& s, const AttentionOptions& o,
+                                            GpuDType t);
+// The one validation of a CUDA launch, before any work: shape and option checks, the map/form combination,
+// the variant name (unknown, or not applicable on this GPU: UserError listing those that are), and — with
+// check_memory — whether inputs, output and workspace fit in free GPU memory. UserError (exit 2) on any of
+// these. Returns "form/variant" of what would run and sets *path to its class (tensor cores or the scalar
+// fallback) when path is given.
+std::string validate_attention_cuda(AttentionForm form, const AttentionShape& s, const AttentionOptions& o,
+                                    GpuDType t, const std::string& variant, bool check_memory,
+                                    std::string* path = nullptr);
+
 struct GpuAttentionResult {
   std::vector<double> out;  // [B,H,T,dv]
-  std::string variant;      // kernel variant that ran, e.g. "quadratic/mma-bf16"
+  std::string variant;      // kernel variant that ran, "form/name", e.g. "quadratic/ws3"
+  std::string path;         // "tensor cores (wgmma)", "tensor cores (mma.sync)" or "scalar fallback"
 };
-// Uploads q, k, v (converted to t), NaN-poisons the output and workspace, runs the form, downloads.
+// Uploads q, k, v (converted to t), NaN-poisons the output and workspace, runs the form with `variant`
+// ("" = the default for the shape), downloads.
 GpuAttentionResult attention_cuda(AttentionForm form, const AttentionShape& s, const AttentionOptions& o, GpuDType t,
-                                  const double* q, const double* k, const double* v);
+                                  const double* q, const double* k, const double* v, const std::string& variant = "");
 
 struct GpuTiming {
-  std::string variant;
+  std::string variant, path;
   std::vector<double> ms;     // one sample per repeat (CUDA events around the whole form)
   double median_ms = 0;
   std::size_t workspace_bytes = 0;
@@ -44,7 +61,14 @@ struct GpuTiming {
 };
 // Inputs: Philox normals generated on the device (seed); warmup untimed launches, then repeats.
 GpuTiming time_attention_cuda(AttentionForm form, const AttentionShape& s, const AttentionOptions& o, GpuDType t,
-                              int warmup, int repeats, std::uint64_t seed);
+                              int warmup, int repeats, std::uint64_t seed, const std::string& variant = "");
+
+// VJP of the device feature map (kernels/kata_feature_map.cuh, fp32) on float64 host rows: dX = J_ψ(X)ᵀ G row by
+// row (X: rows x d, G: rows x n_ψ, row-major), and ψ(X) itself (rows x n_ψ). For tests against FeatureMap::vjp /
+// FeatureMap::apply.
+std::vector<double> psi_vjp_cuda(const FeatureMap& map, const std::vector<double>& X, const std::vector<double>& G,
+                                 std::int64_t rows);
+std::vector<double> psi_cuda(const FeatureMap& map, const std::vector<double>& X, std::int64_t rows);
 
 struct GpuCeilings {
   double copy_gbps = 0;     // device-to-device cudaMemcpy, (bytes read + bytes written) / time, median

@@ -1,4 +1,4 @@
-// attention_map(): the kernel-facing view of a parsed FeatureMap for causal KATA attention.
+// attention_map(): which parsed FeatureMaps causal KATA attention runs, as their MapParams.
 // ε defaults come from FeatureMap::parse (one set for the whole toolkit; see feature_map.hpp and
 // docs/kata-kernels.md "Feature maps"): orthant 1e-6, M_g 0, Σ_g 1e-4.
 #include "kata/attention_features.hpp"
@@ -11,14 +11,13 @@
 
 namespace memcap::kata {
 
-AttentionMap attention_map(const FeatureMap& map) {
-  AttentionMap a;
+MapParams attention_map(const FeatureMap& map) {
   switch (map.kind()) {
-    case MapKind::Linear: a.kind = AttentionMapKind::linear; break;
-    case MapKind::Orthant: a.kind = AttentionMapKind::orthant; break;
-    case MapKind::Lorentz: a.kind = AttentionMapKind::lorentz; break;
-    case MapKind::BlockPsd: a.kind = AttentionMapKind::psd_block; break;
-    case MapKind::SumPsd: a.kind = AttentionMapKind::psd_sum; break;
+    case MapKind::Linear:
+    case MapKind::Orthant:
+    case MapKind::Lorentz:
+    case MapKind::BlockPsd:
+    case MapKind::SumPsd: break;
     case MapKind::LorentzLift:
     case MapKind::LorentzRay:
     case MapKind::EvenDegree:
@@ -34,13 +33,7 @@ AttentionMap attention_map(const FeatureMap& map) {
   require(map.input_dim() <= kMax && map.feature_dim() <= kMax,
           "feature map '{}': d = {} (n_psi = {}) is too large for the attention kernels", map.spec(), map.input_dim(),
           map.feature_dim());
-  a.d = static_cast<int>(map.input_dim());
-  a.groups = static_cast<int>(map.groups());
-  a.block_width = a.is_psd() ? a.d / a.groups : a.d;
-  a.n_features = static_cast<int>(map.feature_dim());
-  a.eps = map.eps();
-  a.scale = map.scale();
-  return a;
+  return map.params();
 }
 
 }  // namespace memcap::kata

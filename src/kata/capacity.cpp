@@ -54,7 +54,7 @@ struct TrialData {
 }  // namespace
 
 Readout resolve_readout(const std::string& readout, const CapacityKernel& map) {
-  if (readout == "auto") return map.kind() == CapacityKernelKind::linear ? Readout::unnormalized : Readout::normalized;
+  if (readout == "auto") return map.kind() == MapKind::Linear ? Readout::unnormalized : Readout::normalized;
   if (readout == "normalized") return Readout::normalized;
   if (readout == "unnormalized") {
     require(!map.is_softmax(), "map '{}': the softmax reference is always normalized; drop --readout unnormalized",

@@ -28,35 +28,23 @@ CapacityKernel CapacityKernel::parse(const std::string& spec, int d) {
   CapacityKernel k;
   k.spec_ = spec;
   k.map_ = fm;
-  CapacityKernelParams& p = k.p_;
-  p.d = d;
-  p.g = static_cast<int>(fm.groups());
-  p.m = d / p.g;
-  p.eps = fm.eps();
-  p.scale = fm.scale();
-  p.tau = fm.tau();
+  MapParams& p = k.p_;
+  p = fm.params();
   switch (fm.kind()) {
-    case MapKind::Linear: p.kind = CapacityKernelKind::linear; break;
-    case MapKind::Orthant: p.kind = CapacityKernelKind::orthant; break;
-    case MapKind::Lorentz: p.kind = CapacityKernelKind::lorentz; break;
-    case MapKind::LorentzRay: p.kind = CapacityKernelKind::lorentz_ray; break;
-    case MapKind::LorentzLift: p.kind = CapacityKernelKind::lorentz_lift; break;
-    case MapKind::BlockPsd: p.kind = CapacityKernelKind::psd_blocks; break;
-    case MapKind::SumPsd: p.kind = CapacityKernelKind::psd_sum; break;
     case MapKind::EvenDegree:
       require(fm.degree() == 2,
               "map '{}': kata capacity supports the even-degree maps up to deg2 (deg{} has a state of "
               "C(d+{},{}) x d_v); use deg2, m1 or a softmax reference",
               spec, fm.degree(), fm.degree() - 1, fm.degree());
-      p.kind = CapacityKernelKind::psd_blocks;
+      p.kind = MapKind::BlockPsd;  // (q.k)^2 = M_1 at eps = 0
       p.g = 1;
       p.m = d;
       p.eps = 0.0;
       break;
     case MapKind::Softmax:
-      p.kind = CapacityKernelKind::softmax;
       require(p.tau > 0 && std::isfinite(p.tau), "map '{}': tau must be > 0", spec);
       break;
+    default: break;
   }
   MEMCAP_ASSERT(p.g >= 1 && d % p.g == 0, "feature map parser accepted g not dividing d");
   return k;
@@ -69,21 +57,22 @@ Eigen::MatrixXd CapacityKernel::tile(const MatrixXd& Q, const MatrixXd& U) const
   const int g = p_.g, m = p_.m;
   const double eps = p_.eps;
   switch (p_.kind) {
-    case CapacityKernelKind::linear: return Q * U.transpose();
-    case CapacityKernelKind::orthant:
-    case CapacityKernelKind::lorentz: return features(Q) * features(U).transpose();
-    case CapacityKernelKind::lorentz_ray: {
+    case MapKind::EvenDegree: break;  // parse() runs deg2 as M_1 (BlockPsd); higher degrees are refused there
+    case MapKind::Linear: return Q * U.transpose();
+    case MapKind::Orthant:
+    case MapKind::Lorentz: return features(Q) * features(U).transpose();
+    case MapKind::LorentzRay: {
       const VectorXd qi = Q.rowwise().norm().cwiseMax(1e-300).cwiseInverse();
       const VectorXd ui = U.rowwise().norm().cwiseMax(1e-300).cwiseInverse();
       MatrixXd A = qi.asDiagonal() * (Q * U.transpose()) * ui.asDiagonal();
       return ((A.array() + 1.0) * 0.5).matrix();
     }
-    case CapacityKernelKind::lorentz_lift: {
+    case MapKind::LorentzLift: {
       MatrixXd A = Q * U.transpose();
       A.noalias() += Q.rowwise().norm() * U.rowwise().norm().transpose();
       return A;
     }
-    case CapacityKernelKind::psd_blocks: {
+    case MapKind::BlockPsd: {
       MatrixXd A = MatrixXd::Zero(Q.rows(), U.rows());
       for (int a = 0; a < g; ++a) {
         const MatrixXd G = block_gram(Q, U, a, a, m);
@@ -98,7 +87,7 @@ Eigen::MatrixXd CapacityKernel::tile(const MatrixXd& Q, const MatrixXd& U) const
       }
       return A;
     }
-    case CapacityKernelKind::psd_sum: {
+    case MapKind::SumPsd: {
       MatrixXd A = MatrixXd::Zero(Q.rows(), U.rows());
       for (int a = 0; a < g; ++a)
         for (int b = 0; b < g; ++b) A.array() += block_gram(Q, U, a, b, m).array().square();
@@ -110,7 +99,7 @@ Eigen::MatrixXd CapacityKernel::tile(const MatrixXd& Q, const MatrixXd& U) const
       }
       return A;
     }
-    case CapacityKernelKind::softmax: {
+    case MapKind::Softmax: {
       const double umax = U.rows() ? U.rowwise().norm().maxCoeff() : 0.0;
       MatrixXd A = Q * U.transpose();
       const VectorXd shift = Q.rowwise().norm() * umax;
@@ -123,7 +112,7 @@ Eigen::MatrixXd CapacityKernel::tile(const MatrixXd& Q, const MatrixXd& U) const
 
 Eigen::VectorXd CapacityKernel::self(const MatrixXd& X) const {
   VectorXd out(X.rows());
-  if (p_.kind == CapacityKernelKind::softmax) return X.rowwise().squaredNorm() / p_.tau;
+  if (p_.kind == MapKind::Softmax) return X.rowwise().squaredNorm() / p_.tau;
   for (Eigen::Index i = 0; i < X.rows(); ++i) out(i) = tile(X.row(i), X.row(i))(0, 0);
   return out;
 }

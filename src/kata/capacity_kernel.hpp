@@ -1,13 +1,13 @@
 // Closed-form attention coefficients for `kata capacity` (spec §2, §4.6): for every map of §2 the
 // coefficient A_ij = <psi(q_i), psi(u_j)> from raw vectors with GEMMs (no psi), the packed psi
-// itself (for the state path S = Psi(U)^T V), and the plain-old-data description the CUDA path uses.
+// itself (for the state path S = Psi(U)^T V); the CUDA path reads the same MapParams.
 #pragma once
 #include <Eigen/Dense>
 #include <cstdint>
 #include <string>
 
-#include "kata/capacity_params.hpp"
 #include "kata/feature_map.hpp"
+#include "kata/map_params.hpp"
 
 namespace memcap::kata {
 
@@ -19,10 +19,11 @@ class CapacityKernel {
   static CapacityKernel parse(const std::string& spec, int d);
 
   const std::string& spec() const { return spec_; }
-  const CapacityKernelParams& params() const { return p_; }
-  CapacityKernelKind kind() const { return p_.kind; }
-  bool is_softmax() const { return p_.kind == CapacityKernelKind::softmax; }
-  bool nonnegative() const { return p_.kind != CapacityKernelKind::linear; }
+  // The map's MapParams (map_params.hpp), with deg2 run as M_1 at eps = 0 (the same kernel (q.k)^2).
+  const MapParams& params() const { return p_; }
+  MapKind kind() const { return p_.kind; }
+  bool is_softmax() const { return p_.kind == MapKind::Softmax; }
+  bool nonnegative() const { return p_.kind != MapKind::Linear; }
   // Width of psi (packed); 0 for softmax (its state is the KV cache).
   std::int64_t feature_dim() const;
 
@@ -37,7 +38,7 @@ class CapacityKernel {
 
  private:
   std::string spec_;
-  CapacityKernelParams p_;
+  MapParams p_;
   FeatureMap map_ = FeatureMap::parse("linear", 1);
 };
 

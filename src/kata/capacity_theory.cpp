@@ -32,16 +32,16 @@ CapacityTheory capacity_theory(const CapacityKernel& map, double coh) {
   } catch (const std::exception&) {
     t.random_map = nan;  // no estimate for this map
   }
-  const bool lorentz = map.kind() == CapacityKernelKind::lorentz || map.kind() == CapacityKernelKind::lorentz_ray ||
-                       map.kind() == CapacityKernelKind::lorentz_lift;
+  const bool lorentz = map.kind() == MapKind::Lorentz || map.kind() == MapKind::LorentzRay ||
+                       map.kind() == MapKind::LorentzLift;
   t.rankin = nan;
   if (lorentz && std::isfinite(coh) && coh >= 0 && coh <= 0.5) {
     // L3 stays in R^d (ambient d); L1/L2 lift raw d to ambient d+1.
-    const auto conv = map.kind() == CapacityKernelKind::lorentz ? LorentzConvention::Ambient : LorentzConvention::Raw;
+    const auto conv = map.kind() == MapKind::Lorentz ? LorentzConvention::Ambient : LorentzConvention::Raw;
     if (d >= (conv == LorentzConvention::Ambient ? 3 : 2)) t.rankin = rankin_wall(d, coh, conv);
   }
   t.greedy_cap_paper = t.greedy_cap_exact = nan;
-  const bool psd_full = map.kind() == CapacityKernelKind::psd_blocks && p.g == 1;
+  const bool psd_full = map.kind() == MapKind::BlockPsd && p.g == 1;
   if (psd_full && std::isfinite(coh) && coh >= 0 && coh < 1 && d >= 2) {
     t.greedy_cap_paper = psd_cap_lb_paper(d, coh);
     t.greedy_cap_exact = psd_cap_lb_exact(d, coh);

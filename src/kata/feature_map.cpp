@@ -39,6 +39,8 @@ bool parse_suffix(const std::string& name, const std::string& prefix, std::int64
   return true;
 }
 
+bool is_psd_kind(MapKind k) { return k == MapKind::BlockPsd || k == MapKind::SumPsd; }
+
 }  // namespace
 
 std::int64_t symmetric_dim(std::int64_t n, int r) {
@@ -339,6 +341,108 @@ Eigen::VectorXd FeatureMap::kernel_diag(const Eigen::MatrixXd& X) const {
     k(i) = kernel_matrix(r, r)(0, 0);
   }
   return k;
+}
+
+MapParams FeatureMap::params() const {
+  MapParams p;
+  p.kind = kind_;
+  p.d = static_cast<int>(d_);
+  p.g = static_cast<int>(g_);
+  p.m = static_cast<int>(is_psd_kind(kind_) ? d_ / g_ : d_);
+  p.degree = degree_;
+  p.n_features = n_psi_;
+  p.eps = eps_;
+  p.scale = scale_;
+  p.tau = tau_;
+  return p;
+}
+
+Eigen::MatrixXd FeatureMap::vjp(const Eigen::MatrixXd& X, const Eigen::MatrixXd& G) const {
+  check_width(X, "input");
+  require(!is_softmax(), "feature map '{}': softmax has no finite feature vector, so no VJP of psi", spec_);
+  require(G.rows() == X.rows() && G.cols() == n_psi_,
+          "feature map '{}': VJP cotangent is {}x{} but psi of {} rows is {}x{}", spec_, G.rows(), G.cols(), X.rows(),
+          X.rows(), n_psi_);
+  const std::int64_t N = X.rows();
+  Eigen::MatrixXd dX = Eigen::MatrixXd::Zero(N, d_);
+  for (std::int64_t r = 0; r < N; ++r) {
+    const auto x = X.row(r);
+    const auto g = G.row(r);
+    auto out = dX.row(r);
+    switch (kind_) {
+      case MapKind::Linear: out = g; break;
+      case MapKind::Orthant:
+        for (std::int64_t i = 0; i < d_; ++i) out(i) = x(i) > 0 ? g(i) : 0.0;
+        break;
+      case MapKind::Lorentz: {  // (y, ‖y‖(1+s²)), y = x_{0..d-2}, s = x_{d-1}
+        const double s = x(d_ - 1), ny = x.head(d_ - 1).norm(), gl = g(d_ - 1);
+        for (std::int64_t i = 0; i + 1 < d_; ++i) out(i) = g(i) + (ny > 0 ? gl * (1.0 + s * s) * x(i) / ny : 0.0);
+        out(d_ - 1) = gl * ny * 2.0 * s;
+        break;
+      }
+      case MapKind::LorentzLift: {  // (x, ‖x‖)
+        const double n = x.norm();
+        for (std::int64_t i = 0; i < d_; ++i) out(i) = g(i) + (n > 0 ? g(d_) * x(i) / n : 0.0);
+        break;
+      }
+      case MapKind::LorentzRay: {  // h (x/‖x‖, 1): h (I - x̂x̂ᵀ) g_x / ‖x‖
+        const double n = x.norm(), h = 1.0 / kSqrt2;
+        if (n > 0) {
+          const double proj = x.dot(g.head(d_)) / (n * n);
+          for (std::int64_t i = 0; i < d_; ++i) out(i) = h * (g(i) - proj * x(i)) / n;
+        }
+        break;
+      }
+      case MapKind::BlockPsd:
+      case MapKind::SumPsd: {  // ψ_(ij) = c_ij Σ_a u_ai u_aj (one block per a for M_g): ∂/∂u_ak = Σ_l c_l g_l ∂(u_ai u_aj)
+        const std::int64_t m = d_ / g_, w = m * (m + 1) / 2;
+        const bool sum = kind_ == MapKind::SumPsd;
+        const double c = sum ? scale_ : 1.0;
+        for (std::int64_t a = 0; a < g_; ++a) {
+          const std::int64_t off = sum ? 0 : a * w;
+          for (std::int64_t i = 0; i < m; ++i) out(a * m + i) += c * 2.0 * g(off + i) * x(a * m + i);
+          std::int64_t l = off + m;
+          for (std::int64_t i = 0; i < m; ++i)
+            for (std::int64_t j = i + 1; j < m; ++j, ++l) {
+              out(a * m + i) += c * kSqrt2 * g(l) * x(a * m + j);
+              out(a * m + j) += c * kSqrt2 * g(l) * x(a * m + i);
+            }
+        }
+        break;
+      }
+      case MapKind::EvenDegree: {  // ψ_I = w_I Π_t x_{I_t} over multisets I (apply's order)
+        const int rr = degree_;
+        std::vector<double> logfact(rr + 1, 0.0);
+        for (int t = 1; t <= rr; ++t) logfact[t] = logfact[t - 1] + std::log(static_cast<double>(t));
+        std::vector<std::int64_t> idx(rr, 0);
+        std::int64_t col = 0;
+        while (true) {
+          double logw = logfact[rr];
+          for (int t = 0, run = 1; t < rr; ++t) {
+            if (t + 1 < rr && idx[t + 1] == idx[t]) { ++run; continue; }
+            logw -= logfact[run];
+            run = 1;
+          }
+          const double wgt = std::sqrt(std::exp(logw)) * g(col);
+          for (int t = 0; t < rr; ++t) {  // product rule: drop factor t
+            double p = wgt;
+            for (int t2 = 0; t2 < rr; ++t2)
+              if (t2 != t) p *= x(idx[t2]);
+            out(idx[t]) += p;
+          }
+          ++col;
+          int t = rr - 1;
+          while (t >= 0 && idx[t] == d_ - 1) --t;
+          if (t < 0) break;
+          ++idx[t];
+          for (int u2 = t + 1; u2 < rr; ++u2) idx[u2] = idx[t];
+        }
+        break;
+      }
+      case MapKind::Softmax: break;
+    }
+  }
+  return dX;
 }
 
 std::int64_t FeatureMap::state_size(std::int64_t d_v) const {

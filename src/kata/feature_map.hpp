@@ -6,9 +6,9 @@
 #include <cstdint>
 #include <string>
 
-namespace memcap::kata {
+#include "kata/map_params.hpp"
 
-enum class MapKind { Linear, Orthant, Lorentz, LorentzLift, LorentzRay, BlockPsd, SumPsd, EvenDegree, Softmax };
+namespace memcap::kata {
 
 class FeatureMap {
  public:
@@ -38,6 +38,9 @@ class FeatureMap {
   int degree() const { return degree_; }            // kernel degree in ⟨x,y⟩: 1, 2 (PSD), 2r
   // Name of the cone ψ maps into, e.g. "R^64_+", "L^64_+", "(S^32_+)^2".
   std::string cone() const;
+  // The resolved constants (kind, d, g, m, n_ψ, ε, c, τ) as one plain struct: what the CUDA kernels and the
+  // capacity / attention paths read (map_params.hpp).
+  MapParams params() const;
 
   // Rows x -> rows ψ(x) (N × n_ψ). UserError for softmax (no finite feature) or wrong width.
   Eigen::MatrixXd apply(const Eigen::MatrixXd& X) const;
@@ -46,6 +49,10 @@ class FeatureMap {
   double kernel(const Eigen::VectorXd& x, const Eigen::VectorXd& y) const;
   // K(x_i, x_i) for every row (N).
   Eigen::VectorXd kernel_diag(const Eigen::MatrixXd& X) const;
+  // Vector-Jacobian product of ψ, row by row: dX(i,:) = J_ψ(X(i,:))ᵀ G(i,:) (N × d), float64. G is N × n_ψ.
+  // Where ψ is not differentiable (ReLU at 0, the norm at 0) the one-sided choice is: ReLU'(0) = 0 and
+  // ∂‖y‖ = 0 at y = 0. UserError for softmax (no finite ψ).
+  Eigen::MatrixXd vjp(const Eigen::MatrixXd& X, const Eigen::MatrixXd& G) const;
 
   // §2.9 convention (Table 2): n_ψ · d_v per head, normalizer Z not counted. UserError for softmax
   // (its state is the KV cache 2·d·T, which depends on T).

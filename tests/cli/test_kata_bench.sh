@@ -13,8 +13,12 @@ check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
   --maps m2,orthant --repeats 1 --warmup 0 --out "$T/b.h5" >"$T/b.txt" 2>"$T/b.err"
 check '[ $? -eq 0 ] && [ -s "$T/b.h5" ]' "cpu bench failed: $(cat "$T/b.err")"
 check '[ "$(grep -c "^custom" "$T/b.txt")" = 6 ]' "expected 6 result rows (3 forms x 2 maps)"
-# rel_err column (10th field) is the float64 agreement with the recurrent form: tiny
-check 'awk "/^custom/ {if (\$10 > 1e-12) bad=1} END {exit bad}" "$T/b.txt"' "CPU forms disagree beyond 1e-12"
+# rel_err column (11th field) is the float64 agreement with the recurrent form: tiny
+check 'awk "/^custom/ {if (\$11 > 1e-12 || \$11 !~ /e/) bad=1} END {exit bad}" "$T/b.txt"' "CPU forms disagree beyond 1e-12"
+# d_v != d on the CPU reference
+"$KATA" bench --device cpu --shapes custom --B 1 --H 1 --T 30 --d-head 8 --d-v 3 --chunk 8 --forms quadratic,tree \
+  --maps orthant --repeats 1 --warmup 0 >"$T/dv.txt" 2>"$T/dv.err"
+check '[ $? -eq 0 ] && [ "$(grep -c "^custom" "$T/dv.txt")" = 2 ]' "d_v != d CPU bench failed: $(cat "$T/dv.err")"
 
 # --device cuda: on a machine (or build) without a GPU this must fail cleanly with exit 5.
 if ! nvidia-smi >/dev/null 2>&1; then
@@ -31,4 +35,8 @@ check '[ $? -eq 2 ]' "unknown --shapes must exit 2"
 check '[ $? -eq 2 ] && grep -q "not divisible" "$T/y.err"' "m3 with d=8 must be a usage error"
 "$KATA" bench --device cpu --shapes accept >"$T/z.txt" 2>"$T/z.err"
 check '[ $? -eq 2 ]' "--device cpu with the GPU preset must exit 2"
+"$KATA" bench --device cpu --shapes custom --T 16 --d-head 8 --variant ws3 >"$T/v.txt" 2>"$T/v.err"
+check '[ $? -eq 2 ] && grep -q "variant" "$T/v.err"' "--variant with --device cpu must be a usage error"
+"$KATA" bench --device cpu --shapes custom --T 16 --d-head 0 >"$T/w.txt" 2>"$T/w.err"
+check '[ $? -eq 2 ]' "--d-head 0 must exit 2"
 exit $fail

@@ -1,0 +1,339 @@
+// Chunked-state and tree-scan forms of causal KATA attention through memory (spec kata.md §5.2, §5.3), bf16
+// tensor cores (mma.sync), head width D in {32, 64, 128} (d_v = d): a state pass (every chunk's entering state
+// to the workspace, or chunk-local states for the tree), the scans (kata_attention_scan.cu) and an output pass.
+// ψ comes from kata_feature_map.cuh. Internal to kernels/kata_attention_chunk2_d*.cu.
+#pragma once
+#include <type_traits>
+
+#include "cuda_check.cuh"
+#include "kata_attention_common.cuh"
+#include "kata_attention_impl.cuh"
+
+namespace memcap::kata::cuda {
+namespace chunk2 {
+
+using bf16 = __nv_bfloat16;
+constexpr int kPS = kFeatureBlock + 8;  // smem stride of a 64-feature ψ tile
+
+// KIND: MapKind::BlockPsd / SumPsd, or MapKind::Linear standing for the n_ψ = d family (linear, orthant,
+// Lorentz), whose kind is read at run time (ψ is cheap there; one instantiation instead of three).
+template <MapKind KIND>
+__device__ __forceinline__ FeatureSlot slot_of(const DeviceMap& mp, int f) {
+  if constexpr (KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd) {
+    return make_slot<KIND>(mp, f);
+  } else {
+    return with_map_kind(mp.kind, [&](auto k) { return make_slot<decltype(k)::value>(mp, f); });
+  }
+}
+template <MapKind KIND, class E>
+__device__ __forceinline__ float slot_value(const DeviceMap& mp, const FeatureSlot& s, const E* x, float aux) {
+  if constexpr (KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd) {
+    return eval_slot<KIND>(mp, s, x, aux);
+  } else {
+    switch (mp.kind) {
+      case MapKind::Orthant: return eval_slot<MapKind::Orthant>(mp, s, x, aux);
+      case MapKind::Lorentz: return eval_slot<MapKind::Lorentz>(mp, s, x, aux);
+      default: return eval_slot<MapKind::Linear>(mp, s, x, aux);
+    }
+  }
+}
+template <class E>
+__device__ __forceinline__ float row_aux(const DeviceMap& mp, const E* x) {
+  return mp.kind == MapKind::Lorentz ? psi_aux<MapKind::Lorentz>(mp, x) : 0.f;
+}
+
+// ---- state pass: S (64 features x D) per program, 4 warps x 16 feature rows ---------------------------------
+// MODE 0: sequential over all chunks; writes the state entering each chunk (S bf16, Z fp32) at [bh][c][np][D].
+// MODE 1: chunks [y * cpp, min(nc, y * cpp + cpp)) of program y; writes their summed local state (S, Z fp32)
+//         at [bh][y][np][D] (cpp = 1: the tree's chunk-local states; more: a segment's local state).
+// The next K tile is fetched once ψ(K_c) is built (one K stage: more programs per SM).
+template <int C, int MODE, MapKind KIND, int D>
+__global__ void __launch_bounds__(128) chunk_state_kernel(AttnMap mp, const bf16* __restrict__ k,
+                                                          const bf16* __restrict__ v, void* __restrict__ s_out,
+                                                          float* __restrict__ z_out, int T, int nc, int cpp) {
+  constexpr int SD = D + 8;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* sK = reinterpret_cast<bf16*>(smem_raw);
+  bf16* sV = sK + C * SD;
+  bf16* sPsi = sV + 2 * C * SD;
+  float* sNorm = reinterpret_cast<float*>(sPsi + C * kPS);
+  float* sZ = sNorm + C;  // [128]: per-thread partial column sums
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int fb = blockIdx.x;
+  const std::int64_t bh = blockIdx.z;
+  const int np = mp.n_padded;
+  k += bh * T * D;
+  v += bh * T * D;
+  const FeatureSlot slot = slot_of<KIND>(mp, fb * 64 + (tid & 63));
+  const int c_begin = MODE == 1 ? static_cast<int>(blockIdx.y) * cpp : 0;
+  const int c_end = MODE == 1 ? min(nc, c_begin + cpp) : nc;
+  load_tile<C, D>(sK, k, c_begin * C, T, tid, 128);
+  load_tile<C, D>(sV, v, c_begin * C, T, tid, 128);
+  cp_async_commit();
+  float acc[D / 8][4] = {};
+  float zrun = 0.f;  // this thread's share of Z (column tid & 63, rows of parity tid >> 6)
+  for (int c = c_begin; c < c_end; ++c) {
+    cp_async_wait_all();
+    __syncthreads();
+    const int st = (c - c_begin) & 1;
+    if (c + 1 < c_end) load_tile<C, D>(sV + (st ^ 1) * C * SD, v, (c + 1) * C, T, tid, 128);
+    const bf16* cV = sV + st * C * SD;
+    const int t0 = c * C;
+    if (KIND == MapKind::Linear && mp.kind == MapKind::Lorentz) {
+      if (tid < C) sNorm[tid] = row_aux(mp, sK + tid * SD);
+      __syncthreads();
+    }
+    float zl = 0.f;
+    for (int t = tid >> 6; t < C; t += 2) {
+      const bf16 x = __float2bfloat16(t0 + t < T ? slot_value<KIND>(mp, slot, sK + t * SD, sNorm[t]) : 0.f);
+      sPsi[t * kPS + (tid & 63)] = x;
+      zl += __bfloat162float(x);
+    }
+    if (MODE == 0) sZ[tid] = zrun;  // this thread's share of the Z entering chunk c
+    zrun += zl;
+    __syncthreads();
+    if (c + 1 < c_end) load_tile<C, D>(sK, k, (c + 1) * C, T, tid, 128);  // ψ(K_c) is built: K stage free
+    cp_async_commit();
+    if (MODE == 0) {  // state entering chunk c
+      const std::int64_t base = (bh * nc + c) * static_cast<std::int64_t>(np) + fb * 64;
+      if (tid < 64) z_out[base + tid] = sZ[tid] + sZ[tid + 64];
+      bf16* S = static_cast<bf16*>(s_out) + base * D;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        const int col = j * 8 + 2 * tq;
+        *reinterpret_cast<__nv_bfloat162*>(S + (warp * 16 + g) * D + col) = __floats2bfloat162_rn(acc[j][0], acc[j][1]);
+        *reinterpret_cast<__nv_bfloat162*>(S + (warp * 16 + g + 8) * D + col) =
+            __floats2bfloat162_rn(acc[j][2], acc[j][3]);
+      }
+    }
+#pragma unroll
+    for (int ks = 0; ks < C / 16; ++ks) {
+      uint32_t a[4];
+      load_a_trans(a, sPsi, kPS, warp * 16, ks * 16, lane);
+      mma_rows_x_tile<D>(acc, a, cV, SD, ks * 16, lane);
+    }
+  }
+  if (MODE == 1) {
+    sZ[tid] = zrun;
+    __syncthreads();
+    const std::int64_t base = (bh * (static_cast<std::int64_t>(gridDim.y)) + blockIdx.y) * np + fb * 64;
+    if (tid < 64) z_out[base + tid] = sZ[tid] + sZ[tid + 64];
+    float* S = static_cast<float*>(s_out) + base * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int col = j * 8 + 2 * tq;
+      *reinterpret_cast<float2*>(S + (warp * 16 + g) * D + col) = make_float2(acc[j][0], acc[j][1]);
+      *reinterpret_cast<float2*>(S + (warp * 16 + g + 8) * D + col) = make_float2(acc[j][2], acc[j][3]);
+    }
+  }
+}
+
+// ---- output pass: C/16 warps x 16 query rows ----------------------------------------------------------------
+// Inter-chunk ψ(Q_c) S_pre (+ ψ(Q_c)·Z_pre), then the intra-chunk causal P V with P from the closed form (PSD
+// maps: Σ_a (q_a·k_a)² or c² Σ_{a,b} (q_a·k_b)², ε terms) or ψ(q)·ψ(k) (the n_ψ = d family).
+template <int C, MapKind KIND, int G, int D>
+__global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const bf16* __restrict__ q,
+                                                             const bf16* __restrict__ k, const bf16* __restrict__ v,
+                                                             const bf16* __restrict__ s_pre,
+                                                             const float* __restrict__ z_pre, bf16* __restrict__ out,
+                                                             int T, int nc) {
+  constexpr int NT = C * 2, SD = D + 8;
+  constexpr bool PSD = KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd;
+  constexpr int PW = PSD || D < 64 ? 64 : D;  // width of the ψ(Q) tile held at once (>= one 64-feature block)
+  constexpr int M = PSD ? D / G : D;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* sQ = reinterpret_cast<bf16*>(smem_raw);
+  bf16* sK = sQ + C * SD;
+  bf16* sV = sK + C * SD;
+  bf16* sPQ = sV + C * SD;
+  bf16* sPK = sPQ + C * (PW + 8);  // family: ψ(K), stride PW + 8
+  bf16* sS = sPK + (PSD ? 0 : C * (PW + 8));                 // 2 buffers of 64 x SD
+  float* sZt = reinterpret_cast<float*>(sS + 2 * 64 * SD);   // 2 buffers of 64
+  float* sNormQ = sZt + 2 * 64;
+  float* sNormK = sNormQ + C;
+  float* sDen = sNormK + C;
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int c = blockIdx.x;
+  const std::int64_t bh = blockIdx.y;
+  const int np = mp.n_padded, nfb = np / 64, t0 = c * C;
+  q += bh * T * D;
+  k += bh * T * D;
+  v += bh * T * D;
+  out += bh * T * D;
+  load_tile<C, D>(sQ, q, t0, T, tid, NT);
+  load_tile<C, D>(sK, k, t0, T, tid, NT);
+  load_tile<C, D>(sV, v, t0, T, tid, NT);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  const bool use_eps = PSD && mp.eps != 0.f;
+  if (tid < C) {
+    sDen[tid] = 0.f;
+    if (!PSD) {
+      sNormQ[tid] = row_aux(mp, sQ + tid * SD);
+      sNormK[tid] = row_aux(mp, sK + tid * SD);
+    } else if (use_eps) {
+      float a = 0.f, b = 0.f;
+      for (int i = 0; i < D; ++i) {
+        const float x = __bfloat162float(sQ[tid * SD + i]), y = __bfloat162float(sK[tid * SD + i]);
+        a += x * x;
+        b += y * y;
+      }
+      sNormQ[tid] = a;
+      sNormK[tid] = b;
+    }
+  }
+  __syncthreads();
+  if constexpr (!PSD) {  // full ψ(Q) and ψ(K) (n_ψ = D features; zero columns up to the 64-feature block), once
+    for (int e = tid; e < C * PW; e += NT) {
+      const int t = e / PW, f = e % PW;
+      const FeatureSlot s = slot_of<KIND>(mp, f);  // inactive (0) for f >= n_ψ
+      sPQ[t * (PW + 8) + f] = __float2bfloat16(slot_value<KIND>(mp, s, sQ + t * SD, sNormQ[t]));
+      sPK[t * (PW + 8) + f] = __float2bfloat16(t0 + t < T ? slot_value<KIND>(mp, s, sK + t * SD, sNormK[t]) : 0.f);
+    }
+  }
+  float acc[D / 8][4] = {};
+  const std::int64_t cbase = (bh * nc + c) * static_cast<std::int64_t>(np);
+  auto issue_state = [&](int fb, int buf) {  // S_pre and Z_pre tiles of feature block fb -> smem buffer
+    const bf16* S = s_pre + (cbase + fb * 64) * D;
+    constexpr int CPR = D / 8;
+    for (int e = tid; e < 64 * CPR; e += NT)
+      cp_async16(sS + buf * 64 * SD + (e / CPR) * SD + (e % CPR) * 8, S + (e / CPR) * D + (e % CPR) * 8, true);
+    if (tid < 16) cp_async16(sZt + buf * 64 + tid * 4, z_pre + cbase + fb * 64 + tid * 4, mp.normalized != 0);
+    cp_async_commit();
+  };
+  issue_state(0, 0);
+  for (int fb = 0; fb < nfb; ++fb) {  // inter-chunk: ψ(Q) S_pre, next tiles prefetched
+    const int buf = fb & 1;
+    if (fb + 1 < nfb) issue_state(fb + 1, buf ^ 1);
+    if constexpr (PSD) {
+      const FeatureSlot slot = make_slot<KIND>(mp, fb * 64 + (tid & 63));
+      for (int t = tid >> 6; t < C; t += NT / 64)
+        sPQ[t * kPS + (tid & 63)] = __float2bfloat16(eval_slot<KIND>(mp, slot, sQ + t * SD, 0.f));
+    }
+    if (fb + 1 < nfb)
+      cp_async_wait_one_pending();
+    else
+      cp_async_wait_all();
+    __syncthreads();
+    const bf16* cS = sS + buf * 64 * SD;
+    const int f0 = PSD ? 0 : fb * 64;  // column of this block in sPQ
+    if (mp.normalized) {
+      const int row = tid % C, half = tid / C;
+      const float* Z = sZt + buf * 64 + half * 32;
+      float part = 0.f;
+#pragma unroll 8
+      for (int f = 0; f < 32; ++f) part += __bfloat162float(sPQ[row * (PW + 8) + f0 + half * 32 + f]) * Z[f];
+      atomicAdd(&sDen[row], part);
+    }
+#pragma unroll
+    for (int ks = 0; ks < 4; ++ks) {
+      uint32_t a[4];
+      load_a(a, sPQ, PW + 8, warp * 16, f0 + ks * 16, lane);
+      mma_rows_x_tile<D>(acc, a, cS, SD, ks * 16, lane);
+    }
+    __syncthreads();
+  }
+  // intra-chunk: causal P V
+  uint32_t qf[D / 16][4];
+#pragma unroll
+  for (int kk = 0; kk < D / 16; ++kk) load_a(qf[kk], PSD ? sQ : sPQ, PSD ? SD : PW + 8, warp * 16, kk * 16, lane);
+  const float eps_lin = KIND == MapKind::SumPsd ? mp.eps * mp.scale : mp.eps;
+  const float eps_const = KIND == MapKind::SumPsd ? mp.eps * mp.eps * mp.m : mp.eps * mp.eps * mp.m * mp.g;
+  const float c2 = mp.scale * mp.scale;
+  const float qn0 = use_eps ? sNormQ[warp * 16 + g] : 0.f, qn1 = use_eps ? sNormQ[warp * 16 + g + 8] : 0.f;
+  float rs0 = 0.f, rs1 = 0.f;
+  for (int kb = 0; kb <= warp; ++kb) {
+    float p[2][4] = {};
+    if constexpr (PSD) {
+#pragma unroll
+      for (int a = 0; a < G; ++a)
+#pragma unroll
+        for (int b = 0; b < G; ++b) {
+          if (KIND == MapKind::BlockPsd && a != b) continue;
+          float s[2][4] = {};
+          if constexpr (M >= 16) {
+#pragma unroll
+            for (int ks = 0; ks < M / 16; ++ks) {
+              uint32_t bf[4];
+              load_b_nk(bf, sK, SD, kb * 16, b * M + ks * 16, lane);
+              mma_bf16(s[0], qf[(a * M) / 16 + ks], bf[0], bf[1]);
+              mma_bf16(s[1], qf[(a * M) / 16 + ks], bf[2], bf[3]);
+            }
+          } else {
+            uint32_t bf[4], am[4];
+            load_b_nk(bf, sK, SD, kb * 16, (b / 2) * 16, lane);
+            half_fragment(am, qf[a / 2], a & 1, b & 1);
+            mma_bf16(s[0], am, bf[0], bf[1]);
+            mma_bf16(s[1], am, bf[2], bf[3]);
+          }
+#pragma unroll
+          for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) p[nb][e] += s[nb][e] * s[nb][e];
+        }
+      if (KIND == MapKind::SumPsd)
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) p[nb][e] *= c2;
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t bf[4];
+        load_b_nk(bf, sPK, PW + 8, kb * 16, ks * 16, lane);
+        mma_bf16(p[0], qf[ks], bf[0], bf[1]);
+        mma_bf16(p[1], qf[ks], bf[2], bf[3]);
+      }
+    }
+    if (use_eps) {
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        const float kn0 = sNormK[kb * 16 + nb * 8 + 2 * tq], kn1 = sNormK[kb * 16 + nb * 8 + 2 * tq + 1];
+        p[nb][0] += eps_lin * (qn0 + kn0) + eps_const;
+        p[nb][1] += eps_lin * (qn0 + kn1) + eps_const;
+        p[nb][2] += eps_lin * (qn1 + kn0) + eps_const;
+        p[nb][3] += eps_lin * (qn1 + kn1) + eps_const;
+      }
+    }
+    if (kb == warp) {
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        const int key = nb * 8 + 2 * tq;  // relative to the warp's first row
+        if (key > g) p[nb][0] = 0.f;
+        if (key + 1 > g) p[nb][1] = 0.f;
+        if (key > g + 8) p[nb][2] = 0.f;
+        if (key + 1 > g + 8) p[nb][3] = 0.f;
+      }
+    }
+    uint32_t pa[4];
+    pa[0] = pack_bf16(p[0][0], p[0][1]);
+    pa[1] = pack_bf16(p[0][2], p[0][3]);
+    pa[2] = pack_bf16(p[1][0], p[1][1]);
+    pa[3] = pack_bf16(p[1][2], p[1][3]);
+    rs0 += p[0][0] + p[0][1] + p[1][0] + p[1][1];
+    rs1 += p[0][2] + p[0][3] + p[1][2] + p[1][3];
+    mma_rows_x_tile<D>(acc, pa, sV, SD, kb * 16, lane);
+  }
+  rs0 += __shfl_xor_sync(0xffffffffu, rs0, 1);
+  rs0 += __shfl_xor_sync(0xffffffffu, rs0, 2);
+  rs1 += __shfl_xor_sync(0xffffffffu, rs1, 1);
+  rs1 += __shfl_xor_sync(0xffffffffu, rs1, 2);
+  const int l0 = warp * 16 + g, l1 = l0 + 8;
+  const float d0 = rs0 + sDen[l0], d1 = rs1 + sDen[l1];
+  const float inv0 = mp.normalized ? (d0 != 0.f ? 1.f / d0 : 0.f) : 1.f;
+  const float inv1 = mp.normalized ? (d1 != 0.f ? 1.f / d1 : 0.f) : 1.f;
+#pragma unroll
+  for (int j = 0; j < D / 8; ++j) {
+    const int col = j * 8 + 2 * tq;
+    if (t0 + l0 < T)
+      *reinterpret_cast<__nv_bfloat162*>(out + static_cast<std::int64_t>(t0 + l0) * D + col) =
+          __floats2bfloat162_rn(acc[j][0] * inv0, acc[j][1] * inv0);
+    if (t0 + l1 < T)
+      *reinterpret_cast<__nv_bfloat162*>(out + static_cast<std::int64_t>(t0 + l1) * D + col) =
+          __floats2bfloat162_rn(acc[j][2] * inv1, acc[j][3] * inv1);
+  }
+}
+
+}  // namespace chunk2
+}  // namespace memcap::kata::cuda

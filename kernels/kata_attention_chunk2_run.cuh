@@ -1,0 +1,109 @@
+// Host side of the two-pass chunked / tree kernels (kata_attention_chunk2.cuh) for one head width D: workspace
+// layout, kernel selection by map kind, stage events. Included by kernels/kata_attention_chunk2_d*.cu.
+#pragma once
+#include "kata_attention_chunk2.cuh"
+
+namespace memcap::kata::cuda {
+namespace chunk2 {
+
+struct Sizes {
+  std::int64_t bh, nc, np;
+};
+inline Sizes sizes_of(const AttentionLaunch& p) {
+  return {p.B * p.H, (p.T + p.chunk - 1) / p.chunk, device_map(p.map).n_padded};
+}
+// Workspace (chunk2_workspace): s_pre bf16 [bh][nc][np][D], z_pre fp32 [bh][nc][np]; tree adds s_loc, z_loc fp32.
+template <int C, int D>
+constexpr int state_smem() {
+  return 3 * C * (D + 8) * 2 + C * kPS * 2 + (C + 128) * 4;
+}
+template <int C, MapKind KIND, int D>
+constexpr int output_smem() {
+  constexpr bool PSD = KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd;
+  constexpr int PW = PSD || D < 64 ? 64 : D;
+  return (3 * C * (D + 8) + C * (PW + 8) + (PSD ? 0 : C * (PW + 8)) + 2 * 64 * (D + 8)) * 2 + (2 * 64 + 3 * C) * 4;
+}
+
+// kind(std::integral_constant<MapKind, K>) for the state pass: BlockPsd, SumPsd or the family (Linear).
+template <class F>
+void by_state_kind(const MapParams& m, F&& f) {
+  if (m.kind == MapKind::BlockPsd) f(std::integral_constant<MapKind, MapKind::BlockPsd>{});
+  else if (m.kind == MapKind::SumPsd) f(std::integral_constant<MapKind, MapKind::SumPsd>{});
+  else f(std::integral_constant<MapKind, MapKind::Linear>{});
+}
+
+// Chunk-local (MODE 1) states summed over `cpp` chunks per program: s_loc, z_loc fp32 [bh][ceil(nc/cpp)][np][D].
+template <int C, int D>
+void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const void* v, float* s_loc, float* z_loc,
+                         cudaStream_t stream) {
+  const Sizes z = sizes_of(p);
+  const int progs = static_cast<int>((z.nc + cpp - 1) / cpp);
+  by_state_kind(p.map, [&](auto kind) {
+    auto kern = chunk_state_kernel<C, 1, decltype(kind)::value, D>;
+    constexpr int smem = state_smem<C, D>();
+    MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    kern<<<dim3(static_cast<unsigned>(z.np / 64), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)), 128,
+           smem, stream>>>(attn_map(p), static_cast<const bf16*>(k), static_cast<const bf16*>(v), s_loc, z_loc,
+                           static_cast<int>(p.T), static_cast<int>(z.nc), cpp);
+    MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel (local)");
+  });
+}
+
+template <int C, int D>
+void run(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, cudaStream_t stream) {
+  const Sizes z = sizes_of(p);
+  const AttnMap mp = attn_map(p);
+  const int T = static_cast<int>(p.T), nc = static_cast<int>(z.nc);
+  const std::int64_t nS = z.bh * z.nc * z.np * D, nZ = z.bh * z.nc * z.np;
+  auto* ws = static_cast<unsigned char*>(a.workspace);
+  bf16* s_pre = reinterpret_cast<bf16*>(ws);
+  float* z_pre = reinterpret_cast<float*>(ws + nS * 2);
+  const auto* q = static_cast<const bf16*>(a.q);
+  const auto* k = static_cast<const bf16*>(a.k);
+  const auto* v = static_cast<const bf16*>(a.v);
+  constexpr int ssmem = state_smem<C, D>();
+  if (form == AttentionForm::chunked) {
+    by_state_kind(p.map, [&](auto kind) {
+      auto kern = chunk_state_kernel<C, 0, decltype(kind)::value, D>;
+      MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, ssmem));
+      kern<<<dim3(static_cast<unsigned>(z.np / 64), 1, static_cast<unsigned>(z.bh)), 128, ssmem, stream>>>(
+          mp, k, v, s_pre, z_pre, T, nc, 1);
+      MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
+    });
+    if (p.stage_events) {
+      MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
+      MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
+    }
+  } else {
+    float* s_loc = reinterpret_cast<float*>(ws + nS * 2 + nZ * 4);
+    float* z_loc = s_loc + nS;
+    auto kern = chunk_state_kernel<C, 1, MapKind::Linear, D>;
+    MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, ssmem));
+    kern<<<dim3(static_cast<unsigned>(z.np / 64), static_cast<unsigned>(nc), static_cast<unsigned>(z.bh)), 128, ssmem,
+           stream>>>(mp, k, v, s_loc, z_loc, T, nc, 1);
+    MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
+    if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
+    launch_scan_tree(s_loc, s_pre, gpu::DType::bf16, z.bh, z.nc, z.np * D, stream);
+    if (p.normalized) launch_scan_tree(z_loc, z_pre, gpu::DType::f32, z.bh, z.nc, z.np, stream);
+    if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
+  }
+  auto launch_out = [&](auto kern, int smem) {
+    MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    kern<<<dim3(static_cast<unsigned>(nc), static_cast<unsigned>(z.bh)), C * 2, smem, stream>>>(
+        mp, q, k, v, s_pre, z_pre, static_cast<bf16*>(a.out), T, nc);
+    MEMCAP_CUDA_CHECK_LAUNCH("chunk_output_kernel");
+  };
+  auto psd = [&](auto kind) {
+    constexpr MapKind K = decltype(kind)::value;
+    constexpr int smem = output_smem<C, K, D>();
+    if (p.map.g == 1) launch_out(chunk_output_kernel<C, K, 1, D>, smem);
+    else if (p.map.g == 2) launch_out(chunk_output_kernel<C, K, 2, D>, smem);
+    else launch_out(chunk_output_kernel<C, K, 4, D>, smem);
+  };
+  if (p.map.kind == MapKind::BlockPsd) psd(std::integral_constant<MapKind, MapKind::BlockPsd>{});
+  else if (p.map.kind == MapKind::SumPsd) psd(std::integral_constant<MapKind, MapKind::SumPsd>{});
+  else launch_out(chunk_output_kernel<C, MapKind::Linear, 1, D>, output_smem<C, MapKind::Linear, D>());
+}
+
+}  // namespace chunk2
+}  // namespace memcap::kata::cuda

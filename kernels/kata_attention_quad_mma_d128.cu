@@ -1,0 +1,13 @@
+// mma.sync quadratic KATA attention kernels at head width d = d_v = 128 (every map; kata_attention_quad_mma.cuh),
+// one file per width so the instantiations compile in parallel.
+#include "kata_attention_impl.cuh"
+#include "kata_attention_quad_mma.cuh"
+
+namespace memcap::kata::cuda {
+
+void launch_quad_mma_d128(const AttentionLaunch& p, int mt, const AttentionPtrs& a, cudaStream_t stream) {
+  quad_mma::launch_width<128, 1>(p, a.q, a.k, a.v, a.out, stream);
+  (void)mt;
+}
+
+}  // namespace memcap::kata::cuda

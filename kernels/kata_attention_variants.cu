@@ -1,0 +1,197 @@
+// The KATA attention variant table and the one validation of a launch (kata_attention_variants.cuh).
+// Order in the table = preference: the first variant that applies is the default for a shape.
+#include "kata_attention_variants.cuh"
+
+#include <string>
+
+#include "cuda_check.cuh"
+#include "kata_feature_map.cuh"
+
+namespace memcap::kata::cuda {
+namespace {
+
+using P = const AttentionLaunch&;
+using A = const DeviceArch&;
+constexpr int kMaxSmem = 200 * 1024;  // what a scalar kernel may ask for (the H100/H200 opt-in limit is 227 KB)
+
+std::size_t no_workspace(const AttentionLaunch&) { return 0; }
+
+const char* form_name(AttentionForm f) {
+  return f == AttentionForm::quadratic ? "quadratic" : (f == AttentionForm::chunked ? "chunked" : "tree");
+}
+
+// Preferences measured on the H200 (docs/perf.md, "kata attention kernels"): for Σ_g at d <= 64 the mma.sync kernel
+// with 16 rows per warp beats the Hopper kernel (4 or 16 score accumulators per element); the on-chip chunked
+// pass wins where it can split T (small B*H) or where one CTA holds the whole state (n_ψ = d maps).
+bool sum_psd_small(P p) { return p.map.kind == MapKind::SumPsd && p.d <= 64; }
+// 192 query rows per CTA (ws3) leave a small grid (B*H*T/192 CTAs, one per SM) with a ragged last wave: below
+// about four waves the 128-row CTAs of ws2 balance better (B = H = 1, T = 32K: 0.285 ms against 0.362 ms).
+bool many_waves(P p, A a) { return p.B * p.H * ((p.T + 191) / 192) >= 4 * static_cast<std::int64_t>(a.sms); }
+bool fused_pays(P p) { return p.map.is_linear_family() || fused_segments(p, true) > 1; }
+
+std::vector<KernelVariant> make_table() {
+  using X = const AttentionPtrs&;
+  std::vector<KernelVariant> t;
+  // ---- quadratic (§5.1)
+  t.push_back({AttentionForm::quadratic, "ws3", "tensor cores (wgmma)",
+               "Hopper warp-specialised TMA + wgmma, 3 consumer warpgroups (192 query rows per CTA); d <= 64",
+               [](P p, A a) { return a.wgmma && quad_ws_supported(p, 3); }, no_workspace,
+               [](P p, X x, cudaStream_t s) { launch_quad_ws(p, 3, x, s); },
+               [](P p, A a) { return !sum_psd_small(p) && many_waves(p, a); }});
+  t.push_back({AttentionForm::quadratic, "ws2", "tensor cores (wgmma)",
+               "Hopper warp-specialised TMA + wgmma, 2 consumer warpgroups (128 rows per CTA, more registers)",
+               [](P p, A a) { return a.wgmma && quad_ws_supported(p, 2); }, no_workspace,
+               [](P p, X x, cudaStream_t s) { launch_quad_ws(p, 2, x, s); }, [](P p, A) { return !sum_psd_small(p); }});
+  t.push_back({AttentionForm::quadratic, "mt2", "tensor cores (mma.sync)",
+               "mma.sync m16n8k16, 32 query rows per warp (every K/V fragment feeds two mma); d <= 64",
+               [](P p, A a) { return a.cc >= 80 && quad_mma_supported(p, 2); }, no_workspace,
+               [](P p, X x, cudaStream_t s) { launch_quad_mma(p, 2, x, s); },
+               [](P p, A) { return p.map.kind != MapKind::SumPsd; }});
+  t.push_back({AttentionForm::quadratic, "mt1", "tensor cores (mma.sync)",
+               "mma.sync m16n8k16, 16 query rows per warp, 8 warps",
+               [](P p, A a) { return a.cc >= 80 && quad_mma_supported(p, 1); }, no_workspace,
+               [](P p, X x, cudaStream_t s) { launch_quad_mma(p, 1, x, s); }});
+  t.push_back({AttentionForm::quadratic, "simt", "scalar fallback",
+               "fp32 CUDA-core kernel for any d, d_v, map and dtype (reference-like, slow)",
+               [](P p, A) { return quad_simt_smem_bytes(p) <= kMaxSmem; }, no_workspace,
+               [](P p, X x, cudaStream_t s) { launch_quad_simt(p, x, s); }});
+  // ---- chunked (§5.2)
+  t.push_back({AttentionForm::chunked, "fused", "tensor cores (mma.sync)",
+               "state on chip: one cluster per head splits the features, T split into segments when B*H is small",
+               [](P p, A a) { return a.cc >= 90 && fused_supported(p); },
+               [](P p) { return fused_workspace(p, fused_segments(p, true)); },
+               [](P p, X x, cudaStream_t s) { launch_fused(p, fused_segments(p, true), x, s); },
+               [](P p, A) { return fused_pays(p); }});
+  t.push_back({AttentionForm::chunked, "fused-seq", "tensor cores (mma.sync)",
+               "state on chip, one sequential walk over all chunks per head (the sequential chunk scan)",
+               [](P p, A a) { return a.cc >= 90 && fused_supported(p); },
+               [](P p) { return fused_workspace(p, 1); },
+               [](P p, X x, cudaStream_t s) { launch_fused(p, 1, x, s); }, [](P, A) { return false; }});
+  t.push_back({AttentionForm::chunked, "2pass", "tensor cores (mma.sync)",
+               "every chunk's entering state through memory (bf16 S, fp32 Z), then the output pass",
+               [](P p, A a) { return a.cc >= 80 && chunk2_supported(p, AttentionForm::chunked); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, x, s); }});
+  t.push_back({AttentionForm::chunked, "simt", "scalar fallback",
+               "fp32 CUDA-core kernels for any d, d_v and dtype, C <= 64 (reference-like, slow)",
+               [](P p, A) { return p.chunk <= 64 && chunk_simt_smem_bytes(p) <= kMaxSmem; },
+               [](P p) { return chunk_simt_workspace(p); },
+               [](P p, X x, cudaStream_t s) { launch_chunk_simt(p, AttentionForm::chunked, x, s); }});
+  // ---- tree (§5.3)
+  t.push_back({AttentionForm::tree, "mma", "tensor cores (mma.sync)",
+               "chunk-local fp32 states, Hillis-Steele scan over chunks, output pass",
+               [](P p, A a) { return a.cc >= 80 && chunk2_supported(p, AttentionForm::tree); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::tree); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::tree, x, s); }});
+  t.push_back({AttentionForm::tree, "simt", "scalar fallback",
+               "fp32 CUDA-core kernels for any d, d_v and dtype, C <= 64 (reference-like, slow)",
+               [](P p, A) { return p.chunk <= 64 && chunk_simt_smem_bytes(p) <= kMaxSmem; },
+               [](P p) { return chunk_simt_workspace(p); },
+               [](P p, X x, cudaStream_t s) { launch_chunk_simt(p, AttentionForm::tree, x, s); }});
+  return t;
+}
+
+std::string names_of(const std::vector<const KernelVariant*>& v) {
+  std::string s;
+  for (const auto* k : v) s += (s.empty() ? "" : ", ") + std::string(k->name);
+  return s.empty() ? "none" : s;
+}
+
+[[noreturn]] void refuse(const std::string& m) { cuda_detail::throw_user_error(m); }
+
+}  // namespace
+
+const std::vector<KernelVariant>& variant_table() {
+  static const std::vector<KernelVariant> t = make_table();
+  return t;
+}
+
+DeviceArch current_arch() {
+  static const DeviceArch a = [] {
+    DeviceArch r;
+    int dev = 0, major = 0, minor = 0, sms = 0;
+    MEMCAP_CUDA_CHECK(cudaGetDevice(&dev));
+    MEMCAP_CUDA_CHECK(cudaDeviceGetAttribute(&major, cudaDevAttrComputeCapabilityMajor, dev));
+    MEMCAP_CUDA_CHECK(cudaDeviceGetAttribute(&minor, cudaDevAttrComputeCapabilityMinor, dev));
+    MEMCAP_CUDA_CHECK(cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev));
+    r.cc = major * 10 + minor;
+    r.sms = sms;
+    r.wgmma = wgmma_available();
+    return r;
+  }();
+  return a;
+}
+
+void validate_launch(AttentionForm form, const AttentionLaunch& p) {
+  const std::string what = std::string(form_name(form)) + " attention: ";
+  if (p.B < 1 || p.H < 1 || p.T < 1 || p.d < 1 || p.dv < 1 || p.chunk < 1)
+    refuse(what + "B, H, T, d_head, d_v and the chunk must all be >= 1");
+  if (p.B * p.H > 65535) refuse(what + "B*H = " + std::to_string(p.B * p.H) + " heads is over the grid limit 65535");
+  if (p.T >= (std::int64_t(1) << 30)) refuse(what + "T must be < 2^30");
+  if (p.d > 1024 || p.dv > 1024) refuse(what + "d_head and d_v must be <= 1024");
+  if (p.dtype != gpu::DType::bf16 && p.dtype != gpu::DType::f32) refuse(what + "dtype must be bf16 or fp32");
+  if (p.map.d != p.d) refuse(what + "the feature map was built for d = " + std::to_string(p.map.d) + ", not " + std::to_string(p.d));
+  if (!p.map.is_psd() && !p.map.is_linear_family())
+    refuse(what + "feature map kind not available for attention (use linear, orthant, lorentz, m<g>, sigma<g>)");
+  if (p.normalized && !p.map.nonnegative())
+    refuse(what + "the linear map has no cone: use the unnormalized readout with it");
+  if (form != AttentionForm::quadratic) {
+    const std::int64_t nc = (p.T + p.chunk - 1) / p.chunk;
+    if (nc > 65535) refuse(what + std::to_string(nc) + " chunks per sequence is over 65535; use a larger --chunk");
+    if (form == AttentionForm::tree && !p.map.is_linear_family())
+      refuse("tree scan is for the linear, orthant and Lorentz maps (spec §5.3: a PSD chunk state is too large to "
+             "scan); use the chunked or quadratic form for M_g / Sigma_g");
+    if (form == AttentionForm::tree && !scan_tree_fits(nc))
+      refuse(what + std::to_string(nc) + " chunks is more than the tree scan holds (24576); use a larger --chunk");
+  }
+  if (p.variant && *p.variant) {
+    bool known = false;
+    std::string names;
+    for (const auto& v : variant_table())
+      if (v.form == form) {
+        known = known || std::string(v.name) == p.variant;
+        names += (names.empty() ? "" : ", ") + std::string(v.name);
+      }
+    if (!known) refuse(what + "unknown kernel variant '" + p.variant + "'; the variants are " + names);
+  }
+}
+
+std::vector<const KernelVariant*> applicable_variants(AttentionForm form, const AttentionLaunch& p,
+                                                      const DeviceArch& arch) {
+  std::vector<const KernelVariant*> out;
+  for (const auto& v : variant_table())
+    if (v.form == form && v.applies(p, arch)) out.push_back(&v);
+  return out;
+}
+
+const KernelVariant& select_variant(AttentionForm form, const AttentionLaunch& p, const DeviceArch& arch) {
+  validate_launch(form, p);
+  const auto ok = applicable_variants(form, p, arch);
+  const std::string what = std::string(form_name(form)) + " attention: ";
+  if (p.variant && *p.variant) {
+    for (const auto* v : ok)
+      if (std::string(v->name) == p.variant) return *v;
+    refuse(what + "kernel variant '" + p.variant + "' does not apply to d_head = " + std::to_string(p.d) +
+           ", d_v = " + std::to_string(p.dv) + ", chunk = " + std::to_string(p.chunk) +
+           " on this GPU; variants that do: " + names_of(ok));
+  }
+  for (const auto* v : ok)
+    if (!v->preferred || v->preferred(p, arch)) return *v;
+  if (ok.empty())
+    refuse(what + "no kernel runs d_head = " + std::to_string(p.d) + ", d_v = " + std::to_string(p.dv) +
+           ", chunk = " + std::to_string(p.chunk) +
+           " (tensor cores: bf16, d = d_v in {32, 64, 128}, chunk 64 (or 128 at d = 64); the scalar fallback: "
+           "chunk <= 64 and d + d_v small enough for shared memory)");
+  return *ok.front();
+}
+
+const KernelVariant& launch_attention(AttentionForm form, const AttentionLaunch& p, const AttentionPtrs& ptrs,
+                                      cudaStream_t stream) {
+  const KernelVariant& v = select_variant(form, p, current_arch());
+  if (ptrs.workspace_bytes < v.workspace(p))
+    refuse(std::string(form_name(form)) + " attention: workspace too small for variant " + v.name);
+  v.launch(p, ptrs, stream);
+  return v;
+}
+
+}  // namespace memcap::kata::cuda

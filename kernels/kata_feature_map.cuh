@@ -1,0 +1,208 @@
+// The one device implementation of the KATA feature maps ψ and their vector-Jacobian products (spec kata.md
+// §2.2–2.7), fp32 arithmetic, templated on the map kind (map_params.hpp). Every CUDA kernel that forms ψ
+// includes this: the attention forms (quadratic, chunked, tree) and `kata capacity` (kata_feature_map.cu).
+// Packed PSD layout of §2.4: per m×m factor the diagonal first, then the strict upper triangle row-major with
+// off-diagonals ×√2; M_g concatenates the g packed blocks, Σ_g sums them (×c) into one; εI on the diagonal.
+// CPU float64 reference: FeatureMap::apply and FeatureMap::vjp (src/kata/feature_map.cpp).
+#pragma once
+#include <cuda_bf16.h>
+#include <cuda_runtime.h>
+
+#include <cstdint>
+#include <type_traits>
+
+#include "kata/map_params.hpp"
+
+namespace memcap::kata::cuda {
+
+constexpr int kFeatureBlock = 64;  // features per block in the chunked kernels (n_ψ padded to a multiple)
+
+// Device view of a MapParams: fp32 constants and the padded feature count.
+struct DeviceMap {
+  MapKind kind = MapKind::Linear;
+  int d = 0, g = 1, m = 0;
+  int n_features = 0;  // packed n_ψ
+  int n_padded = 0;    // n_ψ rounded up to kFeatureBlock
+  float eps = 0.f, scale = 1.f;
+};
+inline DeviceMap device_map(const MapParams& p) {
+  DeviceMap dm;
+  dm.kind = p.kind;
+  dm.d = p.d;
+  dm.g = p.is_psd() ? p.g : 1;
+  dm.m = p.is_psd() ? p.d / p.g : p.d;
+  dm.n_features = static_cast<int>(p.n_features);
+  dm.n_padded = (dm.n_features + kFeatureBlock - 1) / kFeatureBlock * kFeatureBlock;
+  dm.eps = static_cast<float>(p.eps);
+  dm.scale = static_cast<float>(p.scale);
+  return dm;
+}
+
+__device__ __forceinline__ float to_f(float x) { return x; }
+__device__ __forceinline__ float to_f(__nv_bfloat16 x) { return __bfloat162float(x); }
+template <class T> __device__ __forceinline__ T from_f(float x);
+template <> __device__ __forceinline__ float from_f<float>(float x) { return x; }
+template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float x) { return __float2bfloat16(x); }
+
+constexpr float kSqrt2f = 1.41421356237309515f;
+constexpr float kInvSqrt2f = 0.70710678118654752f;
+
+// Packed index l of an m x m symmetric factor -> (i, j): l < m diagonal, then the upper triangle by rows.
+__host__ __device__ __forceinline__ void packed_pair(int m, int l, int& i, int& j) {
+  if (l < m) {
+    i = j = l;
+    return;
+  }
+  const int r = l - m;  // row i starts at off(i) = i (2m - i - 1) / 2
+  const float b = 2.f * m - 1.f;
+  const float disc = b * b - 8.f * r;
+  int row = static_cast<int>((b - sqrtf(disc > 0.f ? disc : 0.f)) * 0.5f);
+  row = row < 0 ? 0 : (row > m - 2 ? m - 2 : row);
+  while (row > 0 && row * (2 * m - row - 1) / 2 > r) --row;
+  while ((row + 1) * (2 * m - row - 2) / 2 <= r) ++row;
+  i = row;
+  j = row + 1 + (r - row * (2 * m - row - 1) / 2);
+}
+
+// Per-row scalar some maps need: Lorentz (L3) ‖x_{0..d-2}‖, LorentzLift / LorentzRay ‖x‖; 0 otherwise.
+template <MapKind K, class E>
+__device__ __forceinline__ float psi_aux(const DeviceMap& mp, const E* x) {
+  if constexpr (K == MapKind::Lorentz || K == MapKind::LorentzLift || K == MapKind::LorentzRay) {
+    const int n = K == MapKind::Lorentz ? mp.d - 1 : mp.d;
+    float s = 0.f;
+    for (int i = 0; i < n; ++i) {
+      const float v = to_f(x[i]);
+      s += v * v;
+    }
+    return sqrtf(s);
+  } else {
+    return 0.f;
+  }
+}
+
+// One feature column f, precomputed once: ψ_f(x) = mult · Σ_{a in [a0,a1)} x[a m + i] x[a m + j] + add (PSD
+// maps), or coordinate i of the elementwise maps. Inactive (padding, f >= n_ψ) evaluates to 0.
+struct FeatureSlot {
+  int i = 0, j = 0, a0 = 0, a1 = 0;
+  float mult = 0.f, add = 0.f;
+  bool active = false;
+};
+template <MapKind K>
+__device__ __forceinline__ FeatureSlot make_slot(const DeviceMap& mp, int f) {
+  FeatureSlot s;
+  if (f >= mp.n_features) return s;
+  s.active = true;
+  if constexpr (K == MapKind::BlockPsd || K == MapKind::SumPsd) {
+    const int np = mp.m * (mp.m + 1) / 2;
+    int l = f;
+    s.a0 = 0;
+    s.a1 = mp.g;
+    if (K == MapKind::BlockPsd) {
+      s.a0 = f / np;
+      s.a1 = s.a0 + 1;
+      l = f - s.a0 * np;
+    }
+    packed_pair(mp.m, l, s.i, s.j);
+    s.mult = (s.i != s.j ? kSqrt2f : 1.f) * (K == MapKind::SumPsd ? mp.scale : 1.f);
+    s.add = s.i == s.j ? mp.eps : 0.f;
+  } else {
+    s.i = f;
+    s.add = K == MapKind::Orthant ? mp.eps : 0.f;
+  }
+  return s;
+}
+
+// ψ_f(x) from its slot; aux = psi_aux<K>(mp, x).
+template <MapKind K, class E>
+__device__ __forceinline__ float eval_slot(const DeviceMap& mp, const FeatureSlot& s, const E* x, float aux) {
+  if (!s.active) return 0.f;
+  if constexpr (K == MapKind::Linear) {
+    return to_f(x[s.i]);
+  } else if constexpr (K == MapKind::Orthant) {
+    return fmaxf(to_f(x[s.i]), 0.f) + s.add;
+  } else if constexpr (K == MapKind::Lorentz) {
+    if (s.i < mp.d - 1) return to_f(x[s.i]);
+    const float z = to_f(x[mp.d - 1]);
+    return aux * (1.f + z * z);
+  } else if constexpr (K == MapKind::LorentzLift) {
+    return s.i < mp.d ? to_f(x[s.i]) : aux;
+  } else if constexpr (K == MapKind::LorentzRay) {
+    return s.i < mp.d ? to_f(x[s.i]) * kInvSqrt2f / fmaxf(aux, 1e-30f) : kInvSqrt2f;
+  } else if constexpr (K == MapKind::BlockPsd) {
+    return s.mult * (to_f(x[s.a0 * mp.m + s.i]) * to_f(x[s.a0 * mp.m + s.j])) + s.add;
+  } else if constexpr (K == MapKind::SumPsd) {
+    float acc = 0.f;
+    for (int a = 0; a < mp.g; ++a) acc += to_f(x[a * mp.m + s.i]) * to_f(x[a * mp.m + s.j]);
+    return s.mult * acc + s.add;
+  } else {
+    return 0.f;  // EvenDegree / Softmax: no device ψ (capacity runs deg2 as M_1; softmax has no ψ)
+  }
+}
+
+// ψ_f(x) for one raw row x (width d) in fp32; 0 for padding features f >= n_ψ.
+template <MapKind K, class E>
+__device__ __forceinline__ float psi_value(const DeviceMap& mp, const E* x, int f, float aux) {
+  return eval_slot<K>(mp, make_slot<K>(mp, f), x, aux);
+}
+
+// VJP of ψ for one row: gx[0..d) = J_ψ(x)ᵀ gpsi (gpsi has n_ψ entries). One-sided choices where ψ is not
+// differentiable, as on the CPU: ReLU'(0) = 0, ∂‖y‖ = 0 at y = 0.
+template <MapKind K, class E>
+__device__ void psi_vjp_row(const DeviceMap& mp, const E* x, const float* gpsi, float* gx) {
+  const int d = mp.d;
+  if constexpr (K == MapKind::Linear) {
+    for (int i = 0; i < d; ++i) gx[i] = gpsi[i];
+  } else if constexpr (K == MapKind::Orthant) {
+    for (int i = 0; i < d; ++i) gx[i] = to_f(x[i]) > 0.f ? gpsi[i] : 0.f;
+  } else if constexpr (K == MapKind::Lorentz) {
+    const float ny = psi_aux<K>(mp, x), s = to_f(x[d - 1]), gl = gpsi[d - 1];
+    for (int i = 0; i + 1 < d; ++i) gx[i] = gpsi[i] + (ny > 0.f ? gl * (1.f + s * s) * to_f(x[i]) / ny : 0.f);
+    gx[d - 1] = gl * ny * 2.f * s;
+  } else if constexpr (K == MapKind::LorentzLift) {
+    const float n = psi_aux<K>(mp, x);
+    for (int i = 0; i < d; ++i) gx[i] = gpsi[i] + (n > 0.f ? gpsi[d] * to_f(x[i]) / n : 0.f);
+  } else if constexpr (K == MapKind::LorentzRay) {
+    const float n = psi_aux<K>(mp, x);
+    float dot = 0.f;
+    for (int i = 0; i < d; ++i) dot += to_f(x[i]) * gpsi[i];
+    for (int i = 0; i < d; ++i) gx[i] = n > 0.f ? kInvSqrt2f * (gpsi[i] - dot * to_f(x[i]) / (n * n)) / n : 0.f;
+  } else if constexpr (K == MapKind::BlockPsd || K == MapKind::SumPsd) {
+    for (int i = 0; i < d; ++i) gx[i] = 0.f;
+    for (int f = 0; f < mp.n_features; ++f) {
+      const FeatureSlot s = make_slot<K>(mp, f);
+      const float w = s.mult * gpsi[f];
+      for (int a = s.a0; a < s.a1; ++a) {
+        const int ii = a * mp.m + s.i, jj = a * mp.m + s.j;
+        gx[ii] += w * to_f(x[jj]);
+        gx[jj] += w * to_f(x[ii]);  // i == j: the two terms give 2 x_i
+      }
+    }
+  } else {
+    for (int i = 0; i < d; ++i) gx[i] = 0.f;
+  }
+}
+
+// Run-time kind -> compile-time kind for the maps with a device ψ: f(std::integral_constant<MapKind, K>{}).
+template <class F>
+__host__ __device__ decltype(auto) with_map_kind(MapKind k, F&& f) {
+  switch (k) {
+    case MapKind::Orthant: return f(std::integral_constant<MapKind, MapKind::Orthant>{});
+    case MapKind::Lorentz: return f(std::integral_constant<MapKind, MapKind::Lorentz>{});
+    case MapKind::LorentzLift: return f(std::integral_constant<MapKind, MapKind::LorentzLift>{});
+    case MapKind::LorentzRay: return f(std::integral_constant<MapKind, MapKind::LorentzRay>{});
+    case MapKind::BlockPsd: return f(std::integral_constant<MapKind, MapKind::BlockPsd>{});
+    case MapKind::SumPsd: return f(std::integral_constant<MapKind, MapKind::SumPsd>{});
+    default: return f(std::integral_constant<MapKind, MapKind::Linear>{});
+  }
+}
+
+// Host launchers (kata_feature_map.cu), fp32 row-major, on `stream`:
+//   ψ rows:  out[r][f] = ψ_f(X[r]) for f < n_ψ (ld_out >= n_ψ); aux: `rows` floats of scratch.
+//   VJP:     dX[r][i] = (J_ψ(X[r])ᵀ G[r])_i, G [rows][n_ψ].
+// The map must have a device ψ (not EvenDegree / Softmax): DeviceError otherwise (an internal misuse).
+void launch_psi_rows(const DeviceMap& mp, const float* X, std::int64_t rows, float* out, std::int64_t ld_out,
+                     float* aux, cudaStream_t stream);
+void launch_psi_vjp_rows(const DeviceMap& mp, const float* X, const float* G, std::int64_t rows, float* dX,
+                         cudaStream_t stream);
+
+}  // namespace memcap::kata::cuda
