@@ -1,0 +1,390 @@
+// Per-head mixer cores of the MQAR model (mqar_mixers.hpp): softmax, quadratic KATA, chunked delta rule.
+// Kernel derivative (§2.7 closed forms): M_g  ∂/∂q_a = 2(q_a·k_a) k_a + 2ε q_a;
+// Σ_g  ∂/∂q_a = 2c² Σ_b (q_a·k_b) k_b + 2εc q_a (and symmetrically for k).
+#include "kata/mqar_mixers.hpp"
+
+#include <fmt/format.h>
+
+#include <cmath>
+#include <limits>
+#include <vector>
+
+#include "core/error.hpp"
+
+namespace memcap::kata::mqar {
+
+namespace {
+
+// Closed-form constants of a PSD map: A = c2 Σ_pairs G² + ε c1 (‖q‖² + ‖k‖²) + const.
+struct PsdForm {
+  bool sum = false;
+  std::int64_t g = 1, m = 1;
+  double c2 = 1, c1 = 1, eps = 0, cst = 0;
+};
+
+bool is_psd(const FeatureMap& map) { return map.kind() == MapKind::BlockPsd || map.kind() == MapKind::SumPsd; }
+
+PsdForm psd_form(const FeatureMap& map) {
+  PsdForm f;
+  f.sum = map.kind() == MapKind::SumPsd;
+  f.g = map.groups();
+  f.m = map.input_dim() / f.g;
+  f.eps = map.eps();
+  const double c = f.sum ? map.scale() : 1.0;
+  f.c2 = c * c;
+  f.c1 = c;
+  f.cst = f.eps * f.eps * static_cast<double>(f.m) * (f.sum ? 1.0 : static_cast<double>(f.g));
+  return f;
+}
+
+void check_map(const FeatureMap& map, std::int64_t d) {
+  require(!map.is_softmax() && map.kind() != MapKind::EvenDegree,
+          "mixer: feature map '{}' has no finite feature used by the KATA mixers (use m<g>, sigma<g>, orthant, lorentz)",
+          map.spec());
+  require(map.input_dim() == d, "mixer: feature map '{}' was built for d = {} but the head has width {}", map.spec(),
+          map.input_dim(), d);
+}
+
+template <class T>
+Mat<T> features(const FeatureMap& map, const Mat<T>& x) {
+  const Eigen::MatrixXd X = x.template cast<double>();
+  return map.apply(X).template cast<T>();
+}
+
+template <class T>
+void zero_strict_upper(Mat<T>& A) {
+  A.template triangularView<Eigen::StrictlyUpper>().setZero();
+}
+
+template <class T>
+void zero_upper(Mat<T>& A) {  // diagonal too
+  A.template triangularView<Eigen::Upper>().setZero();
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------- softmax
+
+template <class T>
+void softmax_head_forward(Mat<T>& o, Vec<T>& lse, const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, double scale) {
+  const std::int64_t L = q.rows();
+  Mat<T> P = (q * k.transpose()) * static_cast<T>(scale);
+  lse.resize(L);
+  for (std::int64_t t = 0; t < L; ++t) {
+    T mx = P(t, 0);
+    for (std::int64_t s = 1; s <= t; ++s) mx = std::max(mx, P(t, s));
+    double z = 0;
+    for (std::int64_t s = 0; s <= t; ++s) z += std::exp(static_cast<double>(P(t, s) - mx));
+    const T l = static_cast<T>(mx + std::log(z));
+    lse(t) = l;
+    for (std::int64_t s = 0; s <= t; ++s) P(t, s) = std::exp(P(t, s) - l);
+    for (std::int64_t s = t + 1; s < L; ++s) P(t, s) = 0;
+  }
+  o.noalias() = P * v;
+}
+
+template <class T>
+void softmax_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, const Mat<T>& dout, const Mat<T>& q, const Mat<T>& k,
+                           const Mat<T>& v, const Mat<T>& o, const Vec<T>& lse, double scale) {
+  const std::int64_t L = q.rows();
+  Mat<T> P = (q * k.transpose()) * static_cast<T>(scale);
+  for (std::int64_t t = 0; t < L; ++t) {
+    for (std::int64_t s = 0; s <= t; ++s) P(t, s) = std::exp(P(t, s) - lse(t));
+    for (std::int64_t s = t + 1; s < L; ++s) P(t, s) = 0;
+  }
+  dv.noalias() = P.transpose() * dout;
+  Mat<T> dS = dout * v.transpose();
+  const Vec<T> D = (dout.array() * o.array()).rowwise().sum();
+  dS.colwise() -= D;
+  dS.array() *= P.array();
+  dq.noalias() = (dS * k) * static_cast<T>(scale);
+  dk.noalias() = (dS.transpose() * q) * static_cast<T>(scale);
+}
+
+// ---------------------------------------------------------------------------------------------- cone kernel
+
+template <class T>
+void cone_kernel(Mat<T>& A, const FeatureMap& map, const Mat<T>& q, const Mat<T>& k) {
+  check_map(map, q.cols());
+  if (!is_psd(map)) {
+    A = features(map, q) * features(map, k).transpose();
+    return;
+  }
+  const PsdForm f = psd_form(map);
+  A.setZero(q.rows(), k.rows());
+  for (std::int64_t a = 0; a < f.g; ++a)
+    for (std::int64_t b = 0; b < f.g; ++b) {
+      if (!f.sum && a != b) continue;
+      const Mat<T> G = q.middleCols(a * f.m, f.m) * k.middleCols(b * f.m, f.m).transpose();
+      A.array() += static_cast<T>(f.c2) * G.array().square();
+    }
+  if (f.eps != 0) {
+    const Vec<T> nq = q.rowwise().squaredNorm() * static_cast<T>(f.eps * f.c1);
+    const Vec<T> nk = k.rowwise().squaredNorm() * static_cast<T>(f.eps * f.c1);
+    A.colwise() += nq;
+    A.rowwise() += nk.transpose();
+    A.array() += static_cast<T>(f.cst);
+  }
+}
+
+template <class T>
+void cone_kernel_vjp(Mat<T>& dq, Mat<T>& dk, const FeatureMap& map, const Mat<T>& dA, const Mat<T>& q, const Mat<T>& k) {
+  check_map(map, q.cols());
+  if (!is_psd(map)) {
+    const Mat<T> pq = features(map, q), pk = features(map, k);
+    const Eigen::MatrixXd gq = (dA * pk).template cast<double>(), gk = (dA.transpose() * pq).template cast<double>();
+    dq += map.vjp(q.template cast<double>(), gq).template cast<T>();
+    dk += map.vjp(k.template cast<double>(), gk).template cast<T>();
+    return;
+  }
+  const PsdForm f = psd_form(map);
+  for (std::int64_t a = 0; a < f.g; ++a)
+    for (std::int64_t b = 0; b < f.g; ++b) {
+      if (!f.sum && a != b) continue;
+      const auto qa = q.middleCols(a * f.m, f.m);
+      const auto kb = k.middleCols(b * f.m, f.m);
+      Mat<T> W = qa * kb.transpose();
+      W.array() *= dA.array() * static_cast<T>(2 * f.c2);
+      dq.middleCols(a * f.m, f.m).noalias() += W * kb;
+      dk.middleCols(b * f.m, f.m).noalias() += W.transpose() * qa;
+    }
+  if (f.eps != 0) {
+    const Vec<T> rq = dA.rowwise().sum() * static_cast<T>(2 * f.eps * f.c1);
+    const Vec<T> rk = dA.colwise().sum().transpose() * static_cast<T>(2 * f.eps * f.c1);
+    dq += rq.asDiagonal() * q;
+    dk += rk.asDiagonal() * k;
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- KATA
+
+template <class T>
+void kata_head_forward(Mat<T>& o, Vec<T>& den, const FeatureMap& map, const Mat<T>& q, const Mat<T>& k,
+                       const Mat<T>& v) {
+  Mat<T> A;
+  cone_kernel(A, map, q, k);
+  zero_strict_upper(A);
+  den = A.rowwise().sum();
+  o.noalias() = A * v;
+  for (std::int64_t t = 0; t < o.rows(); ++t) {
+    if (den(t) != 0)
+      o.row(t) /= den(t);
+    else
+      o.row(t).setZero();
+  }
+}
+
+template <class T>
+void kata_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, const Mat<T>& dout, const FeatureMap& map, const Mat<T>& q,
+                        const Mat<T>& k, const Mat<T>& v, const Mat<T>& o, const Vec<T>& den) {
+  const std::int64_t L = q.rows();
+  Mat<T> A;
+  cone_kernel(A, map, q, k);
+  zero_strict_upper(A);
+  Mat<T> dnum(L, dout.cols());
+  Vec<T> dden(L);
+  for (std::int64_t t = 0; t < L; ++t) {
+    if (den(t) != 0) {
+      dnum.row(t) = dout.row(t) / den(t);
+      dden(t) = -dout.row(t).dot(o.row(t)) / den(t);
+    } else {
+      dnum.row(t).setZero();
+      dden(t) = 0;
+    }
+  }
+  dv.noalias() = A.transpose() * dnum;
+  Mat<T> dA = dnum * v.transpose();
+  dA.colwise() += dden;
+  zero_strict_upper(dA);
+  dq.setZero(L, q.cols());
+  dk.setZero(L, k.cols());
+  cone_kernel_vjp(dq, dk, map, dA, q, k);
+}
+
+// ---------------------------------------------------------------------------------------------- delta rule
+
+template <class T>
+Mat<T> neumann_inverse(const Mat<T>& N) {
+  const std::int64_t L = N.rows();
+  const Mat<T> I = Mat<T>::Identity(L, L);
+  Mat<T> R = I, P = -N;
+  for (std::int64_t p = 1; p < L; p *= 2) {
+    R = (R * (I + P)).eval();
+    if (2 * p < L) P = (P * P).eval();
+  }
+  return R;
+}
+
+namespace {
+
+// Quantities of one chunk recomputed from its incoming state S (n × dv).
+template <class T>
+struct DeltaChunk {
+  Mat<T> Akk, Aqk, Tinv, Vp, U;
+};
+
+template <class T>
+void delta_chunk(DeltaChunk<T>& c, const Mat<T>& S, const Mat<T>& Pq, const Mat<T>& Pk, const Mat<T>& V,
+                 const Vec<T>& b) {
+  c.Akk.noalias() = Pk * Pk.transpose();
+  c.Aqk.noalias() = Pq * Pk.transpose();
+  Mat<T> N = b.asDiagonal() * c.Akk;
+  zero_upper(N);
+  c.Vp = V;
+  c.Vp.noalias() -= Pk * S;
+  c.Tinv = neumann_inverse(N);
+  c.U.noalias() = c.Tinv * (b.asDiagonal() * c.Vp);
+}
+
+void check_delta(std::int64_t T, std::int64_t n, std::int64_t nk, std::int64_t Tk, std::int64_t Tv, std::int64_t Tb,
+                 std::int64_t chunk) {
+  require(chunk >= 1, "delta rule: chunk size {} must be >= 1", chunk);
+  require(nk == n && Tk == T && Tv == T && Tb == T, "delta rule: shapes of psi_q, psi_k, v and beta do not match");
+}
+
+}  // namespace
+
+template <class T>
+void delta_head_forward(Mat<T>& o, const Mat<T>& psi_q, const Mat<T>& psi_k, const Mat<T>& v, const Vec<T>& beta,
+                        std::int64_t chunk) {
+  const std::int64_t L = psi_q.rows(), n = psi_q.cols(), dv = v.cols();
+  check_delta(L, n, psi_k.cols(), psi_k.rows(), v.rows(), beta.size(), chunk);
+  Mat<T> S = Mat<T>::Zero(n, dv);
+  o.resize(L, dv);
+  DeltaChunk<T> c;
+  for (std::int64_t t0 = 0; t0 < L; t0 += chunk) {
+    const std::int64_t len = std::min(chunk, L - t0);
+    const Mat<T> Pq = psi_q.middleRows(t0, len), Pk = psi_k.middleRows(t0, len), V = v.middleRows(t0, len);
+    const Vec<T> b = beta.segment(t0, len);
+    delta_chunk(c, S, Pq, Pk, V, b);
+    zero_strict_upper(c.Aqk);
+    o.middleRows(t0, len).noalias() = Pq * S + c.Aqk * c.U;
+    S.noalias() += Pk.transpose() * c.U;
+  }
+}
+
+template <class T>
+void delta_head_backward(Mat<T>& dpsi_q, Mat<T>& dpsi_k, Mat<T>& dv, Vec<T>& dbeta, const Mat<T>& dout,
+                         const Mat<T>& psi_q, const Mat<T>& psi_k, const Mat<T>& v, const Vec<T>& beta,
+                         std::int64_t chunk) {
+  const std::int64_t L = psi_q.rows(), n = psi_q.cols(), d_v = v.cols();
+  check_delta(L, n, psi_k.cols(), psi_k.rows(), v.rows(), beta.size(), chunk);
+  const std::int64_t nc = (L + chunk - 1) / chunk;
+  // Forward again, keeping the incoming state of every chunk.
+  std::vector<Mat<T>> states(static_cast<std::size_t>(nc));
+  DeltaChunk<T> c;
+  Mat<T> S = Mat<T>::Zero(n, d_v);
+  for (std::int64_t i = 0; i < nc; ++i) {
+    const std::int64_t t0 = i * chunk, len = std::min(chunk, L - t0);
+    states[static_cast<std::size_t>(i)] = S;
+    const Mat<T> Pq = psi_q.middleRows(t0, len), Pk = psi_k.middleRows(t0, len), V = v.middleRows(t0, len);
+    const Vec<T> b = beta.segment(t0, len);
+    delta_chunk(c, S, Pq, Pk, V, b);
+    S.noalias() += Pk.transpose() * c.U;
+  }
+  dpsi_q.resize(L, n);
+  dpsi_k.resize(L, n);
+  dv.resize(L, d_v);
+  dbeta.resize(L);
+  Mat<T> dS_out = Mat<T>::Zero(n, d_v), dS_in;
+  for (std::int64_t i = nc - 1; i >= 0; --i) {
+    const std::int64_t t0 = i * chunk, len = std::min(chunk, L - t0);
+    const Mat<T>& Sc = states[static_cast<std::size_t>(i)];
+    const Mat<T> Pq = psi_q.middleRows(t0, len), Pk = psi_k.middleRows(t0, len), V = v.middleRows(t0, len);
+    const Vec<T> b = beta.segment(t0, len);
+    const Mat<T> dO = dout.middleRows(t0, len);
+    delta_chunk(c, Sc, Pq, Pk, V, b);
+    Mat<T> Aqk_l = c.Aqk;
+    zero_strict_upper(Aqk_l);
+    // O = Pq S + tril(Aqk) U ; S' = S + Pkᵀ U
+    Mat<T> dPq = dO * Sc.transpose();
+    dS_in = Pq.transpose() * dO + dS_out;
+    Mat<T> dAqk = dO * c.U.transpose();
+    zero_strict_upper(dAqk);
+    Mat<T> dU = Aqk_l.transpose() * dO;
+    dU.noalias() += Pk * dS_out;
+    // U = Tinv W, W = diag(b) V'
+    const Mat<T> W = b.asDiagonal() * c.Vp;
+    const Mat<T> dTinv = dU * W.transpose();
+    const Mat<T> dW = c.Tinv.transpose() * dU;
+    const Mat<T> dVp = b.asDiagonal() * dW;
+    // Tinv = (I + N)^{-1}: dN = −Tinvᵀ dTinv Tinvᵀ; N = diag(b) tril(Akk, −1)
+    Mat<T> dN = -(c.Tinv.transpose() * dTinv * c.Tinv.transpose());
+    zero_upper(dN);
+    Mat<T> Akk_sl = c.Akk;
+    zero_upper(Akk_sl);
+    const Mat<T> dAkk = b.asDiagonal() * dN;  // strictly lower
+    // V' = V − Pk S
+    dv.middleRows(t0, len) = dVp;
+    dS_in.noalias() -= Pk.transpose() * dVp;
+    Mat<T> dPk = c.U * dS_out.transpose();
+    dPk.noalias() -= dVp * Sc.transpose();
+    dPk.noalias() += (dAkk + dAkk.transpose()) * Pk;
+    dPk.noalias() += dAqk.transpose() * Pq;
+    dPq.noalias() += dAqk * Pk;
+    dpsi_q.middleRows(t0, len) = dPq;
+    dpsi_k.middleRows(t0, len) = dPk;
+    dbeta.segment(t0, len) =
+        (dW.array() * c.Vp.array()).rowwise().sum().matrix() + (dN.array() * Akk_sl.array()).rowwise().sum().matrix();
+    dS_out.swap(dS_in);
+  }
+}
+
+Mat<double> delta_head_recurrent(const Mat<double>& psi_q, const Mat<double>& psi_k, const Mat<double>& v,
+                                 const Vec<double>& beta) {
+  const std::int64_t L = psi_q.rows(), n = psi_q.cols(), dv = v.cols();
+  check_delta(L, n, psi_k.cols(), psi_k.rows(), v.rows(), beta.size(), 1);
+  Mat<double> S = Mat<double>::Zero(n, dv), o(L, dv);
+  for (std::int64_t t = 0; t < L; ++t) {
+    const Eigen::RowVectorXd u = beta(t) * (v.row(t) - psi_k.row(t) * S);
+    S.noalias() += psi_k.row(t).transpose() * u;
+    o.row(t) = psi_q.row(t) * S;
+  }
+  return o;
+}
+
+// ---------------------------------------------------------------------------------------------- l2 norm
+
+template <class T>
+void l2norm_rows_forward(Mat<T>& out, Vec<T>& rstd, const Mat<T>& x, double eps) {
+  rstd.resize(x.rows());
+  out.resize(x.rows(), x.cols());
+  for (std::int64_t t = 0; t < x.rows(); ++t) {
+    rstd(t) = static_cast<T>(1.0 / std::sqrt(static_cast<double>(x.row(t).squaredNorm()) + eps));
+    out.row(t) = x.row(t) * rstd(t);
+  }
+}
+
+template <class T>
+void l2norm_rows_backward(Mat<T>& dx, const Mat<T>& dout, const Mat<T>& x, const Vec<T>& rstd) {
+  dx.resize(x.rows(), x.cols());
+  for (std::int64_t t = 0; t < x.rows(); ++t) {
+    const T r = rstd(t);
+    dx.row(t) = r * dout.row(t) - (r * r * r * x.row(t).dot(dout.row(t))) * x.row(t);
+  }
+}
+
+#define MEMCAP_MQAR_MIXERS(T)                                                                                       \
+  template void softmax_head_forward<T>(Mat<T>&, Vec<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, double);    \
+  template void softmax_head_backward<T>(Mat<T>&, Mat<T>&, Mat<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&,   \
+                                         const Mat<T>&, const Mat<T>&, const Vec<T>&, double);                     \
+  template void cone_kernel<T>(Mat<T>&, const FeatureMap&, const Mat<T>&, const Mat<T>&);                           \
+  template void cone_kernel_vjp<T>(Mat<T>&, Mat<T>&, const FeatureMap&, const Mat<T>&, const Mat<T>&,              \
+                                   const Mat<T>&);                                                                  \
+  template void kata_head_forward<T>(Mat<T>&, Vec<T>&, const FeatureMap&, const Mat<T>&, const Mat<T>&,            \
+                                     const Mat<T>&);                                                                \
+  template void kata_head_backward<T>(Mat<T>&, Mat<T>&, Mat<T>&, const Mat<T>&, const FeatureMap&, const Mat<T>&,  \
+                                      const Mat<T>&, const Mat<T>&, const Mat<T>&, const Vec<T>&);                  \
+  template void delta_head_forward<T>(Mat<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, const Vec<T>&,         \
+                                      std::int64_t);                                                                \
+  template void delta_head_backward<T>(Mat<T>&, Mat<T>&, Mat<T>&, Vec<T>&, const Mat<T>&, const Mat<T>&,           \
+                                       const Mat<T>&, const Mat<T>&, const Vec<T>&, std::int64_t);                  \
+  template Mat<T> neumann_inverse<T>(const Mat<T>&);                                                                \
+  template void l2norm_rows_forward<T>(Mat<T>&, Vec<T>&, const Mat<T>&, double);                                    \
+  template void l2norm_rows_backward<T>(Mat<T>&, const Mat<T>&, const Mat<T>&, const Vec<T>&);
+
+MEMCAP_MQAR_MIXERS(double)
+MEMCAP_MQAR_MIXERS(float)
+#undef MEMCAP_MQAR_MIXERS
+
+}  // namespace memcap::kata::mqar

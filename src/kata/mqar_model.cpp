@@ -1,0 +1,311 @@
+// MQAR language model (mqar_model.hpp): configuration, parameter layout (Table 2 counts, §2.10), init
+// (§4.4) and the hand-written forward / backward. Residual stream (Zoology's prenorm TransformerBlock
+// with an Identity state mixer): s_0 = E[x]; per block mid = s + mixer(LN1(s)), s' = mid + LN2(mid);
+// out = LN_f(s_L); logits = out Eᵀ at the labelled positions only.
+#include "kata/mqar_model.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "kata/mqar_ops.hpp"
+#include "kata/mqar_task.hpp"
+#include "nn/embedding.hpp"
+#include "nn/layernorm.hpp"
+
+namespace memcap::kata {
+
+using namespace detail;
+
+// ---------------------------------------------------------------------------------------------- config
+
+void MqarModelConfig::validate() const {
+  require(vocab >= 4 && vocab <= (std::int64_t(1) << 24), "--vocab {} must be in [4, 2^24]", vocab);
+  require(d_model >= 2 && d_model <= 8192, "--d-model {} must be in [2, 8192]", d_model);
+  require(n_layers >= 2 && n_layers <= 64 && n_layers % 2 == 0,
+          "--layers {} must be even and in [2, 64] (BaseConv and mixer layers alternate)", n_layers);
+  require(heads >= 0 && heads <= d_model, "--heads {} must be in [0, d_model] (0 = auto)", heads);
+  require(chunk >= 1 && chunk <= 4096, "--chunk {} must be in [1, 4096]", chunk);
+  require(std::isfinite(init_std) && init_std > 0, "init std {} must be a positive number", init_std);
+  require(std::isfinite(map_eps) && (map_eps < 0 || map_eps <= 1), "--map-eps {} must be in [0, 1]", map_eps);
+  (void)MqarModel::build(*this);
+}
+
+MqarModel MqarModel::build(const MqarModelConfig& cfg) {
+  MqarModel m;
+  m.cfg = cfg;
+  std::string map_name;
+  if (cfg.mixer == "softmax") {
+    m.kind = MixerKind::softmax;
+  } else if (cfg.mixer.rfind("delta-", 0) == 0) {
+    m.kind = MixerKind::delta;
+    map_name = cfg.mixer.substr(6);
+  } else {
+    m.kind = MixerKind::kata;
+    map_name = cfg.mixer;
+  }
+  const bool known = m.kind == MixerKind::softmax || map_name == "m1" || map_name == "m2" || map_name == "m4" ||
+                     map_name == "sigma2" || map_name == "sigma4" || map_name == "orthant" || map_name == "lorentz";
+  require(known,
+          "unknown --mixer '{}': use softmax, m1, m2, m4, sigma2, sigma4, orthant, lorentz, delta-m1, delta-m2 "
+          "(delta-<map> for any of the maps)",
+          cfg.mixer);
+  m.heads = cfg.heads > 0 ? cfg.heads : (m.kind == MixerKind::softmax ? 1 : std::max<std::int64_t>(1, cfg.d_model / 64));
+  require(cfg.d_model % m.heads == 0, "--heads {} does not divide --d-model {}", m.heads, cfg.d_model);
+  m.d_head = cfg.d_model / m.heads;
+  if (m.kind != MixerKind::softmax) {
+    const bool psd = map_name[0] == 'm' || map_name[0] == 's';
+    double eps = cfg.map_eps >= 0 ? cfg.map_eps : (map_name == "orthant" ? 1e-6 : 1e-4);
+    std::string spec = map_name;
+    if (psd || map_name == "orthant") spec += fmt::format(":eps={}", eps);
+    try {
+      m.map = FeatureMap::parse(spec, m.d_head);
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("--mixer {} at d_head = {}: {}", cfg.mixer, m.d_head, e.what()));
+    }
+    m.map_spec = m.map.canonical_spec();
+  }
+  const std::int64_t D = cfg.d_model;
+  auto& L = m.layout;
+  L.add("embed", {cfg.vocab, D});
+  for (std::int64_t i = 0; i < cfg.n_layers; ++i) {
+    L.add(lname(i, "norm1.w"), {D});
+    L.add(lname(i, "norm1.b"), {D});
+    if (!m.is_mixer_layer(i)) {
+      L.add(lname(i, "conv.w"), {D, kBaseConvK});
+      L.add(lname(i, "conv.b"), {D});
+      L.add(lname(i, "proj.w"), {D, D});
+      L.add(lname(i, "proj.b"), {D});
+    } else if (m.kind == MixerKind::softmax) {
+      L.add(lname(i, "wqkv.w"), {3 * D, D});
+      L.add(lname(i, "wqkv.b"), {3 * D});
+      L.add(lname(i, "wo.w"), {D, D});
+      L.add(lname(i, "wo.b"), {D});
+    } else {
+      L.add(lname(i, "wq.w"), {D, D});
+      L.add(lname(i, "wk.w"), {D, D});
+      L.add(lname(i, "wv.w"), {D, D});
+      L.add(lname(i, "convq.w"), {D, kMixerConvK});
+      L.add(lname(i, "convk.w"), {D, kMixerConvK});
+      L.add(lname(i, "convv.w"), {D, kMixerConvK});
+      if (m.kind == MixerKind::delta) L.add(lname(i, "wbeta.w"), {m.heads, D});
+      L.add(lname(i, "onorm.w"), {m.d_head});
+      L.add(lname(i, "wo.w"), {D, D});
+    }
+    L.add(lname(i, "norm2.w"), {D});
+    L.add(lname(i, "norm2.b"), {D});
+  }
+  L.add("normf.w", {D});
+  L.add("normf.b", {D});
+  return m;
+}
+
+std::int64_t MqarModel::state_size(std::int64_t T) const {
+  const std::int64_t mixers = cfg.n_layers / 2;
+  if (kind == MixerKind::softmax) return mixers * 2 * cfg.d_model * T;
+  return mixers * heads * map.feature_dim() * d_head;
+}
+
+std::string MqarModel::describe() const {
+  return fmt::format("mixer {}{}  d_model {}  heads {}  d_head {}  layers {}  vocab {}", cfg.mixer,
+                     map_spec.empty() ? std::string() : fmt::format(" (map {}, n_psi {})", map_spec, map.feature_dim()),
+                     cfg.d_model, heads, d_head, cfg.n_layers, cfg.vocab);
+}
+
+std::vector<double> mqar_init_params(const MqarModel& model, std::uint64_t seed) {
+  constexpr std::uint64_t kInitStream = rng::kUser + 120;  // MQAR model init (counter = arena index)
+  std::vector<double> p(static_cast<std::size_t>(model.layout.numel()), 0.0);
+  const double std_lin = model.cfg.init_std;
+  const double std_out = std_lin / std::sqrt(2.0 * static_cast<double>(model.cfg.n_layers));
+  for (const auto& v : model.layout.views()) {
+    const std::string& n = v.name;
+    auto ends = [&](const char* s) {
+      const std::string t(s);
+      return n.size() >= t.size() && n.compare(n.size() - t.size(), t.size(), t) == 0;
+    };
+    for (std::int64_t j = 0; j < v.numel; ++j) {
+      const auto idx = static_cast<std::uint64_t>(v.offset + j);
+      double x = 0;
+      if (n == "embed" || ends(".wqkv.w") || ends(".proj.w") || ends(".wq.w") || ends(".wk.w") || ends(".wv.w") ||
+          ends(".wbeta.w")) {
+        x = std_lin * rng::normal(seed, kInitStream, idx);
+      } else if (ends(".wo.w")) {
+        x = std_out * rng::normal(seed, kInitStream, idx);
+      } else if (ends("norm1.w") || ends("norm2.w") || n == "normf.w" || ends("onorm.w")) {
+        x = 1.0;
+      } else if (ends("conv.w") || ends("conv.b") || ends("convq.w") || ends("convk.w") || ends("convv.w")) {
+        const double k = static_cast<double>(v.shape.size() == 2 ? v.shape[1] : kBaseConvK);
+        x = (2.0 * rng::uniform(seed, kInitStream, idx) - 1.0) / std::sqrt(k);
+      }  // biases: 0
+      p[static_cast<std::size_t>(v.offset + j)] = x;
+    }
+  }
+  return p;
+}
+
+// ---------------------------------------------------------------------------------------------- workspace
+
+template <class T>
+void MqarWorkspace<T>::resize(const MqarModel& model, std::int64_t Bn, std::int64_t Tn) {
+  if (Bn == batch && Tn == seq_len && !layers.empty()) return;
+  batch = Bn;
+  seq_len = Tn;
+  const auto N = static_cast<std::size_t>(Bn * Tn), D = static_cast<std::size_t>(model.cfg.d_model),
+             H = static_cast<std::size_t>(model.heads);
+  tokens.resize(N);
+  layers.assign(static_cast<std::size_t>(model.cfg.n_layers), Layer{});
+  for (std::int64_t i = 0; i < model.cfg.n_layers; ++i) {
+    Layer& l = layers[static_cast<std::size_t>(i)];
+    for (auto* v : {&l.s_in, &l.ln1, &l.mid, &l.ln2}) v->resize(N * D);
+    for (auto* v : {&l.ln1_mean, &l.ln1_rstd, &l.ln2_mean, &l.ln2_rstd}) v->resize(N);
+    if (!model.is_mixer_layer(i)) {
+      l.conv.resize(N * D);
+      l.proj.resize(N * D);
+    } else if (model.kind == MixerKind::softmax) {
+      l.qkv.resize(3 * N * D);
+      l.att.resize(N * D);
+      l.lse.resize(N * H);
+    } else {
+      for (auto* v : {&l.qp, &l.kp, &l.vp, &l.q, &l.k, &l.v, &l.att, &l.onorm}) v->resize(N * D);
+      l.den.resize(N * H);
+      l.onorm_rstd.resize(N * H);
+      if (model.kind == MixerKind::delta) {
+        l.beta.resize(N * H);
+        l.qn.resize(N * D);
+        l.kn.resize(N * D);
+        l.q_rstd.resize(N * H);
+        l.k_rstd.resize(N * H);
+      }
+    }
+  }
+  for (auto* v : {&s_final, &lnf}) v->resize(N * D);
+  lnf_mean.resize(N);
+  lnf_rstd.resize(N);
+  for (auto* v : {&g_s, &g_a, &g_b, &g_c, &g_d}) v->resize(N * D);
+  g_e.resize(3 * N * D);
+  g_f.resize(3 * N * D);
+  g_g.resize(N * H);
+}
+
+// ---------------------------------------------------------------------------------------------- forward
+
+template <class T>
+MqarForward mqar_forward(const MqarModel& m, const T* params, MqarWorkspace<T>& ws, const std::int32_t* inputs,
+                         const std::int32_t* labels, std::int64_t B, std::int64_t Tlen) {
+  require(B >= 1 && Tlen >= 1, "mqar_forward: need B >= 1 and T >= 1 (got {}, {})", B, Tlen);
+  ws.resize(m, B, Tlen);
+  const std::int64_t D = m.cfg.d_model, N = B * Tlen, V = m.cfg.vocab;
+  std::copy(inputs, inputs + N, ws.tokens.begin());
+  T* s = ws.layers[0].s_in.data();
+  nn::cpu::embedding_forward(s, inputs, P(m, params, "embed"), N, V, D);
+  for (std::int64_t i = 0; i < m.cfg.n_layers; ++i) {
+    auto& l = ws.layers[static_cast<std::size_t>(i)];
+    if (i > 0) {  // s_i = mid_{i-1} + LN2_{i-1}(mid_{i-1})
+      const auto& pl = ws.layers[static_cast<std::size_t>(i - 1)];
+      for (std::int64_t j = 0; j < N * D; ++j) l.s_in[j] = pl.mid[j] + pl.ln2[j];
+    }
+    nn::cpu::layernorm_forward(l.ln1.data(), l.ln1_mean.data(), l.ln1_rstd.data(), l.s_in.data(),
+                               P(m, params, lname(i, "norm1.w")), P(m, params, lname(i, "norm1.b")), N, D, kLnEps);
+    mixer_layer_forward(m, params, l, i, B, Tlen, l.mid.data());
+    for (std::int64_t j = 0; j < N * D; ++j) l.mid[j] += l.s_in[j];
+    nn::cpu::layernorm_forward(l.ln2.data(), l.ln2_mean.data(), l.ln2_rstd.data(), l.mid.data(),
+                               P(m, params, lname(i, "norm2.w")), P(m, params, lname(i, "norm2.b")), N, D, kLnEps);
+  }
+  const auto& last = ws.layers.back();
+  for (std::int64_t j = 0; j < N * D; ++j) ws.s_final[j] = last.mid[j] + last.ln2[j];
+  nn::cpu::layernorm_forward(ws.lnf.data(), ws.lnf_mean.data(), ws.lnf_rstd.data(), ws.s_final.data(),
+                             P(m, params, "normf.w"), P(m, params, "normf.b"), N, D, kLnEps);
+  // Tied head at the labelled positions.
+  ws.rows.clear();
+  ws.targets.clear();
+  for (std::int64_t n = 0; n < N; ++n) {
+    if (labels[n] == kIgnoreLabel) continue;
+    require(labels[n] >= 0 && labels[n] < V, "label {} at position {} is outside the vocabulary [0, {})", labels[n], n, V);
+    ws.rows.push_back(n);
+    ws.targets.push_back(labels[n]);
+  }
+  const auto nl = static_cast<std::int64_t>(ws.rows.size());
+  MqarForward r;
+  r.labelled = nl;
+  if (nl == 0) return r;
+  Mat<T> F(nl, D);
+  for (std::int64_t a = 0; a < nl; ++a) F.row(a) = CRowMap<T>(ws.lnf.data() + ws.rows[static_cast<std::size_t>(a)] * D, 1, D);
+  ws.logits.resize(static_cast<std::size_t>(nl * V));
+  RowMap<T> Lg(ws.logits.data(), nl, V);
+  Lg.noalias() = F * CRowMap<T>(P(m, params, "embed"), V, D).transpose();
+  ws.sumexp.resize(static_cast<std::size_t>(nl));
+  for (std::int64_t a = 0; a < nl; ++a) {
+    const T* z = ws.logits.data() + a * V;
+    // argmax, smallest id on ties: vectorized max, then the first position holding it.
+    const T mx = Eigen::Map<const Eigen::Array<T, Eigen::Dynamic, 1>>(z, V).maxCoeff();
+    std::int64_t best = 0;
+    while (best + 1 < V && !(z[best] == mx)) ++best;
+    const double zt = static_cast<double>(z[ws.targets[static_cast<std::size_t>(a)]]);
+    // Keep exp(z − max) in place (Eigen's vectorized exp); the backward rescales it to softmax · loss_scale.
+    Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> e(ws.logits.data() + a * V, V);
+    e = (e - mx).exp();
+    const double se = static_cast<double>(e.sum());
+    const double lse = static_cast<double>(mx) + std::log(se);
+    ws.sumexp[static_cast<std::size_t>(a)] = se;
+    r.loss_sum += lse - zt;
+    r.correct += best == ws.targets[static_cast<std::size_t>(a)] ? 1 : 0;
+  }
+  return r;
+}
+
+template <class T>
+void mqar_backward(const MqarModel& m, const T* params, T* grads, MqarWorkspace<T>& ws, double loss_scale) {
+  const std::int64_t D = m.cfg.d_model, N = ws.batch * ws.seq_len, V = m.cfg.vocab;
+  const auto nl = static_cast<std::int64_t>(ws.rows.size());
+  T* dlnf = ws.g_a.data();
+  std::fill(dlnf, dlnf + N * D, T(0));
+  if (nl > 0) {
+    // dlogits = (softmax − onehot) · loss_scale, in place: the forward left exp(z − max) and its sum.
+    for (std::int64_t a = 0; a < nl; ++a) {
+      Eigen::Map<Eigen::Array<T, Eigen::Dynamic, 1>> z(ws.logits.data() + a * V, V);
+      z *= static_cast<T>(loss_scale / ws.sumexp[static_cast<std::size_t>(a)]);
+      z(ws.targets[static_cast<std::size_t>(a)]) -= static_cast<T>(loss_scale);
+    }
+    Mat<T> F(nl, D);
+    for (std::int64_t a = 0; a < nl; ++a) F.row(a) = CRowMap<T>(ws.lnf.data() + ws.rows[static_cast<std::size_t>(a)] * D, 1, D);
+    CRowMap<T> dL(ws.logits.data(), nl, V);
+    const Mat<T> dF = dL * CRowMap<T>(P(m, params, "embed"), V, D);
+    RowMap<T>(G(m, grads, "embed"), V, D).noalias() += dL.transpose() * F;
+    for (std::int64_t a = 0; a < nl; ++a)
+      RowMap<T>(dlnf + ws.rows[static_cast<std::size_t>(a)] * D, 1, D) += dF.row(a);
+  }
+  T* ds = ws.g_s.data();
+  nn::cpu::layernorm_backward(ds, G(m, grads, "normf.w"), G(m, grads, "normf.b"), dlnf, ws.s_final.data(),
+                              P(m, params, "normf.w"), ws.lnf_mean.data(), ws.lnf_rstd.data(), N, D);
+  T* dmid = ws.g_a.data();
+  T* tmp = ws.g_b.data();
+  T* dln1 = ws.g_c.data();
+  for (std::int64_t i = m.cfg.n_layers - 1; i >= 0; --i) {
+    auto& l = ws.layers[static_cast<std::size_t>(i)];
+    // s_{i+1} = mid + LN2(mid)
+    nn::cpu::layernorm_backward(tmp, G(m, grads, lname(i, "norm2.w")), G(m, grads, lname(i, "norm2.b")), ds, l.mid.data(),
+                                P(m, params, lname(i, "norm2.w")), l.ln2_mean.data(), l.ln2_rstd.data(), N, D);
+    for (std::int64_t j = 0; j < N * D; ++j) dmid[j] = ds[j] + tmp[j];
+    // mid = s_in + mixer(LN1(s_in))
+    mixer_layer_backward(m, params, grads, ws, l, i, dmid, dln1);
+    nn::cpu::layernorm_backward(tmp, G(m, grads, lname(i, "norm1.w")), G(m, grads, lname(i, "norm1.b")), dln1,
+                                l.s_in.data(), P(m, params, lname(i, "norm1.w")), l.ln1_mean.data(), l.ln1_rstd.data(), N,
+                                D);
+    for (std::int64_t j = 0; j < N * D; ++j) ds[j] = dmid[j] + tmp[j];
+  }
+  nn::cpu::embedding_backward(G(m, grads, "embed"), ws.tokens.data(), ds, N, D);
+}
+
+template struct MqarWorkspace<double>;
+template struct MqarWorkspace<float>;
+template MqarForward mqar_forward<double>(const MqarModel&, const double*, MqarWorkspace<double>&, const std::int32_t*,
+                                          const std::int32_t*, std::int64_t, std::int64_t);
+template MqarForward mqar_forward<float>(const MqarModel&, const float*, MqarWorkspace<float>&, const std::int32_t*,
+                                         const std::int32_t*, std::int64_t, std::int64_t);
+template void mqar_backward<double>(const MqarModel&, const double*, double*, MqarWorkspace<double>&, double);
+template void mqar_backward<float>(const MqarModel&, const float*, float*, MqarWorkspace<float>&, double);
+
+}  // namespace memcap::kata

@@ -1,0 +1,104 @@
+// The Zoology-style MQAR language model of the KATA paper (spec kata.md §4.4, §2.10): tied token
+// embedding, n_layers pre-norm TransformerBlocks (LayerNorm, sequence mixer, residual, LayerNorm,
+// Identity state mixer whose output is added to the residual stream), final LayerNorm, tied LM head;
+// layer i mixes with BaseConv(k=3) when i is even and with the chosen mixer when i is odd
+// (Zoology's Hybrid([BaseConv, mixer]) picks configs[i % 2]). No positional embeddings.
+// Mixers: softmax (MHA, biased Wqkv and out_proj), KATA (normalized, quadratic form) and DeltaKATA
+// (delta rule, chunked), both with bias-free W_q/W_k/W_v, depthwise ShortConv(k=4) on q, k, v,
+// per-head output RMSNorm (gain of d_head, ε 1e-5) and a bias-free W_o.
+// Forward and backward are written by hand (llm.c's shape: arenas, explicit buffers), templated on the
+// scalar: double is the float64 reference (finite-difference checked), float the CPU training path.
+#pragma once
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "kata/feature_map.hpp"
+#include "kata/mqar_mixers.hpp"
+#include "nn/arena.hpp"
+
+namespace memcap::kata {
+
+enum class MixerKind { softmax, kata, delta };
+
+struct MqarModelConfig {
+  // softmax | m1 | m2 | m4 | sigma2 | sigma4 | orthant | lorentz (KATA, normalized readout) |
+  // delta-m1 | delta-m2 | delta-<map> (DeltaKATA: q, k ℓ2-normalized per head, β = σ(W_β x), unnormalized).
+  std::string mixer = "softmax";
+  std::int64_t vocab = 8192;
+  std::int64_t d_model = 128;
+  std::int64_t n_layers = 2;
+  std::int64_t heads = 0;        // 0 = auto: 1 for softmax (§7.2 U1), d_model/64 (at least 1) otherwise
+  std::int64_t chunk = 64;       // delta-rule chunk C
+  double map_eps = -1;           // ε of the map; < 0 = §4.4 default (1e-4 PSD maps, 1e-6 orthant)
+  double init_std = 0.02;        // N(0, std²) for Linear and Embedding; W_o gets std/sqrt(2·n_layers)
+  // UserError naming the bad field (unknown mixer, heads not dividing d_model, g not dividing d_head, ...).
+  void validate() const;
+};
+
+// A resolved model: the mixer kind, head sizes, the feature map (KATA / delta) and the parameter layout.
+struct MqarModel {
+  MqarModelConfig cfg;
+  MixerKind kind = MixerKind::softmax;
+  std::int64_t heads = 1, d_head = 128;
+  FeatureMap map;             // parsed for d_head (unused for softmax)
+  std::string map_spec;       // canonical spec of `map` ("" for softmax)
+  nn::ArenaLayout layout;     // every parameter tensor, named "embed", "l<i>.<tensor>", "normf.w", ...
+
+  static MqarModel build(const MqarModelConfig& cfg);
+  std::int64_t param_count() const { return layout.numel(); }
+  bool is_mixer_layer(std::int64_t i) const { return i % 2 == 1; }
+  // Table 2 "state" (§2.9): softmax 2·d_model·T (KV cache at length T); KATA / delta H·n_ψ·d_head.
+  std::int64_t state_size(std::int64_t T) const;
+  std::string describe() const;  // one line: mixer, map, d_model, heads, d_head, layers, vocab
+};
+
+// Parameters drawn from the §4.4 init with counter-based normals (stream = `stream`, counter = arena
+// index): Linear and Embedding weights N(0, init_std²) (W_o: init_std/sqrt(2·n_layers)), biases 0,
+// LayerNorm / RMSNorm gains 1, depthwise conv weights and biases U(−1/√k, 1/√k) (PyTorch's Conv1d default).
+std::vector<double> mqar_init_params(const MqarModel& model, std::uint64_t seed);
+
+// Buffers of one (micro-)batch, sized once for B sequences of length T (no allocation per step).
+template <class T>
+struct MqarWorkspace {
+  struct Layer {
+    std::vector<T> s_in, ln1, ln1_mean, ln1_rstd, mid, ln2, ln2_mean, ln2_rstd;
+    std::vector<T> conv, proj;                       // BaseConv
+    std::vector<T> qkv, att, lse;                    // softmax (att = head outputs before out_proj)
+    std::vector<T> qp, kp, vp, q, k, v, den;         // KATA / delta (pre-conv projections, conv outputs)
+    std::vector<T> onorm, onorm_rstd;                // per-head output RMSNorm
+    std::vector<T> beta, qn, kn, q_rstd, k_rstd;     // delta (β, ℓ2-normalized q/k and their rstd)
+  };
+  std::int64_t batch = 0, seq_len = 0;
+  std::vector<std::int32_t> tokens;
+  std::vector<Layer> layers;
+  std::vector<T> s_final, lnf, lnf_mean, lnf_rstd;
+  std::vector<std::int64_t> rows;        // labelled positions (flat b·T + t)
+  std::vector<std::int32_t> targets;
+  std::vector<T> logits;                 // rows × vocab: exp(logit − row max) after the forward, dlogits after the backward
+  std::vector<double> sumexp;            // Σ_c exp(logit − row max) of each row
+  // backward scratch
+  std::vector<T> g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g;
+  void resize(const MqarModel& model, std::int64_t B, std::int64_t Tlen);
+};
+
+// Result of one forward over a (micro-)batch.
+struct MqarForward {
+  double loss_sum = 0;        // Σ over labelled positions of the cross-entropy (natural log)
+  std::int64_t labelled = 0;  // labelled positions
+  std::int64_t correct = 0;   // argmax (smallest id on ties) == label
+};
+
+// Forward over B sequences of length T (inputs, labels: B×T, labels kIgnoreLabel where unscored).
+// Logits are formed only at labelled positions (the loss ignores the rest). UserError for a token
+// outside the vocabulary or a label outside it (other than kIgnoreLabel). A non-finite loss is returned
+// as is (the caller decides: the trainer stops with NumericError).
+template <class T>
+MqarForward mqar_forward(const MqarModel& model, const T* params, MqarWorkspace<T>& ws, const std::int32_t* inputs,
+                         const std::int32_t* labels, std::int64_t B, std::int64_t Tlen);
+// Backward of the last forward on `ws`, for the loss Σ_labelled CE · loss_scale (loss_scale = 1/N for the
+// mean over a batch of N labelled positions). ADDS into grads (layout.numel()).
+template <class T>
+void mqar_backward(const MqarModel& model, const T* params, T* grads, MqarWorkspace<T>& ws, double loss_scale);
+
+}  // namespace memcap::kata

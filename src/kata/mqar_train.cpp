@@ -1,0 +1,363 @@
+// MQAR training loop and evaluation (mqar_train.hpp). One step: the batch's micro-batches run in
+// parallel (OpenMP, dynamic), each into its own gradient buffer; the buffers are summed in index order
+// into the float64 master gradient, clipped by global norm, and AdamW (nn::cpu::adam_update) updates
+// the float64 master parameters, which are copied to the working precision.
+#include "kata/mqar_train.hpp"
+
+#include <fmt/format.h>
+#include <omp.h>
+
+#include <algorithm>
+#include <atomic>
+#include <exception>
+#include <chrono>
+#include <cmath>
+#include <numeric>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "core/threads.hpp"
+#include "nn/layers.hpp"
+
+namespace memcap::kata {
+
+namespace {
+
+constexpr std::uint64_t kShuffleStream = rng::kUser + 121;  // epoch permutations (stream id | epoch, slice)
+constexpr std::int64_t kSumChunk = 1 << 14;                  // fixed chunking of the float64 reductions
+constexpr std::int64_t kSlots = 16;                          // gradient buffers per step (fixed: determinism)
+
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+
+std::int64_t micro_size(std::int64_t micro_tokens, std::int64_t T) { return std::max<std::int64_t>(1, micro_tokens / T); }
+
+// Σ x² in fixed chunks summed in order (independent of the thread count).
+double norm2(const std::vector<double>& g) {
+  const auto n = static_cast<std::int64_t>(g.size());
+  const std::int64_t nc = (n + kSumChunk - 1) / kSumChunk;
+  std::vector<double> part(static_cast<std::size_t>(nc), 0.0);
+#pragma omp parallel for schedule(static)
+  for (std::int64_t c = 0; c < nc; ++c) {
+    double s = 0;
+    for (std::int64_t i = c * kSumChunk; i < std::min(n, (c + 1) * kSumChunk); ++i) s += g[static_cast<std::size_t>(i)] * g[static_cast<std::size_t>(i)];
+    part[static_cast<std::size_t>(c)] = s;
+  }
+  return std::accumulate(part.begin(), part.end(), 0.0);
+}
+
+// Permutation of [0, n) for (epoch, slice): Fisher–Yates on Philox draws.
+std::vector<std::int64_t> permutation(std::uint64_t seed, std::uint64_t stream, std::int64_t n) {
+  std::vector<std::int64_t> p(static_cast<std::size_t>(n));
+  std::iota(p.begin(), p.end(), 0);
+  for (std::int64_t i = n - 1; i > 0; --i) {
+    const auto j = static_cast<std::int64_t>(rng::below(seed, stream, static_cast<std::uint64_t>(i), static_cast<std::uint64_t>(i + 1)));
+    std::swap(p[static_cast<std::size_t>(i)], p[static_cast<std::size_t>(j)]);
+  }
+  return p;
+}
+
+// The first exception thrown inside an OpenMP loop, rethrown after it (an exception must not leave a
+// parallel region).
+struct ErrorSlot {
+  std::exception_ptr e;
+  std::atomic<bool> flag{false};
+  bool failed() const { return flag.load(std::memory_order_relaxed); }
+  void capture() {
+#pragma omp critical(mqar_error_slot)
+    if (!e) e = std::current_exception();
+    flag = true;
+  }
+  void rethrow() const {
+    if (e) std::rethrow_exception(e);
+  }
+};
+
+template <class T>
+struct Trainer {
+  const MqarTrainConfig& cfg;
+  const MqarModel& model;
+  std::vector<double> params, grads, m, v;  // float64 master arenas
+  std::vector<T> work;                      // working-precision parameters
+  std::vector<std::vector<T>> gbuf;         // gradient buffers of a step (micro-batch u -> slot u % kSlots)
+  std::vector<MqarWorkspace<T>> ws;         // one per thread
+  std::vector<std::vector<std::int32_t>> in, lab;  // one per thread
+
+  Trainer(const MqarTrainConfig& c, const MqarModel& mo) : cfg(c), model(mo) {
+    params = mqar_init_params(model, cfg.seed);
+    grads.assign(params.size(), 0.0);
+    m.assign(params.size(), 0.0);
+    v.assign(params.size(), 0.0);
+    work.assign(params.begin(), params.end());
+    const int nt = std::max(1, omp_get_max_threads());
+    ws.resize(static_cast<std::size_t>(nt));
+    in.resize(static_cast<std::size_t>(nt));
+    lab.resize(static_cast<std::size_t>(nt));
+  }
+
+  // Forward (and, when grad is not null, backward with loss scale `scale`) of `ne` examples of slice s on
+  // the calling thread: example e is idx[e] when idx is given, else first + e.
+  MqarForward micro(const TaskSlice& s, std::uint64_t sseed, const std::int64_t* idx, std::int64_t first,
+                    std::int64_t ne, T* grad, double scale) {
+    const auto th = static_cast<std::size_t>(omp_get_thread_num());
+    const std::int64_t Tl = s.seq_len;
+    auto& I = in[th];
+    auto& L = lab[th];
+    I.resize(static_cast<std::size_t>(ne * Tl));
+    L.resize(I.size());
+    for (std::int64_t e = 0; e < ne; ++e)
+      generate_example(s, sseed, idx ? idx[e] : first + e, I.data() + e * Tl, L.data() + e * Tl);
+    const MqarForward f = mqar_forward(model, work.data(), ws[th], I.data(), L.data(), ne, Tl);
+    if (grad) mqar_backward(model, work.data(), grad, ws[th], scale);
+    return f;
+  }
+
+  // One optimizer step on examples `idx` of training slice s; returns (loss, accuracy, grad norm).
+  std::tuple<double, double, double> step(const TaskSlice& s, std::uint64_t sseed, const std::int64_t* idx,
+                                          std::int64_t nb, double lr, std::int64_t t) {
+    const std::int64_t mb = micro_size(cfg.micro_tokens, s.seq_len), nu = (nb + mb - 1) / mb;
+    const double total = static_cast<double>(nb * s.queries());
+    // Micro-batch u accumulates into slot u % kSlots; slots run in parallel, each over its micro-batches in
+    // order, and are summed in slot order: the same sums for any thread count.
+    const std::int64_t ns = std::min(nu, kSlots);
+    if (static_cast<std::int64_t>(gbuf.size()) < ns) gbuf.resize(static_cast<std::size_t>(ns));
+    std::vector<double> loss(static_cast<std::size_t>(nu), 0.0);
+    std::vector<std::int64_t> correct(static_cast<std::size_t>(nu), 0);
+    ErrorSlot err;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t slot = 0; slot < ns; ++slot) {
+      if (err.failed()) continue;
+      try {
+        auto& g = gbuf[static_cast<std::size_t>(slot)];
+        g.assign(params.size(), T(0));
+        for (std::int64_t u = slot; u < nu; u += kSlots) {
+          const std::int64_t e0 = u * mb, ne = std::min(nb, e0 + mb) - e0;
+          const MqarForward f = micro(s, sseed, idx + e0, 0, ne, g.data(), 1.0 / total);
+          loss[static_cast<std::size_t>(u)] = f.loss_sum;
+          correct[static_cast<std::size_t>(u)] = f.correct;
+        }
+      } catch (...) {
+        err.capture();
+      }
+    }
+    err.rethrow();
+    const double mean_loss = std::accumulate(loss.begin(), loss.end(), 0.0) / total;
+    if (!std::isfinite(mean_loss))
+      throw NumericError(fmt::format("training diverged: non-finite loss at step {}; lower --lr", t));
+    const auto n = static_cast<std::int64_t>(params.size());
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) {
+      double acc = 0;
+      for (std::int64_t u = 0; u < ns; ++u) acc += static_cast<double>(gbuf[static_cast<std::size_t>(u)][static_cast<std::size_t>(i)]);
+      grads[static_cast<std::size_t>(i)] = acc;
+    }
+    const double gn = std::sqrt(norm2(grads));
+    if (!std::isfinite(gn)) throw NumericError(fmt::format("training diverged: non-finite gradient at step {}; lower --lr", t));
+    if (cfg.clip > 0 && gn > cfg.clip) {  // torch.nn.utils.clip_grad_norm_
+      const double c = cfg.clip / (gn + 1e-6);
+      for (auto& x : grads) x *= c;
+    }
+    nn::cpu::adam_update(params.data(), grads.data(), m.data(), v.data(), n, lr, cfg.beta1, cfg.beta2, cfg.adam_eps,
+                         cfg.weight_decay, t, true);
+#pragma omp parallel for schedule(static)
+    for (std::int64_t i = 0; i < n; ++i) work[static_cast<std::size_t>(i)] = static_cast<T>(params[static_cast<std::size_t>(i)]);
+    const double acc = static_cast<double>(std::accumulate(correct.begin(), correct.end(), std::int64_t(0))) / total;
+    return {mean_loss, acc, gn};
+  }
+
+  SliceResult evaluate(const TaskSlice& s, std::uint64_t sseed) {
+    const std::int64_t mb = micro_size(cfg.micro_tokens, s.seq_len), nu = (s.examples + mb - 1) / mb;
+    std::vector<double> loss(static_cast<std::size_t>(nu), 0.0);
+    std::vector<std::int64_t> correct(static_cast<std::size_t>(nu), 0), labelled(static_cast<std::size_t>(nu), 0);
+    ErrorSlot err;
+#pragma omp parallel for schedule(dynamic, 1)
+    for (std::int64_t u = 0; u < nu; ++u) {
+      if (err.failed()) continue;
+      try {
+        const std::int64_t e0 = u * mb, ne = std::min(s.examples, e0 + mb) - e0;
+        const MqarForward f = micro(s, sseed, nullptr, e0, ne, nullptr, 0.0);
+        loss[static_cast<std::size_t>(u)] = f.loss_sum;
+        correct[static_cast<std::size_t>(u)] = f.correct;
+        labelled[static_cast<std::size_t>(u)] = f.labelled;
+      } catch (...) {
+        err.capture();
+      }
+    }
+    err.rethrow();
+    SliceResult r;
+    r.labelled = std::accumulate(labelled.begin(), labelled.end(), std::int64_t(0));
+    const double nl = static_cast<double>(std::max<std::int64_t>(1, r.labelled));
+    r.accuracy = static_cast<double>(std::accumulate(correct.begin(), correct.end(), std::int64_t(0))) / nl;
+    r.loss = std::accumulate(loss.begin(), loss.end(), 0.0) / nl;
+    return r;
+  }
+
+  MqarTrainResult run() {
+    MqarTrainResult res;
+    res.path = std::string("cpu:") + cfg.precision;
+    res.params = model.param_count();
+    const std::int64_t spe = cfg.steps_per_epoch();
+    res.planned_steps = spe * cfg.epochs;
+    const std::uint64_t shuffle_seed = rng::derive_seed(cfg.seed, "mqar/shuffle");
+    std::vector<std::uint64_t> tseed, eseed;
+    for (std::size_t i = 0; i < cfg.train.size(); ++i) tseed.push_back(slice_seed(cfg.seed, "train", cfg.train[i], i));
+    for (std::size_t i = 0; i < cfg.eval.size(); ++i) eseed.push_back(slice_seed(cfg.seed, "eval", cfg.eval[i], i));
+    std::int64_t t = 0;
+    for (std::int64_t epoch = 0; epoch < cfg.epochs; ++epoch) {
+      const auto t0 = std::chrono::steady_clock::now();
+      // This epoch's example order per slice and the order of all batches.
+      std::vector<std::vector<std::int64_t>> perm(cfg.train.size());
+      std::vector<std::pair<std::size_t, std::int64_t>> batches;
+      for (std::size_t s = 0; s < cfg.train.size(); ++s) {
+        const auto stream = kShuffleStream ^ ((static_cast<std::uint64_t>(epoch) << 20) | (s << 4));
+        perm[s] = permutation(shuffle_seed, stream, cfg.train[s].examples);
+        for (std::int64_t b = 0; b * cfg.batch < cfg.train[s].examples; ++b) batches.emplace_back(s, b);
+      }
+      const auto order = permutation(shuffle_seed, kShuffleStream ^ ((static_cast<std::uint64_t>(epoch) << 20) | 0xF),
+                                     static_cast<std::int64_t>(batches.size()));
+      for (std::int64_t bi : order) {
+        const auto [s, b] = batches[static_cast<std::size_t>(bi)];
+        const std::int64_t e0 = b * cfg.batch, nb = std::min(cfg.train[s].examples, e0 + cfg.batch) - e0;
+        const double lr = nn::cosine_lr(cfg.lr, cfg.lr_min, t, res.planned_steps);
+        const auto [loss, acc, gn] = step(cfg.train[s], tseed[s], perm[s].data() + e0, nb, lr, t + 1);
+        ++t;
+        res.step.push_back(t);
+        res.loss.push_back(loss);
+        res.accuracy.push_back(acc);
+        res.lr.push_back(lr);
+        res.grad_norm.push_back(gn);
+        if (cfg.on_step) cfg.on_step(t, res.planned_steps, loss, acc);
+      }
+      res.train_s += seconds_since(t0);
+      res.epochs_run = epoch + 1;
+      const bool last = epoch + 1 == cfg.epochs;
+      if (!last && (epoch + 1) % cfg.eval_every != 0) continue;
+      const auto te = std::chrono::steady_clock::now();
+      std::vector<SliceResult> ev;
+      for (std::size_t i = 0; i < cfg.eval.size(); ++i) ev.push_back(evaluate(cfg.eval[i], eseed[i]));
+      res.eval_s += seconds_since(te);
+      res.eval_epoch.push_back(epoch + 1);
+      res.eval_step.push_back(t);
+      std::vector<double> accs;
+      for (const auto& r : ev) {
+        res.eval_accuracy.push_back(r.accuracy);
+        res.eval_loss.push_back(r.loss);
+        accs.push_back(r.accuracy);
+      }
+      res.final_eval = ev;
+      if (cfg.on_eval) cfg.on_eval(epoch + 1, accs);
+      const double worst = accs.empty() ? 0.0 : *std::min_element(accs.begin(), accs.end());
+      if (!last && !accs.empty() && worst >= cfg.early_stop) {
+        res.stopped_early = true;
+        break;
+      }
+    }
+    res.steps = t;
+    res.final_params = params;
+    return res;
+  }
+};
+
+}  // namespace
+
+void MqarTrainConfig::validate() const {
+  model.validate();
+  require(!train.empty(), "no training slice: give --seq-len and --keys, or --train-slices");
+  for (const auto& s : train) {
+    s.validate();
+    require(s.examples >= 1, "training slice {} has no examples", s.name());
+    require(s.vocab == model.vocab, "training slice {} uses vocabulary {} but the model has {}", s.name(), s.vocab,
+            model.vocab);
+  }
+  for (const auto& s : eval) {
+    s.validate();
+    require(s.examples >= 1, "evaluation slice {} has no examples", s.name());
+    require(s.vocab == model.vocab, "evaluation slice {} uses vocabulary {} but the model has {}", s.name(), s.vocab,
+            model.vocab);
+  }
+  require(batch >= 1 && batch <= 1 << 20, "--batch {} must be in [1, 2^20]", batch);
+  require(epochs >= 1 && epochs <= 1 << 20, "--epochs {} must be in [1, 2^20]", epochs);
+  require(std::isfinite(lr) && lr > 0 && lr <= 10, "--lr {} must be in (0, 10]", lr);
+  require(std::isfinite(lr_min) && lr_min >= 0 && lr_min <= lr, "--lr-min {} must be in [0, --lr]", lr_min);
+  require(std::isfinite(weight_decay) && weight_decay >= 0 && weight_decay < 1 / lr,
+          "--weight-decay {} must be >= 0 and below 1/lr", weight_decay);
+  require(std::isfinite(beta1) && beta1 >= 0 && beta1 < 1, "beta1 {} must be in [0, 1)", beta1);
+  require(std::isfinite(beta2) && beta2 >= 0 && beta2 < 1, "--beta2 {} must be in [0, 1)", beta2);
+  require(std::isfinite(clip) && clip >= 0, "--clip {} must be >= 0 (0 = no clipping)", clip);
+  require(eval_every >= 1, "--eval-every {} must be >= 1 epoch", eval_every);
+  require(std::isfinite(early_stop) && early_stop >= 0, "--early-stop {} must be >= 0 (> 1 never stops)", early_stop);
+  require(micro_tokens >= 1, "--micro-tokens {} must be >= 1", micro_tokens);
+  require(precision == "f32" || precision == "f64", "--precision '{}': use f32 or f64", precision);
+}
+
+std::int64_t MqarTrainConfig::steps_per_epoch() const {
+  std::int64_t n = 0;
+  for (const auto& s : train) n += (s.examples + batch - 1) / batch;
+  return n;
+}
+
+std::uint64_t slice_seed(std::uint64_t seed, const char* role, const TaskSlice& s, std::size_t index) {
+  return rng::derive_seed(seed, fmt::format("mqar/{}/{}/{}/{}", role, to_string(s.kind), s.name(), index));
+}
+
+MqarTrainResult train_mqar(const MqarTrainConfig& cfg) {
+  cfg.validate();
+  set_threads(0);  // BLAS single-threaded (results independent of --threads); OpenMP setting unchanged
+  const MqarModel model = MqarModel::build(cfg.model);
+  if (cfg.precision == "f64") return Trainer<double>(cfg, model).run();
+  return Trainer<float>(cfg, model).run();
+}
+
+SliceResult evaluate_mqar(const MqarModel& model, const std::vector<double>& params, const TaskSlice& slice,
+                          std::uint64_t seed, const std::string& precision, std::int64_t micro_tokens) {
+  slice.validate();
+  require(static_cast<std::int64_t>(params.size()) == model.param_count(), "evaluate_mqar: {} parameters, model has {}",
+          params.size(), model.param_count());
+  MqarTrainConfig c;
+  c.model = model.cfg;
+  c.micro_tokens = micro_tokens;
+  c.precision = precision;
+  set_threads(0);
+  if (precision == "f64") {
+    Trainer<double> tr(c, model);
+    tr.work = params;
+    return tr.evaluate(slice, seed);
+  }
+  Trainer<float> tr(c, model);
+  tr.work.assign(params.begin(), params.end());
+  return tr.evaluate(slice, seed);
+}
+
+double mqar_memory_bytes(const MqarTrainConfig& cfg, int threads) {
+  const MqarModel model = MqarModel::build(cfg.model);
+  const double P = static_cast<double>(model.param_count()), sz = cfg.precision == "f64" ? 8.0 : 4.0;
+  const double D = static_cast<double>(cfg.model.d_model), V = static_cast<double>(cfg.model.vocab);
+  double per_thread = 0, grads = 0;
+  auto consider = [&](const TaskSlice& s, bool train) {
+    const double T = static_cast<double>(s.seq_len);
+    const double mb = static_cast<double>(micro_size(cfg.micro_tokens, s.seq_len));
+    const double tokens = mb * T;
+    double head = 6 * T * T;  // score matrices of one head
+    if (model.kind == MixerKind::delta) {
+      const double C = static_cast<double>(cfg.model.chunk), n = static_cast<double>(model.map.feature_dim());
+      head = 4 * T * n + std::ceil(T / C) * n * static_cast<double>(model.d_head) + 8 * C * C;
+    }
+    const double ws = tokens * D * 40 * static_cast<double>(cfg.model.n_layers) + mb * static_cast<double>(s.queries()) * V + head;
+    per_thread = std::max(per_thread, ws * sz);
+    if (train)
+      grads = std::max(grads, std::min(16.0, std::ceil(static_cast<double>(std::min(cfg.batch, s.examples)) / mb)) * P * sz);
+  };
+  for (const auto& s : cfg.train) consider(s, true);
+  for (const auto& s : cfg.eval) consider(s, false);
+  return 5 * P * 8 + grads + per_thread * std::max(1, threads);
+}
+
+std::int64_t capacity_at(const std::vector<TaskSlice>& slices, const std::vector<SliceResult>& r, double theta) {
+  std::int64_t best = 0;
+  for (std::size_t i = 0; i < slices.size() && i < r.size(); ++i)
+    if (r[i].accuracy >= theta) best = std::max(best, slices[i].keys);
+  return best;
+}
+
+}  // namespace memcap::kata

@@ -1,0 +1,78 @@
+// CPU training and evaluation of the MQAR language model (spec kata.md §4.4, §4.5): AdamW (β₂ = 0.95,
+// weight decay on every parameter, as Zoology), global-norm gradient clipping, a cosine schedule over
+// all steps, per-slice batches in a shuffled order, per-slice accuracy at the labelled positions, early
+// stop when the hardest evaluation slice reaches the threshold. Deterministic for any thread count:
+// a batch is split into micro-batches of a fixed token budget (never derived from the thread count),
+// micro-batch u adds its gradient into buffer u mod 16 (each buffer filled in micro-batch order by one
+// thread), and the buffers are summed in index order in float64; BLAS runs single-threaded (core/threads.hpp). Parameters and Adam moments are float64
+// master copies; the forward/backward runs in float32 (default) or float64.
+#pragma once
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "kata/mqar_model.hpp"
+#include "kata/mqar_task.hpp"
+
+namespace memcap::kata {
+
+struct MqarTrainConfig {
+  MqarModelConfig model;
+  std::vector<TaskSlice> train;   // training slices (examples = slice size; the set is fixed across epochs)
+  std::vector<TaskSlice> eval;    // evaluation slices
+  std::int64_t batch = 256;
+  std::int64_t epochs = 32;
+  double lr = 1e-3, lr_min = 0.0;
+  double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
+  double clip = 1.0;              // global gradient-norm clip (0 = none)
+  std::int64_t eval_every = 1;    // epochs between evaluations (the last epoch is always evaluated)
+  double early_stop = 0.999;      // stop once every evaluation slice reaches this accuracy (> 1 = never)
+  std::int64_t micro_tokens = 1024;  // tokens per micro-batch (>= one sequence)
+  std::string precision = "f32";  // f32 | f64 forward/backward
+  std::uint64_t seed = 0;
+  // Called after every optimizer step (step count so far, planned total, loss, batch accuracy).
+  std::function<void(std::int64_t, std::int64_t, double, double)> on_step;
+  // Called after every evaluation (epoch, accuracy per evaluation slice).
+  std::function<void(std::int64_t, const std::vector<double>&)> on_eval;
+  void validate() const;  // UserError naming the bad field
+  std::int64_t steps_per_epoch() const;
+};
+
+struct SliceResult {
+  double accuracy = 0, loss = 0;  // mean over the labelled positions
+  std::int64_t labelled = 0;
+};
+
+struct MqarTrainResult {
+  std::string path;  // "cpu:f32" | "cpu:f64"
+  std::int64_t params = 0, steps = 0, planned_steps = 0, epochs_run = 0;
+  bool stopped_early = false;
+  // Per step.
+  std::vector<std::int64_t> step;
+  std::vector<double> loss, accuracy, lr, grad_norm;
+  // Per evaluation (rows) × evaluation slice (columns), row-major.
+  std::vector<std::int64_t> eval_epoch, eval_step;
+  std::vector<double> eval_accuracy, eval_loss;
+  std::vector<SliceResult> final_eval;  // the last evaluation
+  std::vector<double> final_params;     // float64 master parameters at the end
+  double train_s = 0, eval_s = 0;
+};
+
+// Seeds of the slices: derive_seed(seed, "mqar/<train|eval>/<task>/T=..,K=../<index>").
+std::uint64_t slice_seed(std::uint64_t seed, const char* role, const TaskSlice& s, std::size_t index);
+
+MqarTrainResult train_mqar(const MqarTrainConfig& cfg);
+
+// Accuracy and loss of `params` (float64 arena) on `count` examples of a slice, forward in `precision`.
+SliceResult evaluate_mqar(const MqarModel& model, const std::vector<double>& params, const TaskSlice& slice,
+                          std::uint64_t seed, const std::string& precision, std::int64_t micro_tokens);
+
+// Peak host memory of a training run in bytes (master arenas, per-micro-batch gradient buffers, per-thread
+// activations, logits and T×T / chunk-state scratch), for sweep::require_memory before anything is written.
+double mqar_memory_bytes(const MqarTrainConfig& cfg, int threads);
+
+// §4.5: the largest K among slices with accuracy >= theta (0 when none).
+std::int64_t capacity_at(const std::vector<TaskSlice>& slices, const std::vector<SliceResult>& r, double theta);
+
+}  // namespace memcap::kata

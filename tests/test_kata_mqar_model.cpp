@@ -1,0 +1,478 @@
+// MQAR language model (spec kata.md §2.10, §4.4, §5.4): Table 2 parameter counts and state sizes,
+// central finite-difference checks in float64 of every layer (LayerNorm, RMSNorm with gain, embedding,
+// depthwise causal conv, ℓ2 norm), every mixer core (softmax; KATA M1, M2, M4, Σ2, Σ4, orthant,
+// Lorentz; the chunked delta rule to 1e-9 with T not a multiple of the chunk) and the whole model per
+// mixer; forward references (recurrent KATA through explicit ψ, token-by-token delta rule, the explicit
+// inverse for the Neumann product) and float32 against float64.
+#include <doctest/doctest.h>
+
+#include <Eigen/Dense>
+#include <cmath>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "kata/feature_map.hpp"
+#include "kata/mqar_mixers.hpp"
+#include "kata/mqar_model.hpp"
+#include "kata/mqar_task.hpp"
+#include "nn/causal_conv.hpp"
+#include "nn/embedding.hpp"
+#include "nn/layernorm.hpp"
+#include "nn/rmsnorm_gain.hpp"
+
+using namespace memcap;
+using namespace memcap::kata;
+using mqar::Mat;
+using mqar::Vec;
+
+namespace {
+
+constexpr double kFdStep = 1e-6;        // central-difference step
+constexpr double kFdRelTol = 1e-6;      // ‖analytic − FD‖ / ‖FD‖ over the checked entries, float64 (house rule)
+constexpr double kDeltaFdTol = 1e-9;    // the delta rule's chunked backward (issue 12: "verified to 1e-9")
+constexpr double kExactTol = 1e-12;     // two forms of one function in float64
+
+std::vector<double> randn(std::size_t n, std::uint64_t seed, double scale = 1.0) {
+  std::vector<double> v(n);
+  for (std::size_t i = 0; i < n; ++i) v[i] = scale * rng::normal(seed, rng::kUser + 7, i);
+  return v;
+}
+
+Mat<double> randm(std::int64_t r, std::int64_t c, std::uint64_t seed, double scale = 1.0) {
+  Mat<double> m(r, c);
+  for (std::int64_t i = 0; i < r * c; ++i) m.data()[i] = scale * rng::normal(seed, rng::kUser + 8, static_cast<std::uint64_t>(i));
+  return m;
+}
+
+// Relative error ‖g − fd‖/‖fd‖ of the analytic gradient g of f at x over (up to) `max_entries` entries.
+double fd_check(std::vector<double>& x, const std::vector<double>& g, const std::function<double()>& f,
+                std::int64_t max_entries = 64, double step = kFdStep) {
+  const auto n = static_cast<std::int64_t>(x.size());
+  const std::int64_t stride = std::max<std::int64_t>(1, n / max_entries);
+  double num = 0, den = 0;
+  for (std::int64_t i = (n > max_entries ? 1 : 0); i < n; i += stride) {
+    const double x0 = x[static_cast<std::size_t>(i)];
+    x[static_cast<std::size_t>(i)] = x0 + step;
+    const double fp = f();
+    x[static_cast<std::size_t>(i)] = x0 - step;
+    const double fm = f();
+    x[static_cast<std::size_t>(i)] = x0;
+    const double fd = (fp - fm) / (2 * step);
+    num += (g[static_cast<std::size_t>(i)] - fd) * (g[static_cast<std::size_t>(i)] - fd);
+    den += fd * fd;
+  }
+  return std::sqrt(num) / std::max(std::sqrt(den), 1e-300);
+}
+
+std::vector<double> flat(const Mat<double>& m) { return std::vector<double>(m.data(), m.data() + m.size()); }
+Mat<double> unflat(const std::vector<double>& v, std::int64_t r, std::int64_t c) {
+  return Eigen::Map<const Mat<double>>(v.data(), r, c);
+}
+double wsum(const Mat<double>& a, const Mat<double>& w) { return (a.array() * w.array()).sum(); }
+
+// Recurrent normalized KATA through explicit packed features (the definition, §1.3).
+Mat<double> kata_recurrent(const FeatureMap& map, const Mat<double>& q, const Mat<double>& k, const Mat<double>& v) {
+  const Eigen::MatrixXd pq = map.apply(q), pk = map.apply(k);
+  Eigen::MatrixXd S = Eigen::MatrixXd::Zero(pq.cols(), v.cols());
+  Eigen::VectorXd Z = Eigen::VectorXd::Zero(pq.cols());
+  Mat<double> o(q.rows(), v.cols());
+  for (std::int64_t t = 0; t < q.rows(); ++t) {
+    S += pk.row(t).transpose() * v.row(t);
+    Z += pk.row(t).transpose();
+    o.row(t) = (pq.row(t) * S) / pq.row(t).dot(Z);
+  }
+  return o;
+}
+
+const char* kKataMaps[] = {"m1:eps=1e-4", "m2:eps=1e-4", "m4:eps=1e-4", "sigma2", "sigma4", "m2", "orthant", "lorentz"};
+
+}  // namespace
+
+TEST_CASE("parameter counts and state sizes equal Table 2 (spec §2.9, §2.10)") {
+  auto count = [](const std::string& mixer) {
+    MqarModelConfig c;
+    c.mixer = mixer;
+    return MqarModel::build(c);
+  };
+  CHECK(count("softmax").param_count() == 1132928);
+  for (const char* m : {"m1", "m2", "m4", "sigma2", "sigma4", "orthant", "lorentz"}) {
+    CAPTURE(m);
+    CHECK(count(m).param_count() == 1134016);
+  }
+  CHECK(count("delta-m1").param_count() == 1134272);
+  CHECK(count("delta-m2").param_count() == 1134272);
+  CHECK(count("softmax").heads == 1);
+  CHECK(count("m2").heads == 2);
+  CHECK(count("m2").d_head == 64);
+  CHECK(count("softmax").state_size(4096) == 1048576);
+  CHECK(count("sigma4").state_size(4096) == 17408);
+  CHECK(count("sigma2").state_size(4096) == 67584);
+  CHECK(count("m4").state_size(4096) == 69632);
+  CHECK(count("m2").state_size(4096) == 135168);
+  CHECK(count("m1").state_size(4096) == 266240);
+  CHECK(count("delta-m2").state_size(4096) == 135168);
+  CHECK(count("delta-m1").state_size(4096) == 266240);
+  // §4.4 ε: 1e-4 for the PSD maps (M_g too), 1e-6 orthant; Σ4 keeps its 1/4 scale.
+  CHECK(count("m2").map.eps() == 1e-4);
+  CHECK(count("sigma4").map.scale() == 0.25);
+  CHECK(count("orthant").map.eps() == 1e-6);
+  MqarModelConfig bad;
+  bad.mixer = "m3";
+  CHECK_THROWS_AS(bad.validate(), UserError);
+  bad.mixer = "m2";
+  bad.heads = 3;
+  CHECK_THROWS_AS(bad.validate(), UserError);
+}
+
+TEST_CASE("init of §4.4: N(0, 0.02²) weights, W_o 0.02/sqrt(2 n_layers), unit gains, zero biases") {
+  MqarModelConfig c;
+  c.mixer = "softmax";
+  const MqarModel m = MqarModel::build(c);
+  const auto p = mqar_init_params(m, 5);
+  auto stats = [&](const std::string& name) {
+    const auto& v = m.layout.view(name);
+    double s = 0, s2 = 0;
+    for (std::int64_t i = 0; i < v.numel; ++i) {
+      const double x = p[static_cast<std::size_t>(v.offset + i)];
+      s += x;
+      s2 += x * x;
+    }
+    return std::pair{s / v.numel, std::sqrt(s2 / v.numel)};
+  };
+  CHECK(stats("embed").second == doctest::Approx(0.02).epsilon(0.01));
+  CHECK(stats("l1.wo.w").second == doctest::Approx(0.01).epsilon(0.03));
+  CHECK(stats("l0.proj.w").second == doctest::Approx(0.02).epsilon(0.03));
+  CHECK(stats("l1.wqkv.b").second == 0.0);
+  CHECK(stats("normf.w").first == 1.0);
+  CHECK(stats("l0.norm1.b").second == 0.0);
+  CHECK(stats("l0.conv.w").second == doctest::Approx(1.0 / 3.0).epsilon(0.1));  // U(±1/√3): rms 1/3
+  CHECK(mqar_init_params(m, 5) == p);
+  CHECK(mqar_init_params(m, 6) != p);
+}
+
+TEST_CASE("layer FD checks: layernorm, rmsnorm with gain, embedding, causal conv (float64)") {
+  const std::int64_t B = 2, T = 7, C = 5, K = 3, N = B * T;
+  std::vector<double> x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3), W = randn(N * C, 4);
+  std::vector<double> out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
+  auto loss = [&](auto&& fwd) {
+    fwd();
+    double s = 0;
+    for (std::int64_t i = 0; i < N * C; ++i) s += out[static_cast<std::size_t>(i)] * W[static_cast<std::size_t>(i)];
+    return s;
+  };
+  {  // LayerNorm
+    auto fwd = [&] { nn::cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), w.data(), b.data(), N, C, 1e-5); };
+    loss(fwd);
+    std::fill(dw.begin(), dw.end(), 0.0);
+    std::fill(db.begin(), db.end(), 0.0);
+    nn::cpu::layernorm_backward(dx.data(), dw.data(), db.data(), W.data(), x.data(), w.data(), mean.data(), rstd.data(), N, C);
+    const double ex = fd_check(x, dx, [&] { return loss(fwd); });
+    const double ew = fd_check(w, dw, [&] { return loss(fwd); });
+    const double eb = fd_check(b, db, [&] { return loss(fwd); });
+    MESSAGE("layernorm FD rel err: dx " << ex << " dw " << ew << " db " << eb);
+    CHECK(ex < kFdRelTol);
+    CHECK(ew < kFdRelTol);
+    CHECK(eb < kFdRelTol);
+    // Known values: each output row has mean b-weighted zero and unit variance before the affine map.
+    std::vector<double> one(C, 1.0), zero(C, 0.0);
+    nn::cpu::layernorm_forward(out.data(), mean.data(), rstd.data(), x.data(), one.data(), zero.data(), N, C, 0.0);
+    double m0 = 0, v0 = 0;
+    for (std::int64_t c = 0; c < C; ++c) m0 += out[static_cast<std::size_t>(c)];
+    for (std::int64_t c = 0; c < C; ++c) v0 += out[static_cast<std::size_t>(c)] * out[static_cast<std::size_t>(c)];
+    CHECK(std::abs(m0) < 1e-13);
+    CHECK(v0 / C == doctest::Approx(1.0).epsilon(1e-13));
+  }
+  {  // RMSNorm with gain
+    auto fwd = [&] { nn::cpu::rmsnorm_gain_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5); };
+    loss(fwd);
+    std::fill(dw.begin(), dw.end(), 0.0);
+    nn::cpu::rmsnorm_gain_backward(dx.data(), dw.data(), W.data(), x.data(), w.data(), rstd.data(), N, C);
+    const double ex = fd_check(x, dx, [&] { return loss(fwd); });
+    const double ew = fd_check(w, dw, [&] { return loss(fwd); });
+    MESSAGE("rmsnorm FD rel err: dx " << ex << " dw " << ew);
+    CHECK(ex < kFdRelTol);
+    CHECK(ew < kFdRelTol);
+  }
+  {  // depthwise causal conv, K = 3 and K = 4 (kernel longer than nothing: T = 7)
+    for (std::int64_t Kc : {K, std::int64_t(4)}) {
+      std::vector<double> cw = randn(C * Kc, 5), cb = randn(C, 6), dcw(C * Kc), dcb(C);
+      auto fwd = [&] { nn::cpu::causal_conv_forward(out.data(), x.data(), cw.data(), cb.data(), B, T, C, Kc); };
+      loss(fwd);
+      // Causality and the PyTorch tap order: out[b,0,c] = bias + w[c,K-1] x[b,0,c].
+      CHECK(out[0] == doctest::Approx(cb[0] + cw[static_cast<std::size_t>(Kc - 1)] * x[0]).epsilon(1e-14));
+      std::fill(dcw.begin(), dcw.end(), 0.0);
+      std::fill(dcb.begin(), dcb.end(), 0.0);
+      nn::cpu::causal_conv_backward(dx.data(), dcw.data(), dcb.data(), W.data(), x.data(), cw.data(), B, T, C, Kc);
+      const double ex = fd_check(x, dx, [&] { return loss(fwd); });
+      const double ew = fd_check(cw, dcw, [&] { return loss(fwd); });
+      const double eb = fd_check(cb, dcb, [&] { return loss(fwd); });
+      MESSAGE("causal conv k=" << Kc << " FD rel err: dx " << ex << " dw " << ew << " db " << eb);
+      CHECK(ex < kFdRelTol);
+      CHECK(ew < kFdRelTol);
+      CHECK(eb < kFdRelTol);
+    }
+  }
+  {  // embedding (linear in the table: FD exact up to round-off)
+    const std::int64_t V = 6;
+    std::vector<std::int32_t> tok(N);
+    for (std::int64_t n = 0; n < N; ++n) tok[static_cast<std::size_t>(n)] = static_cast<std::int32_t>((n * 5) % V);
+    std::vector<double> table = randn(V * C, 7), dtable(V * C, 0.0);
+    auto fwd = [&] { nn::cpu::embedding_forward(out.data(), tok.data(), table.data(), N, V, C); };
+    loss(fwd);
+    nn::cpu::embedding_backward(dtable.data(), tok.data(), W.data(), N, C);
+    const double e = fd_check(table, dtable, [&] { return loss(fwd); });
+    MESSAGE("embedding FD rel err: " << e);
+    CHECK(e < kFdRelTol);
+    tok[3] = static_cast<std::int32_t>(V);
+    CHECK_THROWS_AS(fwd(), UserError);
+  }
+}
+
+TEST_CASE("l2 normalization of rows: FD (float64)") {
+  Mat<double> x = randm(9, 6, 11), W = randm(9, 6, 12), out, dx;
+  Vec<double> r;
+  auto f = [&] {
+    mqar::l2norm_rows_forward(out, r, x, 1e-6);
+    return wsum(out, W);
+  };
+  f();
+  CHECK(out.row(2).norm() == doctest::Approx(1.0).epsilon(1e-6));
+  mqar::l2norm_rows_backward(dx, W, x, r);
+  std::vector<double> xv = flat(x);
+  const double e = fd_check(xv, flat(dx), [&] {
+    x = unflat(xv, 9, 6);
+    return f();
+  });
+  MESSAGE("l2norm FD rel err: " << e);
+  CHECK(e < kFdRelTol);
+}
+
+TEST_CASE("softmax head: FD of q, k, v (float64), T = 13") {
+  const std::int64_t T = 13, d = 8;
+  Mat<double> q = randm(T, d, 21), k = randm(T, d, 22), v = randm(T, d, 23), W = randm(T, d, 24), o, dq, dk, dv;
+  Vec<double> lse;
+  const double scale = 1.0 / std::sqrt(8.0);
+  auto f = [&] {
+    mqar::softmax_head_forward(o, lse, q, k, v, scale);
+    return wsum(o, W);
+  };
+  f();
+  // Row 0 attends only to itself: o_0 = v_0.
+  CHECK((o.row(0) - v.row(0)).norm() < 1e-14);
+  mqar::softmax_head_backward(dq, dk, dv, W, q, k, v, o, lse, scale);
+  for (auto [M, G, name] : {std::tuple{&q, &dq, "q"}, std::tuple{&k, &dk, "k"}, std::tuple{&v, &dv, "v"}}) {
+    std::vector<double> xv = flat(*M);
+    const double e = fd_check(xv, flat(*G), [&] {
+      *M = unflat(xv, T, d);
+      return f();
+    });
+    *M = unflat(xv, T, d);
+    MESSAGE("softmax head FD rel err d" << std::string(name) << ": " << e);
+    CHECK(e < kFdRelTol);
+  }
+}
+
+TEST_CASE("KATA heads: closed-form kernel = FeatureMap, quadratic = recurrent, FD of q, k, v per map") {
+  const std::int64_t T = 13, d = 8;
+  for (const char* spec : kKataMaps) {
+    CAPTURE(spec);
+    const FeatureMap map = FeatureMap::parse(spec, d);
+    Mat<double> q = randm(T, d, 31), k = randm(T, d, 32), v = randm(T, d, 33), W = randm(T, d, 34), o, dq, dk, dv;
+    Mat<double> A;
+    mqar::cone_kernel(A, map, q, k);
+    const Eigen::MatrixXd Aref = map.kernel_matrix(q, k);
+    CHECK((A - Aref).norm() / Aref.norm() < kExactTol);
+    Vec<double> den;
+    auto f = [&] {
+      mqar::kata_head_forward(o, den, map, q, k, v);
+      return wsum(o, W);
+    };
+    f();
+    const Mat<double> oref = kata_recurrent(map, q, k, v);
+    CHECK((o - oref).norm() / oref.norm() < kExactTol);
+    mqar::kata_head_backward(dq, dk, dv, W, map, q, k, v, o, den);
+    double worst = 0;
+    for (auto [M, G] : {std::pair{&q, &dq}, std::pair{&k, &dk}, std::pair{&v, &dv}}) {
+      std::vector<double> xv = flat(*M);
+      const double e = fd_check(xv, flat(*G), [&] {
+        *M = unflat(xv, T, d);
+        return f();
+      });
+      *M = unflat(xv, T, d);
+      worst = std::max(worst, e);
+    }
+    MESSAGE("KATA head " << std::string(spec) << " FD rel err (max over q, k, v): " << worst);
+    CHECK(worst < kFdRelTol);
+  }
+}
+
+TEST_CASE("delta rule: Neumann doubling = explicit inverse, chunked = recurrent, chunked backward FD to 1e-9") {
+  // Neumann product against the LU inverse on a strictly lower N with O(1) entries.
+  for (std::int64_t L : {1, 2, 3, 5, 8, 13, 64}) {
+    Mat<double> N = randm(L, L, 40 + static_cast<std::uint64_t>(L), 0.3);
+    N.triangularView<Eigen::Upper>().setZero();
+    const Mat<double> I = Mat<double>::Identity(L, L);
+    const Mat<double> inv = (I + N).inverse();
+    CHECK((mqar::neumann_inverse(N) - inv).norm() / inv.norm() < 1e-14);
+  }
+  const std::int64_t T = 13, d = 4, dv = 3;
+  const FeatureMap map = FeatureMap::parse("m2:eps=1e-4", d);
+  Mat<double> qn, kn;
+  Vec<double> r;
+  mqar::l2norm_rows_forward(qn, r, randm(T, d, 51), 1e-6);
+  mqar::l2norm_rows_forward(kn, r, randm(T, d, 52), 1e-6);
+  Mat<double> pq = map.apply(qn), pk = map.apply(kn), v = randm(T, dv, 53), W = randm(T, dv, 54);
+  Vec<double> beta(T);
+  for (std::int64_t t = 0; t < T; ++t) beta(t) = 0.1 + 0.8 * rng::uniform(55, rng::kUser, static_cast<std::uint64_t>(t));
+  const Mat<double> oref = mqar::delta_head_recurrent(pq, pk, v, beta);
+  // Unit-norm ψ(k) (ℓ2-normalized M1 key, ε = 0) and β = 1: reading k_t right after writing it returns v_t (§2.11.4).
+  {
+    const FeatureMap m1 = FeatureMap::parse("m1", d);
+    const Mat<double> ku = randm(T, d, 52).rowwise().normalized();
+    Mat<double> pk1 = m1.apply(ku);
+    Vec<double> one = Vec<double>::Ones(T);
+    const Mat<double> o1 = mqar::delta_head_recurrent(pk1, pk1, v, one);
+    CHECK((o1.row(T - 1) - v.row(T - 1)).norm() < 1e-12);
+  }
+  for (std::int64_t C : {1, 4, 5, 13, 16}) {
+    CAPTURE(C);
+    Mat<double> o;
+    mqar::delta_head_forward(o, pq, pk, v, beta, C);
+    CHECK((o - oref).norm() / oref.norm() < kExactTol);
+  }
+  for (std::int64_t C : {4, 5}) {  // 13 = 3·4 + 1 and 2·5 + 3: the last chunk is short
+    CAPTURE(C);
+    Mat<double> o, dpq, dpk, ddv;
+    Vec<double> db;
+    auto f = [&] {
+      mqar::delta_head_forward(o, pq, pk, v, beta, C);
+      return wsum(o, W);
+    };
+    f();
+    mqar::delta_head_backward(dpq, dpk, ddv, db, W, pq, pk, v, beta, C);
+    double worst = 0;
+    for (auto [M, G] : {std::pair{&pq, &dpq}, std::pair{&pk, &dpk}, std::pair{&v, &ddv}}) {
+      std::vector<double> xv = flat(*M);
+      const std::int64_t c = M->cols();
+      const double e = fd_check(
+          xv, flat(*G),
+          [&] {
+            *M = unflat(xv, T, c);
+            return f();
+          },
+          200);
+      *M = unflat(xv, T, c);
+      worst = std::max(worst, e);
+    }
+    std::vector<double> bv(beta.data(), beta.data() + T), gb(db.data(), db.data() + T);
+    const double eb = fd_check(bv, gb, [&] {
+      beta = Eigen::Map<const Vec<double>>(bv.data(), T);
+      return f();
+    });
+    beta = Eigen::Map<const Vec<double>>(bv.data(), T);
+    worst = std::max(worst, eb);
+    MESSAGE("delta chunked backward C=" << C << " FD rel err (max over psi_q, psi_k, v, beta): " << worst);
+    CHECK(worst < kDeltaFdTol);
+  }
+}
+
+namespace {
+
+struct TinyRun {
+  MqarModel model;
+  std::vector<double> params;
+  std::vector<std::int32_t> in, lab;
+  std::int64_t B = 2, T = 13;
+};
+
+TinyRun tiny(const std::string& mixer) {
+  MqarModelConfig c;
+  c.mixer = mixer;
+  c.vocab = 32;
+  c.d_model = 16;
+  c.heads = mixer == "softmax" ? 1 : 2;
+  c.chunk = 4;
+  TinyRun r;
+  r.model = MqarModel::build(c);
+  r.params = mqar_init_params(r.model, 9);
+  // Larger weights than the init (and non-trivial gains / biases) so every path carries signal.
+  for (std::size_t i = 0; i < r.params.size(); ++i) r.params[i] += 0.3 * rng::normal(10, rng::kUser, i);
+  r.in.resize(static_cast<std::size_t>(r.B * r.T));
+  r.lab.assign(r.in.size(), kIgnoreLabel);
+  for (std::size_t i = 0; i < r.in.size(); ++i) r.in[i] = static_cast<std::int32_t>(rng::below(11, rng::kUser, i, 32));
+  for (std::size_t i = 3; i < r.in.size(); i += 4) r.lab[i] = static_cast<std::int32_t>(rng::below(12, rng::kUser, i, 32));
+  return r;
+}
+
+}  // namespace
+
+TEST_CASE("whole model: FD of every parameter tensor per mixer (float64, T = 13, chunk 4)") {
+  for (const char* mixer : {"softmax", "m1", "m2", "m4", "sigma2", "sigma4", "orthant", "lorentz", "delta-m1", "delta-m2"}) {
+    CAPTURE(mixer);
+    TinyRun r = tiny(mixer);
+    MqarWorkspace<double> ws;
+    const MqarForward f0 = mqar_forward(r.model, r.params.data(), ws, r.in.data(), r.lab.data(), r.B, r.T);
+    REQUIRE(f0.labelled == 6);
+    std::vector<double> g(r.params.size(), 0.0);
+    mqar_backward(r.model, r.params.data(), g.data(), ws, 1.0 / static_cast<double>(f0.labelled));
+    auto loss = [&] {
+      MqarWorkspace<double> w2;
+      const MqarForward f = mqar_forward(r.model, r.params.data(), w2, r.in.data(), r.lab.data(), r.B, r.T);
+      return f.loss_sum / static_cast<double>(f.labelled);
+    };
+    CHECK(loss() == doctest::Approx(f0.loss_sum / 6).epsilon(1e-15));
+    double worst = 0;
+    std::string worst_name;
+    for (const auto& v : r.model.layout.views()) {
+      std::vector<double> sub(r.params.begin() + v.offset, r.params.begin() + v.offset + v.numel);
+      std::vector<double> gsub(g.begin() + v.offset, g.begin() + v.offset + v.numel);
+      const double e = fd_check(sub, gsub, [&] {
+        std::copy(sub.begin(), sub.end(), r.params.begin() + v.offset);
+        return loss();
+      }, 24);
+      std::copy(sub.begin(), sub.end(), r.params.begin() + v.offset);
+      if (e > worst) {
+        worst = e;
+        worst_name = v.name;
+      }
+    }
+    MESSAGE("model " << std::string(mixer) << " FD rel err: max " << worst << " (" << worst_name << ")");
+    CHECK(worst < kFdRelTol);
+  }
+}
+
+TEST_CASE("float32 path computes the float64 function (loss and gradient to float precision)") {
+  for (const char* mixer : {"softmax", "m2", "delta-m2"}) {
+    CAPTURE(mixer);
+    TinyRun r = tiny(mixer);
+    MqarWorkspace<double> wd;
+    MqarWorkspace<float> wf;
+    std::vector<float> pf(r.params.begin(), r.params.end());
+    const MqarForward fd = mqar_forward(r.model, r.params.data(), wd, r.in.data(), r.lab.data(), r.B, r.T);
+    const MqarForward ff = mqar_forward(r.model, pf.data(), wf, r.in.data(), r.lab.data(), r.B, r.T);
+    CHECK(ff.loss_sum == doctest::Approx(fd.loss_sum).epsilon(1e-4));
+    std::vector<double> gd(r.params.size(), 0.0);
+    std::vector<float> gf(r.params.size(), 0.0f);
+    mqar_backward(r.model, r.params.data(), gd.data(), wd, 1.0 / 6);
+    mqar_backward(r.model, pf.data(), gf.data(), wf, 1.0 / 6);
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < gd.size(); ++i) {
+      num += (gf[i] - gd[i]) * (gf[i] - gd[i]);
+      den += gd[i] * gd[i];
+    }
+    CHECK(std::sqrt(num / den) < 1e-4);
+  }
+}
+
+TEST_CASE("forward refuses tokens and labels outside the vocabulary") {
+  TinyRun r = tiny("m2");
+  MqarWorkspace<double> ws;
+  r.in[5] = 32;
+  CHECK_THROWS_AS(mqar_forward(r.model, r.params.data(), ws, r.in.data(), r.lab.data(), r.B, r.T), UserError);
+  r.in[5] = 3;
+  r.lab[7] = 40;
+  CHECK_THROWS_AS(mqar_forward(r.model, r.params.data(), ws, r.in.data(), r.lab.data(), r.B, r.T), UserError);
+}

@@ -1,0 +1,148 @@
+// MQAR CPU trainer (spec kata.md §4.4, §4.5): bit-identical results for 1 and 2 threads (fixed
+// micro-batches and gradient slots), the cosine schedule and clipping recorded per step, early stop,
+// float64 vs float32 paths computing the same training, evaluation of a trained model reproducing the
+// trainer's final evaluation, and cap_θ of §4.5.
+#include <doctest/doctest.h>
+#include <omp.h>
+
+#include <cmath>
+#include <vector>
+
+#include "core/error.hpp"
+#include "kata/mqar_train.hpp"
+#include "nn/layers.hpp"
+
+using namespace memcap;
+using namespace memcap::kata;
+
+namespace {
+
+MqarTrainConfig tiny_config(const std::string& mixer) {
+  MqarTrainConfig c;
+  c.model.mixer = mixer;
+  c.model.vocab = 64;
+  c.model.d_model = 16;
+  c.model.heads = 2;
+  c.model.chunk = 8;
+  TaskSlice s;
+  s.seq_len = 16;
+  s.keys = 2;
+  s.vocab = 64;
+  s.examples = 96;
+  c.train = {s};
+  s.examples = 40;
+  c.eval = {s};
+  c.batch = 32;
+  c.epochs = 3;
+  c.lr = 3e-3;
+  c.micro_tokens = 64;  // 4 sequences: 8 micro-batches per step, more than the threads
+  c.seed = 17;
+  return c;
+}
+
+}  // namespace
+
+TEST_CASE("training is bit-identical for 1 and 2 threads") {
+  for (const char* mixer : {"softmax", "sigma2", "delta-m2"}) {
+    CAPTURE(mixer);
+    const MqarTrainConfig c = tiny_config(mixer);
+    const int saved = omp_get_max_threads();
+    omp_set_num_threads(1);
+    const MqarTrainResult a = train_mqar(c);
+    omp_set_num_threads(2);
+    const MqarTrainResult b = train_mqar(c);
+    omp_set_num_threads(saved);
+    CHECK(a.steps == 9);  // 3 epochs × ceil(96 / 32)
+    CHECK(a.final_params == b.final_params);
+    CHECK(a.loss == b.loss);
+    CHECK(a.final_eval[0].accuracy == b.final_eval[0].accuracy);
+  }
+}
+
+TEST_CASE("schedule, clipping and curves: lr follows the cosine over all steps, loss decreases") {
+  MqarTrainConfig c = tiny_config("m2");
+  c.epochs = 6;
+  c.lr = 1e-2;
+  c.lr_min = 1e-4;
+  c.clip = 0.05;  // small enough to clip every step
+  c.eval_every = 2;
+  const MqarTrainResult r = train_mqar(c);
+  REQUIRE(r.steps == 18);
+  REQUIRE(r.lr.size() == 18);
+  for (std::int64_t t = 0; t < 18; ++t) CHECK(r.lr[static_cast<std::size_t>(t)] == nn::cosine_lr(1e-2, 1e-4, t, 18));
+  CHECK(r.eval_epoch == std::vector<std::int64_t>{2, 4, 6});
+  CHECK(r.eval_step == std::vector<std::int64_t>{6, 12, 18});
+  CHECK(r.eval_accuracy.size() == 3);
+  for (double g : r.grad_norm) CHECK((std::isfinite(g) && g > 0));  // recorded before clipping
+  CHECK(r.loss.back() < r.loss.front());
+  CHECK(r.path == "cpu:f32");
+  c.clip = 0;  // no clipping: another trajectory
+  CHECK(train_mqar(c).final_params != r.final_params);
+}
+
+TEST_CASE("early stop after the first evaluation that meets the threshold") {
+  MqarTrainConfig c = tiny_config("softmax");
+  c.early_stop = 0.0;  // any accuracy meets it
+  const MqarTrainResult r = train_mqar(c);
+  CHECK(r.stopped_early);
+  CHECK(r.epochs_run == 1);
+  CHECK(r.steps == 3);
+  c.early_stop = 2.0;  // never
+  CHECK(!train_mqar(c).stopped_early);
+}
+
+TEST_CASE("float64 and float32 paths train the same model to float precision") {
+  MqarTrainConfig c = tiny_config("m2");
+  c.epochs = 1;
+  const MqarTrainResult f32 = train_mqar(c);
+  c.precision = "f64";
+  const MqarTrainResult f64 = train_mqar(c);
+  CHECK(f64.path == "cpu:f64");
+  REQUIRE(f32.loss.size() == f64.loss.size());
+  for (std::size_t i = 0; i < f32.loss.size(); ++i) CHECK(f32.loss[i] == doctest::Approx(f64.loss[i]).epsilon(1e-4));
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < f64.final_params.size(); ++i) {
+    num += (f32.final_params[i] - f64.final_params[i]) * (f32.final_params[i] - f64.final_params[i]);
+    den += f64.final_params[i] * f64.final_params[i];
+  }
+  CHECK(std::sqrt(num / den) < 1e-4);
+}
+
+TEST_CASE("evaluate_mqar reproduces the trainer's final evaluation") {
+  const MqarTrainConfig c = tiny_config("sigma2");
+  const MqarTrainResult r = train_mqar(c);
+  const MqarModel m = MqarModel::build(c.model);
+  const SliceResult e = evaluate_mqar(m, r.final_params, c.eval[0], slice_seed(c.seed, "eval", c.eval[0], 0), "f32", 64);
+  CHECK(e.labelled == 80);
+  CHECK(e.accuracy == r.final_eval[0].accuracy);
+  CHECK(e.loss == doctest::Approx(r.final_eval[0].loss).epsilon(1e-12));
+}
+
+TEST_CASE("cap_theta of §4.5 over the evaluation diagonal") {
+  const auto slices = mqar_eval_diagonal();
+  std::vector<SliceResult> r(5);
+  const double acc[5] = {1.0, 0.995, 0.95, 0.5, 0.2};
+  for (int i = 0; i < 5; ++i) r[static_cast<std::size_t>(i)].accuracy = acc[i];
+  CHECK(capacity_at(slices, r, 0.99) == 256);
+  CHECK(capacity_at(slices, r, 0.90) == 512);
+  CHECK(capacity_at(slices, r, 0.999) == 128);
+  r[0].accuracy = 0.1;
+  r[1].accuracy = 0.1;
+  r[2].accuracy = 0.1;
+  CHECK(capacity_at(slices, r, 0.9) == 0);
+}
+
+TEST_CASE("bad training configurations are refused") {
+  MqarTrainConfig c = tiny_config("m2");
+  c.lr = 0;
+  CHECK_THROWS_AS(train_mqar(c), UserError);
+  c = tiny_config("m2");
+  c.train[0].vocab = 128;  // slice and model disagree
+  CHECK_THROWS_AS(train_mqar(c), UserError);
+  c = tiny_config("m2");
+  c.precision = "bf16";
+  CHECK_THROWS_AS(train_mqar(c), UserError);
+  c = tiny_config("m2");
+  c.train.clear();
+  CHECK_THROWS_AS(train_mqar(c), UserError);
+}
