@@ -17,6 +17,7 @@
 #include "margin/capacity_job.hpp"
 #include "margin/capacity_probe.hpp"
 #include "sweep/sweep.hpp"
+#include "gpu_workers.hpp"
 
 #ifdef MEMCAP_HAVE_CUDA
 #include "core/gpu.hpp"
@@ -102,61 +103,6 @@ std::vector<Point> points_of(const CapState& st) {
   return pts;
 }
 
-// GPU ordinals of --devices (empty on the CPU).
-std::vector<int> gpu_ordinals(const CapState& st, Device device) {
-  if (device != Device::cuda) {
-    require(st.devices == "all", "--devices {} lists GPUs but this run uses the CPU (--device {})", st.devices,
-            st.common.device);
-    return {};
-  }
-  int count = 0;
-#ifdef MEMCAP_HAVE_CUDA
-  count = gpu::device_count();
-#endif
-  std::vector<int> ords;
-  if (st.devices == "all") {
-    for (int i = 0; i < count; ++i) ords.push_back(i);
-  } else {
-    std::stringstream ss(st.devices);
-    std::string tok;
-    while (std::getline(ss, tok, ',')) {
-      char* end = nullptr;
-      const long v = std::strtol(tok.c_str(), &end, 10);
-      require(!tok.empty() && end && *end == '\0' && v >= 0 && v < count,
-              "--devices wants all or GPU numbers 0..{} separated by commas (got '{}')", count - 1, st.devices);
-      require(std::find(ords.begin(), ords.end(), static_cast<int>(v)) == ords.end(), "--devices lists GPU {} twice",
-              v);
-      ords.push_back(static_cast<int>(v));
-    }
-  }
-  require(!ords.empty(), "--devices selects no GPU");
-  return ords;
-}
-
-#ifdef MEMCAP_HAVE_CUDA
-// One worker's stream and library handles, created on the worker's thread after set_device.
-struct GpuWorker {
-  int ordinal;
-  gpu::Stream stream;
-  gpu::Handles handles;
-  explicit GpuWorker(int o) : ordinal(o), handles(stream) {}
-};
-// Destroys each worker's stream/handles with its own device current (on the main thread).
-struct GpuWorkers {
-  std::vector<std::unique_ptr<GpuWorker>> slots;
-  ~GpuWorkers() {
-    for (auto& w : slots) {
-      if (!w) continue;
-      try {
-        gpu::set_device(w->ordinal);
-      } catch (...) {
-      }
-      w.reset();
-    }
-  }
-};
-#endif
-
 void run_capacity(CLI::App* sub, CapState& st) {
   if (!st.preset.empty()) {
     const bool user_facts = st.facts_opt->count() > 0, user_alpha = st.alpha_opt->count() > 0;
@@ -236,8 +182,9 @@ void run_capacity(CLI::App* sub, CapState& st) {
 
   // Where jobs run, and whether the largest probe of every job fits there.
   const Device device = prep.ctx.device.device;
-  const std::vector<int> ords = gpu_ordinals(st, device);
-  st.sweep.workers = device == Device::cuda ? static_cast<int>(ords.size()) * st.jobs_per_gpu : 1;
+  const std::vector<int> ords = hebb_app::gpu_ordinals(st.devices, device, st.common.device);
+  hebb_app::WorkerPool pool(ords, st.jobs_per_gpu);
+  st.sweep.workers = pool.workers();
   // Size problems stop a real run before anything is allocated; a dry run reports them and goes on.
   std::string size_problem;
   auto refuse = [&](const std::string& msg) {
@@ -295,26 +242,11 @@ void run_capacity(CLI::App* sub, CapState& st) {
   }
   margin::register_capacity_finalizer();
 
-#ifdef MEMCAP_HAVE_CUDA
-  GpuWorkers workers;
-  workers.slots.resize(static_cast<std::size_t>(st.sweep.workers));
-#endif
   const int rc = sweep::run_parallel(plan, st.sweep, prep.ctx, st.common.out,
                                      [&](const sweep::Job& j, const sweep::JobContext& jc) {
     const margin::CapacityJobSpec& js = specs[static_cast<std::size_t>(j.index)];
-    gpu::Handles* handles = nullptr;
-    std::string path = "cpu";
-    (void)jc;
-#ifdef MEMCAP_HAVE_CUDA
-    if (device == Device::cuda) {
-      const int ord = ords[static_cast<std::size_t>(jc.worker) % ords.size()];
-      gpu::set_device(ord);
-      auto& slot = workers.slots[static_cast<std::size_t>(jc.worker)];
-      if (!slot) slot = std::make_unique<GpuWorker>(ord);
-      handles = &slot->handles;
-      path = fmt::format("cuda:{}", ord);
-    }
-#endif
+    std::string path;
+    gpu::Handles* handles = pool.handles(jc, path);
     margin::CapacityJobResult r = margin::run_capacity_job(js, device, handles, jc.scratch, path);
     sweep::JobOutput out;
     out.row = std::move(r.row);

@@ -45,6 +45,14 @@ const CLI::App* active_leaf(const CLI::App* app) {
   return app;
 }
 
+// The names below the tool down to `app`: "train", or "ssfr train" for a nested subcommand.
+std::string command_path(const CLI::App* app) {
+  std::string path;
+  for (const CLI::App* a = app; a && a->get_parent(); a = a->get_parent())
+    path = path.empty() ? a->get_name() : a->get_name() + " " + path;
+  return path;
+}
+
 bool looks_numeric(const std::string& v) {
   if (v.empty()) return false;
   char* end = nullptr;
@@ -118,11 +126,39 @@ std::vector<std::string> expand_config(CLI::App& app, const std::vector<std::str
   if (config_count > 1) throw UserError("--config given more than once; give one TOML file");
   if (path.empty()) throw UserError("--config needs a TOML file name (got an empty string)");
   CLI::App* sub = nullptr;
+  size_t sub_at = 0;
   for (size_t i = 1; i < out.size() && !sub; ++i)
     if (!out[i].empty() && out[i][0] != '-')
       for (CLI::App* s : app.get_subcommands(std::function<bool(CLI::App*)>()))
-        if (s->check_name(out[i])) sub = s;
+        if (s->check_name(out[i])) {
+          sub = s;
+          sub_at = i;
+        }
   if (!sub) return out;  // no subcommand: the parser reports it
+  // A nested subcommand (hebb ssfr train): descend while the next word names a child.
+  for (size_t i = sub_at + 1; i < out.size() && !sub->get_subcommands(std::function<bool(CLI::App*)>()).empty(); ++i) {
+    if (out[i].empty() || out[i][0] == '-') continue;
+    for (CLI::App* s : sub->get_subcommands(std::function<bool(CLI::App*)>()))
+      if (s->check_name(out[i])) {
+        sub = s;
+        break;
+      }
+  }
+  // A file may hold a [section] per subcommand: first-level ones by name ([margin-sweep]), nested
+  // ones by their path joined with '-' ([ssfr-train]). Every other command's section is skipped.
+  auto dashed = [](std::string n) {
+    std::replace(n.begin(), n.end(), ' ', '-');
+    return n;
+  };
+  const std::string section = dashed(command_path(sub));
+  std::vector<std::string> siblings;
+  std::function<void(const CLI::App*)> collect = [&](const CLI::App* a) {
+    for (const CLI::App* s : a->get_subcommands({})) {
+      if (s != sub) siblings.push_back(dashed(command_path(s)));
+      collect(s);
+    }
+  };
+  collect(&app);
   std::set<std::string> given;
   for (size_t i = 1; i < out.size(); ++i) {
     const std::string& a = out[i];
@@ -132,7 +168,7 @@ std::vector<std::string> expand_config(CLI::App& app, const std::vector<std::str
     if (const CLI::Option* opt = sub->get_option_no_throw(name))
       if (!opt->get_lnames().empty()) given.insert(opt->get_lnames()[0]);
   }
-  for (const ConfigEntry& e : read_toml_config(path, sub->get_name(), sibling_names(sub))) {
+  for (const ConfigEntry& e : read_toml_config(path, section, siblings)) {
     const CLI::Option* opt = config_option(sub, e, path);
     const std::string name = opt->get_lnames()[0];
     if (given.count(name)) continue;
@@ -205,7 +241,11 @@ void add_common(CLI::App* sub, CommonOptions& o, const std::string& default_out)
   sub->add_option("--seed", o.seed, "Base random seed; every random draw is a pure function of (seed, stream, index)")
       ->capture_default_str()
       ->check(Uint64);
-  sub->add_flag("--quiet,-q", g_verbosity_quiet, "Print only errors on stderr (no device line, no progress)")
+  // A subcommand whose data flag is `--q` (ramnet kernel/cape: one query) adds it before this call and
+  // keeps `--quiet` without the `-q` alias: newer CLI11 releases treat `-q` and `--q` as one name.
+  const bool q_taken = sub->get_option_no_throw("--q") != nullptr;
+  sub->add_flag(q_taken ? "--quiet" : "--quiet,-q", g_verbosity_quiet,
+                "Print only errors on stderr (no device line, no progress)")
       ->configurable(false);
   sub->add_flag("--verbose,-v", g_verbosity_verbose, "More diagnostics on stderr (the device choice in full)")
       ->configurable(false);
@@ -317,8 +357,10 @@ Prepared prepare(CLI::App* sub, const CommonOptions& o) {
   io::set_out_policy(o.out, o.force);
   refuse_out_among_inputs(sub, o.out);
   set_threads(o.threads);
-  std::string tool = sub->get_parent() ? sub->get_parent()->get_name() : "memcap";
-  p.ctx = io::make_context(tool, sub->get_name(), g_argc, g_argv);
+  const CLI::App* root = sub;
+  while (root->get_parent()) root = root->get_parent();
+  const std::string tool = root != sub ? root->get_name() : "memcap";
+  p.ctx = io::make_context(tool, command_path(sub), g_argc, g_argv);
   p.ctx.device = resolve_device(o.device);
   // One short device line (not with --quiet): "device: cuda (NVIDIA H200, cc 9.0)" / "device: cpu (auto: no GPU)".
   if (verbosity() > 0 || (verbosity() == 0 && o.device == "auto")) {
@@ -366,7 +408,7 @@ int run_tool(const char* tool, const char* description, int argc, char** argv) {
       return kExitUsage;
     }
     const CLI::App* leaf = active_leaf(&app);
-    std::string where = leaf == &app ? tool : fmt::format("{} {}", tool, leaf->get_name());
+    std::string where = leaf == &app ? tool : fmt::format("{} {}", tool, command_path(leaf));
     if (leaf == &app) {  // no subcommand recognised: name the word and list the commands
       std::string first;
       for (int i = 1; i < argc && first.empty(); ++i)
@@ -388,12 +430,12 @@ int run_tool(const char* tool, const char* description, int argc, char** argv) {
     return kExitUsage;
   } catch (const UserError& e) {
     const CLI::App* leaf = active_leaf(&app);
-    std::fprintf(stderr, "%s: error: %s\n", leaf == &app ? tool : fmt::format("{} {}", tool, leaf->get_name()).c_str(), e.what());
+    std::fprintf(stderr, "%s: error: %s\n", leaf == &app ? tool : fmt::format("{} {}", tool, command_path(leaf)).c_str(), e.what());
     return e.exit_code();
   } catch (const std::filesystem::filesystem_error& e) {
     // Creating, renaming or listing files and folders (name too long, permission denied, disk full).
     const CLI::App* leaf = active_leaf(&app);
-    std::fprintf(stderr, "%s: error: %s\n", leaf == &app ? tool : fmt::format("{} {}", tool, leaf->get_name()).c_str(),
+    std::fprintf(stderr, "%s: error: %s\n", leaf == &app ? tool : fmt::format("{} {}", tool, command_path(leaf)).c_str(),
                  e.what());
     return kExitIo;
   } catch (const std::bad_alloc&) {

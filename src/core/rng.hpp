@@ -30,6 +30,11 @@ enum Stream : std::uint64_t {
   kDictionary = 30,
   kQueries = 31,
   kGdInit = 40,     // GD-trained MLP init (U, G, D, biases: consecutive counter ranges)
+  kSsfrTrain = 50,  // SSFR training batches (nn/ssfr_sequence.hpp: 1024 counters per sequence)
+  kSsfrEval = 51,   // SSFR evaluation batches (same layout; batch ids per evaluation round)
+  kSsfrEmbed = 52,  // SSFR junk and query-token embedding rows (sphere rows)
+  kSsfrMapB = 53,   // SSFR evaluation map B (a fresh permutation of the F facts)
+  kSsfrInit = 54,   // SSFR attention init W_q, W_k, W_v, W_o (consecutive d*d counter ranges)
   kUser = 1000,  // first free stream id for callers
 };
 

@@ -62,6 +62,14 @@ mlp::FactSetSpec capacity_factset_spec(const CapacityJobSpec& spec) {
 }
 
 std::vector<mlp::Probe> read_probe_log(const std::string& path, const CapacityJobSpec& spec) {
+  return read_probe_log(path, search_identity(spec));
+}
+
+void write_probe_log(const std::string& path, const CapacityJobSpec& spec, const std::vector<mlp::Probe>& probes) {
+  write_probe_log(path, search_identity(spec), probes);
+}
+
+std::vector<mlp::Probe> read_probe_log(const std::string& path, const nlohmann::json& identity) {
   std::vector<mlp::Probe> out;
   if (path.empty() || !fs::exists(path)) return out;
   nlohmann::json j;
@@ -72,7 +80,7 @@ std::vector<mlp::Probe> read_probe_log(const std::string& path, const CapacityJo
     std::fprintf(stderr, "hebb capacity: ignoring unreadable probe log %s (the search restarts)\n", path.c_str());
     return out;
   }
-  if (!j.is_object() || j.value("search", nlohmann::json()) != search_identity(spec) || !j["probes"].is_array()) {
+  if (!j.is_object() || j.value("search", nlohmann::json()) != identity || !j["probes"].is_array()) {
     std::fprintf(stderr, "hebb capacity: probe log %s is for another search; ignoring it\n", path.c_str());
     return out;
   }
@@ -88,13 +96,13 @@ std::vector<mlp::Probe> read_probe_log(const std::string& path, const CapacityJo
   return out;
 }
 
-void write_probe_log(const std::string& path, const CapacityJobSpec& spec, const std::vector<mlp::Probe>& probes) {
+void write_probe_log(const std::string& path, const nlohmann::json& identity, const std::vector<mlp::Probe>& probes) {
   if (path.empty()) return;
   nlohmann::json arr = nlohmann::json::array();
   for (const auto& p : probes)
     arr.push_back({{"m", p.m}, {"accuracy", p.accuracy}, {"min_margin", p.min_margin}, {"wall_s", p.wall_s},
                    {"note", p.note}});
-  const nlohmann::json j = {{"search", search_identity(spec)}, {"probes", arr}};
+  const nlohmann::json j = {{"search", identity}, {"probes", arr}};
   const std::string tmp = path + ".tmp";
   {
     std::ofstream out(tmp);

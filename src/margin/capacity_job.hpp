@@ -7,6 +7,8 @@
 #include <string>
 #include <vector>
 
+#include <nlohmann/json.hpp>
+
 #include "core/device.hpp"
 #include "io/h5.hpp"
 #include "io/table.hpp"
@@ -50,6 +52,9 @@ void write_probes(h5::Group& run, const mlp::SearchResult& r);
 // and write (tmp + rename).
 std::vector<mlp::Probe> read_probe_log(const std::string& path, const CapacityJobSpec& spec);
 void write_probe_log(const std::string& path, const CapacityJobSpec& spec, const std::vector<mlp::Probe>& probes);
+// The same for any search, identified by a JSON value (a log made under another identity is ignored).
+std::vector<mlp::Probe> read_probe_log(const std::string& path, const nlohmann::json& identity);
+void write_probe_log(const std::string& path, const nlohmann::json& identity, const std::vector<mlp::Probe>& probes);
 
 // Finalizer: /points, one row per (method, dim, facts) in first-appearance order, with columns
 // method, method_id, dim, facts, alpha, beta, seeds, found, m_min, m50, m100, m_median, params50,

@@ -32,6 +32,14 @@
 namespace memcap::sweep {
 namespace fs = std::filesystem;
 
+std::string run_group_name(const std::string& key) {
+  std::string g = key;
+  for (auto& ch : g)
+    if (ch == '/' || ch == '.') ch = (ch == '/') ? ',' : 'p';
+  return g.empty() ? "job" : g;
+}
+
+
 namespace {
 
 std::map<std::string, Finalizer>& finalizers() {
@@ -50,13 +58,6 @@ nlohmann::json stable_config(const nlohmann::json& c) {
   for (auto it = c.begin(); it != c.end(); ++it)
     if (!kVolatileKeys.count(it.key())) s[it.key()] = it.value();
   return s;
-}
-
-std::string group_name(const std::string& key) {
-  std::string g = key;
-  for (auto& ch : g)
-    if (ch == '/' || ch == '.') ch = (ch == '/') ? ',' : 'p';
-  return g.empty() ? "job" : g;
 }
 
 std::string shard_path(const std::string& out, const Shard& s) {
@@ -109,7 +110,7 @@ void assemble(const std::vector<Record>& recs, const std::string& out, const io:
       if (r.run_path.empty()) continue;
       auto it = open.find(r.source_file);
       if (it == open.end()) it = open.emplace(r.source_file, h5::File::open_read(r.source_file)).first;
-      if (it->second.exists(r.run_path)) it->second.copy_to(r.run_path, runs, group_name(r.key));
+      if (it->second.exists(r.run_path)) it->second.copy_to(r.run_path, runs, run_group_name(r.key));
     }
   }
   io::write_grid(of.root(), table, axes, values);
@@ -486,7 +487,7 @@ void merge(const std::vector<std::string>& inputs, const std::string& out, const
       auto i = static_cast<std::int64_t>(idx[r]);
       if (!seen.insert(i).second)
         throw UserError(fmt::format("job '{}' appears in more than one input (same shard given twice?)", keys[r]));
-      std::string rp = "runs/" + group_name(keys[r]);
+      std::string rp = "runs/" + run_group_name(keys[r]);
       recs.push_back({i, keys[r], t.row(r), inputs[k], f.exists(rp) ? rp : ""});
     }
   }

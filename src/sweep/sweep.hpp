@@ -110,6 +110,9 @@ std::int64_t available_memory();
 // UserError when one job of `what` needs more than the available memory (or a non-finite amount).
 void require_memory(double bytes, const std::string& what);
 
+// Name of a job's group under /runs: the key with '/' -> ',' and '.' -> 'p' ("job" when empty).
+std::string run_group_name(const std::string& key);
+
 // Grid helpers for plans.
 std::vector<double> logspace_unique_ints(double lo, double hi, int n);  // round(logspace), dedup
 std::vector<double> logspace(double lo, double hi, int n);
