@@ -7,10 +7,24 @@
 
 #include "cli/app.hpp"
 #include "core/error.hpp"
+#include "ramnet/theory.hpp"
 
 namespace memcap::ramnet::app {
 
-double beta_star(double tau) { return std::sqrt(2.0 / tau); }
+double beta_star(double tau) { return ramnet::beta_star(tau); }
+
+namespace {
+// β and τ flags: a given value must be a finite number > 0 (0 is not "default": leave the flag out).
+const CLI::Validator kPositive(
+    [](std::string& v) -> std::string {
+      char* end = nullptr;
+      const double x = std::strtod(v.c_str(), &end);
+      if (v.empty() || !end || *end || !std::isfinite(x) || !(x > 0))
+        return fmt::format("must be a finite number > 0 (got '{}')", v);
+      return {};
+    },
+    "FLOAT > 0");
+}  // namespace
 
 void add_model_options(CLI::App* sub, ModelOptions& o, unsigned mask, int default_U) {
   o.U = default_U;
@@ -19,11 +33,15 @@ void add_model_options(CLI::App* sub, ModelOptions& o, unsigned mask, int defaul
         ->capture_default_str();
     sub->add_option("--U", o.U, "Number of factors: queries/keys live in R^{2U}, the address space has dp^U slots")
         ->capture_default_str();
-    sub->add_option("--beta-r", o.beta_r, "Read concentration β_r (default: --beta, else β* = sqrt(2/τ))");
-    sub->add_option("--beta-w", o.beta_w, "Write concentration β_w (default: --beta, else β* = sqrt(2/τ))");
-    sub->add_option("--beta", o.beta, "β_r = β_w = this");
-    sub->add_option("--beta-factor", o.beta_factor, "β_r = β_w = f·β* (e.g. 1.58 for the paper's shifted optimum)");
-    sub->add_option("--tau", o.tau, "Teacher softmax temperature τ (logits q·k/τ); default sqrt(2U), so β* = sqrt(2/τ)");
+    sub->add_option("--beta-r", o.beta_r, "Read concentration β_r (default: --beta, else β* = sqrt(2/τ))")
+        ->check(kPositive);
+    sub->add_option("--beta-w", o.beta_w, "Write concentration β_w (default: --beta, else β* = sqrt(2/τ))")
+        ->check(kPositive);
+    sub->add_option("--beta", o.beta, "β_r = β_w = this")->check(kPositive);
+    sub->add_option("--beta-factor", o.beta_factor, "β_r = β_w = f·β* (e.g. 1.58 for the paper's shifted optimum)")
+        ->check(kPositive);
+    sub->add_option("--tau", o.tau, "Teacher softmax temperature τ (logits q·k/τ); default sqrt(2U), so β* = sqrt(2/τ)")
+        ->check(kPositive);
   }
   if (mask & kTopK)
     sub->add_option("--topk", o.topk, "Keep the K largest read and write probabilities, not renormalised (0 = full)")
