@@ -17,7 +17,7 @@
 #include "margin/capacity_job.hpp"
 #include "margin/capacity_probe.hpp"
 #include "sweep/sweep.hpp"
-#include "gpu_workers.hpp"
+#include "sweep/gpu_workers.hpp"
 
 #ifdef MEMCAP_HAVE_CUDA
 #include "core/gpu.hpp"
@@ -182,8 +182,8 @@ void run_capacity(CLI::App* sub, CapState& st) {
 
   // Where jobs run, and whether the largest probe of every job fits there.
   const Device device = prep.ctx.device.device;
-  const std::vector<int> ords = hebb_app::gpu_ordinals(st.devices, device, st.common.device);
-  hebb_app::WorkerPool pool(ords, st.jobs_per_gpu);
+  const std::vector<int> ords = sweep::gpu_ordinals(st.devices, device, st.common.device);
+  sweep::WorkerPool pool(ords, st.jobs_per_gpu);
   st.sweep.workers = pool.workers();
   // Size problems stop a real run before anything is allocated; a dry run reports them and goes on.
   std::string size_problem;

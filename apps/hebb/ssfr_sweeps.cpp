@@ -15,7 +15,7 @@
 #include "cli/app.hpp"
 #include "cli/preset.hpp"
 #include "core/error.hpp"
-#include "gpu_workers.hpp"
+#include "sweep/gpu_workers.hpp"
 #include "margin/capacity_probe.hpp"
 #include "margin/ssfr_jobs.hpp"
 #include "mlp/constructions.hpp"
@@ -105,7 +105,7 @@ Prepared prepare_sweep(CLI::App* sub, SsfrSweepState& st) {
   require(st.junk_vocab >= 0, "--junk-vocab must be >= 0 (0 = J; got {})", st.junk_vocab);
   st.train.seed = st.common.seed;
   st.train.validate();
-  p.ords = gpu_ordinals(st.devices, p.ctx.device.device, st.common.device);
+  p.ords = sweep::gpu_ordinals(st.devices, p.ctx.device.device, st.common.device);
   if (!st.sweep.dry_run && !st.sweep.resume) io::check_output_path(st.common.out);
   return p;
 }
@@ -158,7 +158,7 @@ void check_training_memory(const SsfrSweepState& st, const Prepared& p, const nn
   std::fprintf(stderr, "hebb ssfr: warning: %s (a real run stops here)\n", problem.c_str());
 }
 
-int run_plan(const sweep::Plan& plan, SsfrSweepState& st, const Prepared& p, WorkerPool& pool,
+int run_plan(const sweep::Plan& plan, SsfrSweepState& st, const Prepared& p, sweep::WorkerPool& pool,
              const std::function<margin::SsfrJobOutput(const sweep::Job&, const margin::SsfrRunner&,
                                                        const sweep::JobContext&)>& job) {
   st.sweep.workers = pool.workers();
@@ -290,7 +290,7 @@ void run_capacity(CLI::App* sub, SsfrSweepState& st) {
                 st.search_hi > 0 ? std::to_string(st.search_hi).c_str()
                                 : (t99 ? "min(65536, 0.75 d m)" : "65536 (gd: ceil(64 F/d))"),
                 st.tolerance, t99 ? "best_train_acc" : "best_acc", threshold, gate);
-  WorkerPool pool(p.ords, st.jobs_per_gpu);
+  sweep::WorkerPool pool(p.ords, st.jobs_per_gpu);
   const int rc = run_plan(plan, st, p, pool, [&](const sweep::Job& j, const margin::SsfrRunner& r,
                                                   const sweep::JobContext& jc) {
     const auto& js = specs[static_cast<std::size_t>(j.index)];
@@ -350,7 +350,7 @@ void run_noise(CLI::App* sub, SsfrSweepState& st) {
         plan.jobs.push_back(j);
         specs.push_back(js);
       }
-  WorkerPool pool(p.ords, st.jobs_per_gpu);
+  sweep::WorkerPool pool(p.ords, st.jobs_per_gpu);
   const int rc = run_plan(plan, st, p, pool, [&](const sweep::Job& j, const margin::SsfrRunner& r,
                                                   const sweep::JobContext& jc) {
     margin::SsfrRunner run = r;
@@ -406,7 +406,7 @@ void run_usability(CLI::App* sub, SsfrSweepState& st) {
   check_training_memory(st, p, specs.front().task(), d, *std::max_element(st.widths.begin(), st.widths.end()),
                         fmt::format("the largest {} point (d = {}, F = {})", choice.text, d, F), &choice.method);
   margin::register_ssfr_finalizers();
-  WorkerPool pool(p.ords, st.jobs_per_gpu);
+  sweep::WorkerPool pool(p.ords, st.jobs_per_gpu);
   const int rc = run_plan(plan, st, p, pool, [&](const sweep::Job& j, const margin::SsfrRunner& r,
                                                   const sweep::JobContext& jc) {
     const auto& js = specs[static_cast<std::size_t>(j.index)];

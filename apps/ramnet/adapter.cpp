@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cli/app.hpp"
+#include "options.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "io/output_file.hpp"
@@ -35,10 +36,9 @@ struct LossStats {
 };
 
 void run(CLI::App* sub, AdapterState& st) {
+  app::require_cpu_only(st.common, "ramnet adapter");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "ramnet adapter runs on the CPU only; use --device cpu or auto");
   require(st.dp >= 2 && st.dp <= 4096, "--dp {} must be in [2, 4096]", st.dp);
   require(st.U >= 1 && st.U <= 64, "--U {} must be in [1, 64]", st.U);
   require(st.random >= 0 && st.random <= 100000, "--random {} must be in [0, 1e5]", st.random);

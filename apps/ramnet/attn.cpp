@@ -9,6 +9,7 @@
 #include <map>
 
 #include "cli/app.hpp"
+#include "options.hpp"
 #include "core/error.hpp"
 #include "io/grid.hpp"
 #include "memory_axes.hpp"
@@ -107,10 +108,9 @@ void print_relative(const std::string& path) {
 }
 
 void run(CLI::App* sub, AttnState& st) {
+  app::require_cpu_only(st.common, "ramnet attn");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "ramnet attn runs on the CPU only; use --device cpu or auto");
   app::resolve(st.gate, app::kGate);
   const auto gens = app::join_spec_pieces(st.generators);
   require(!gens.empty() && !st.codebooks.empty() && !st.students.empty(),

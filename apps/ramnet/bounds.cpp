@@ -8,6 +8,7 @@
 #include <cmath>
 
 #include "cli/app.hpp"
+#include "options.hpp"
 #include "core/error.hpp"
 #include "ramnet/bounds_job.hpp"
 #include "sweep/sweep.hpp"
@@ -116,10 +117,9 @@ void distinct(const std::vector<T>& v, const char* flag) {
 }
 
 void run(CLI::App* sub, BoundsState& st) {
+  app::require_cpu_only(st.common, "ramnet bounds");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "ramnet bounds runs on the CPU only; use --device cpu or auto");
   distinct(st.dps, "--dps");
   distinct(st.Us, "--Us");
   distinct(st.Ms, "--Ms");

@@ -33,11 +33,10 @@ struct CapeState {
 };
 
 void run(CLI::App* sub, CapeState& st) {
+  app::require_cpu_only(st.common, "ramnet cape");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
   app::resolve(st.model, app::kModel);
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "ramnet cape runs on the CPU only; use --device cpu or auto");
   const Params& p = st.model.params;
   require_dense(p, 8.0 * 4, "ramnet cape");
   const std::int64_t n = address_count(p);

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cli/app.hpp"
+#include "options.hpp"
 #include "core/error.hpp"
 #include "io/output_file.hpp"
 #include "ramnet/field.hpp"
@@ -22,10 +23,9 @@ struct FieldState {
 };
 
 void run(CLI::App* sub, FieldState& st) {
+  app::require_cpu_only(st.common, "ramnet field");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "ramnet field runs on the CPU only; use --device cpu or auto");
   require(!st.common.out.empty(), "--out FILE.h5 is required");
   st.cfg.columns.clear();
   for (const auto& c : st.columns) st.cfg.columns.push_back(parse_field_column(c));

@@ -7,6 +7,7 @@
 #include <cmath>
 
 #include "cli/app.hpp"
+#include "options.hpp"
 #include "core/error.hpp"
 #include "memory_axes.hpp"
 #include "ramnet/gsu_dynamics.hpp"
@@ -31,10 +32,9 @@ struct GsuState {
 };
 
 void run(CLI::App* sub, GsuState& st) {
+  app::require_cpu_only(st.common, "ramnet gsu");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "ramnet gsu runs on the CPU only; use --device cpu or auto");
   app::resolve(st.gate, app::kReadout | app::kGate);
   std::vector<Generator> gens;
   std::vector<std::string> gshown;

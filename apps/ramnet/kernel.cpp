@@ -83,11 +83,10 @@ struct Violations {
 };
 
 void run(CLI::App* sub, KernelState& st) {
+  app::require_cpu_only(st.common, "ramnet kernel");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
   app::resolve(st.model, app::kModel);
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "ramnet kernel runs on the CPU only; use --device cpu or auto");
   const Params& p = st.model.params;
   const bool single = !st.q.empty() || !st.k.empty();
   require(single != !st.in.empty(), "give --q and --k (one pair) or --in FILE (datasets q and k, N x 2U), not both");

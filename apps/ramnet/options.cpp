@@ -11,6 +11,10 @@
 
 namespace memcap::ramnet::app {
 
+void require_cpu_only(const cli::CommonOptions& common, const char* command) {
+  require(common.device != "cuda", "{} runs on the CPU only; use --device cpu or auto", command);
+}
+
 double beta_star(double tau) { return ramnet::beta_star(tau); }
 
 namespace {

@@ -6,6 +6,7 @@
 #include <cstdint>
 #include <string>
 
+#include "cli/app.hpp"
 #include "ramnet/address.hpp"
 
 namespace memcap::ramnet::app {
@@ -42,6 +43,10 @@ void add_model_options(CLI::App* sub, ModelOptions& o, unsigned mask, int defaul
 // gamma_value. β precedence: --beta-r/--beta-w > --beta > --beta-factor·β* > β* = sqrt(2/τ).
 // --topk larger than dp^U is an error. Applies only the checks of `mask`.
 void resolve(ModelOptions& o, unsigned mask);
+
+// Commands with only a CPU path: `--device cuda` is a usage error (exit 2) on every host, checked before
+// the device is resolved (so a GPU-less CI host and a GPU host answer the same).
+void require_cpu_only(const cli::CommonOptions& common, const char* command);
 
 // β* = sqrt(2/τ) (§2.6).
 double beta_star(double tau);

@@ -15,6 +15,7 @@
 #include <sstream>
 
 #include "cli/app.hpp"
+#include "sweep/gpu_workers.hpp"
 #include "cli/preset.hpp"
 #include "core/error.hpp"
 #include "options.hpp"
@@ -157,59 +158,6 @@ std::vector<JobSpec> build_specs(RecallState& st) {
   return specs;
 }
 
-// GPU ordinals of --devices (empty on the CPU).
-std::vector<int> gpu_ordinals(const RecallState& st, Device device) {
-  if (device != Device::cuda) {
-    require(st.devices == "all", "--devices {} lists GPUs but this run uses the CPU (--device {})", st.devices,
-            st.common.device);
-    return {};
-  }
-  int count = 0;
-#ifdef MEMCAP_HAVE_CUDA
-  count = gpu::device_count();
-#endif
-  std::vector<int> ords;
-  if (st.devices == "all") {
-    for (int i = 0; i < count; ++i) ords.push_back(i);
-  } else {
-    std::stringstream ss(st.devices);
-    std::string tok;
-    while (std::getline(ss, tok, ',')) {
-      char* end = nullptr;
-      const long v = std::strtol(tok.c_str(), &end, 10);
-      require(!tok.empty() && end && *end == '\0' && v >= 0 && v < count,
-              "--devices wants all or GPU numbers 0..{} separated by commas (got '{}')", count - 1, st.devices);
-      require(std::find(ords.begin(), ords.end(), static_cast<int>(v)) == ords.end(), "--devices lists GPU {} twice",
-              v);
-      ords.push_back(static_cast<int>(v));
-    }
-  }
-  require(!ords.empty(), "--devices selects no GPU");
-  return ords;
-}
-
-#ifdef MEMCAP_HAVE_CUDA
-struct GpuWorker {
-  int ordinal;
-  gpu::Stream stream;
-  gpu::Handles handles;
-  explicit GpuWorker(int o) : ordinal(o), handles(stream) {}
-};
-struct GpuWorkers {  // destroyed with each worker's device current
-  std::vector<std::unique_ptr<GpuWorker>> slots;
-  ~GpuWorkers() {
-    for (auto& w : slots) {
-      if (!w) continue;
-      try {
-        gpu::set_device(w->ordinal);
-      } catch (...) {
-      }
-      w.reset();
-    }
-  }
-};
-#endif
-
 // ---- the command ----------------------------------------------------------------------------------
 
 void run_command(CLI::App* sub, RecallState& st) {
@@ -222,7 +170,7 @@ void run_command(CLI::App* sub, RecallState& st) {
   require(!st.common.out.empty() || st.sweep.dry_run, "--out FILE.h5 is required");
   std::vector<JobSpec> specs = build_specs(st);
   const Device device = prep.ctx.device.device;
-  const std::vector<int> ords = gpu_ordinals(st, device);
+  const std::vector<int> ords = sweep::gpu_ordinals(st.devices, device, st.common.device);
   st.sweep.workers = device == Device::cuda ? static_cast<int>(ords.size()) * st.jobs_per_gpu : 1;
 
   // Sizes and work, before anything is created: the largest evaluation of every job must fit, and on the
@@ -297,26 +245,18 @@ void run_command(CLI::App* sub, RecallState& st) {
   plan.grid_values = {"n_star_01", "n_star_05"};
   if (!st.sweep.dry_run) app::print_recall_header();
 
-#ifdef MEMCAP_HAVE_CUDA
-  GpuWorkers workers;
-  workers.slots.resize(static_cast<std::size_t>(st.sweep.workers));
-#endif
+  sweep::WorkerPool pool(ords, st.jobs_per_gpu);
   const bool verbose = cli::verbosity() > 0;
   const int rc = sweep::run_parallel(plan, st.sweep, prep.ctx, st.common.out,
                                      [&](const sweep::Job& j, const sweep::JobContext& jc) {
     const JobSpec& js = specs[static_cast<std::size_t>(j.index)];
     RecallBackend backend = evaluate_trial_cpu;
-    std::string path = "cpu";
+    std::string path;
+    gpu::Handles* h = pool.handles(jc, path);  // nullptr on the CPU; path "cpu" or "cuda:<ordinal>"
 #ifdef MEMCAP_HAVE_CUDA
-    if (device == Device::cuda) {
-      const int ord = ords[static_cast<std::size_t>(jc.worker) % ords.size()];
-      gpu::set_device(ord);
-      auto& slot = workers.slots[static_cast<std::size_t>(jc.worker)];
-      if (!slot) slot = std::make_unique<GpuWorker>(ord);
-      gpu::Handles* h = &slot->handles;
-      backend = [h](const RecallModel& m, const RecallInputs& in) { return evaluate_trial_cuda(m, in, *h); };
-      path = fmt::format("cuda:{}", ord);
-    }
+    if (h) backend = [h](const RecallModel& m, const RecallInputs& in) { return evaluate_trial_cuda(m, in, *h); };
+#else
+    (void)h;
 #endif
     const std::vector<RecallPoint> known = app::read_scratch(jc.scratch, js.key);
     if (!known.empty())

@@ -6,6 +6,7 @@
 #include <cmath>
 
 #include "cli/app.hpp"
+#include "options.hpp"
 #include "core/error.hpp"
 #include "memory_axes.hpp"
 #include "ramnet/slots.hpp"
@@ -28,10 +29,9 @@ struct SlotsState {
 };
 
 void run(CLI::App* sub, SlotsState& st) {
+  app::require_cpu_only(st.common, "ramnet slots");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "ramnet slots runs on the CPU only; use --device cpu or auto");
   std::vector<Generator> gens;
   std::vector<std::string> gshown;
   for (const auto& g : app::join_spec_pieces(st.generators)) {

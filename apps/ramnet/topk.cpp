@@ -11,6 +11,7 @@
 #include <cmath>
 
 #include "cli/app.hpp"
+#include "options.hpp"
 #include "core/error.hpp"
 #include "core/threads.hpp"
 #include "io/output_file.hpp"
@@ -83,10 +84,9 @@ std::pair<double, double> time_median(int repeats, F&& f) {
 }
 
 void run_bench(CLI::App* sub, TopkState& st) {
+  app::require_cpu_only(st.common, "ramnet topk --bench (it times the CPU decoder)");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "ramnet topk --bench times the CPU decoder; use --device cpu or auto");
   require(st.axes.dps.size() == 1 && st.axes.Us.size() == 1 && st.axes.topks.size() == 1,
           "--bench takes one --dp, one --U and one --topk");
   require(st.axes.betas.size() <= 1 && st.axes.beta_factors.size() <= 1, "--bench takes at most one beta");
@@ -212,10 +212,9 @@ void run_bench(CLI::App* sub, TopkState& st) {
 // ---- E5 sweep -----------------------------------------------------------------------------------
 
 void run_sweep(CLI::App* sub, TopkState& st) {
+  app::require_cpu_only(st.common, "ramnet topk");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
-  require(prep.ctx.device.device == Device::cpu || st.common.device == "auto",
-          "ramnet topk runs on the CPU only; use --device cpu or auto");
   std::vector<std::string> shown;
   const auto gens = parse_generators(st.generators, shown);
   const auto points = app::expand_model_axes(st.axes, app::ModelOptions{}, true);

@@ -47,7 +47,8 @@ def check_file(path, label):
     for c in df.columns:
         check(not any(isinstance(v, bytes) for v in df[c]), f"{label}: column {c} holds bytes")
         check(df[c].dtype != object or all(isinstance(v, str) for v in df[c]), f"{label}: column {c} not str")
-    check(df["job"].dtype == object and isinstance(df["job"].iloc[0], str), f"{label}: job is not str")
+    # pandas < 3 keeps str columns as object, pandas 3 as its str dtype: both are string columns.
+    check(pd.api.types.is_string_dtype(df["job"]) and isinstance(df["job"].iloc[0], str), f"{label}: job is not str")
     check(np.issubdtype(df["wall_s"].dtype, np.floating), f"{label}: wall_s not float")
     check(np.issubdtype(df["seed"].dtype, np.integer), f"{label}: seed not integer")
     check(df.attrs["units"].get("wall_s") == "s", f"{label}: wall_s units {df.attrs['units'].get('wall_s')}")

@@ -1,6 +1,6 @@
-// Where the jobs of a hebb sweep run: the GPU ordinals of --devices, and one stream + library
-// handles per worker thread (sweep::run_parallel), created on first use on the worker's GPU.
-// Shared by hebb capacity and hebb ssfr capacity / noise / usability.
+// Where the jobs of a sweep run: the GPU ordinals of --devices, and one stream + library handles per
+// worker thread (sweep::run_parallel), created on first use on the worker's GPU. Shared by every sweep
+// that runs jobs on GPUs: hebb capacity, hebb ssfr capacity / noise / usability, ramnet recall.
 #pragma once
 #include <algorithm>
 #include <cstdlib>
@@ -18,7 +18,7 @@
 
 namespace memcap::gpu { class Handles; }
 
-namespace memcap::hebb_app {
+namespace memcap::sweep {
 
 // GPU ordinals of --devices (empty on the CPU). device_flag: the --device value, for the message.
 inline std::vector<int> gpu_ordinals(const std::string& devices, Device device, const std::string& device_flag) {
@@ -85,7 +85,7 @@ class WorkerPool {
 #endif
   }
   int workers() const { return workers_; }
-  memcap::gpu::Handles* handles(const sweep::JobContext& jc, std::string& path) {
+  memcap::gpu::Handles* handles(const JobContext& jc, std::string& path) {
     path = "cpu";
     (void)jc;
 #ifdef MEMCAP_HAVE_CUDA
@@ -109,4 +109,4 @@ class WorkerPool {
 #endif
 };
 
-}  // namespace memcap::hebb_app
+}  // namespace memcap::sweep
