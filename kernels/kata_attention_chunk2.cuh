@@ -246,32 +246,7 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
   for (int kb = 0; kb <= warp; ++kb) {
     float p[2][4] = {};
     if constexpr (PSD) {
-#pragma unroll
-      for (int a = 0; a < G; ++a)
-#pragma unroll
-        for (int b = 0; b < G; ++b) {
-          if (KIND == MapKind::BlockPsd && a != b) continue;
-          float s[2][4] = {};
-          if constexpr (M >= 16) {
-#pragma unroll
-            for (int ks = 0; ks < M / 16; ++ks) {
-              uint32_t bf[4];
-              load_b_nk(bf, sK, SD, kb * 16, b * M + ks * 16, lane);
-              mma_bf16(s[0], qf[(a * M) / 16 + ks], bf[0], bf[1]);
-              mma_bf16(s[1], qf[(a * M) / 16 + ks], bf[2], bf[3]);
-            }
-          } else {
-            uint32_t bf[4], am[4];
-            load_b_nk(bf, sK, SD, kb * 16, (b / 2) * 16, lane);
-            half_fragment(am, qf[a / 2], a & 1, b & 1);
-            mma_bf16(s[0], am, bf[0], bf[1]);
-            mma_bf16(s[1], am, bf[2], bf[3]);
-          }
-#pragma unroll
-          for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) p[nb][e] += s[nb][e] * s[nb][e];
-        }
+      psd_pair_squares<KIND, G, M>(p, qf, sK, SD, kb * 16, lane);
       if (KIND == MapKind::SumPsd)
 #pragma unroll
         for (int nb = 0; nb < 2; ++nb)

@@ -144,6 +144,60 @@ __device__ __forceinline__ void half_fragment(uint32_t (&r)[4], const uint32_t (
   r[3] = half == 1 ? lo1 : 0u;
 }
 
+// Σ over the map's block pairs of (q_a · k_b)² — the closed form of ⟨ψ(q), ψ(k)⟩ for M_g (pairs a = b) and
+// Σ_g (every pair, before the c² scale) — for MT query row tiles of 16 against one tile of 16 keys, accumulated
+// into p[mt][n-half][fragment]. qf[mt][s]: A fragments of query tile mt, k-slice s (16 wide); the keys are rows
+// krow.. of sK (row stride ld). Block width M >= 16 uses its own slices; M = 8 (M_4 / Σ_4 at d = 32) masks
+// block a into the k-half of block b (half_fragment). The tensor-core quadratic, two-pass chunked and fused
+// chunk kernels all score PSD tiles through this one function.
+template <MapKind KIND, int G, int M, int MT, int NS>
+__device__ __forceinline__ void psd_pair_squares(float (&p)[MT][2][4], const uint32_t (&qf)[MT][NS][4],
+                                                 const __nv_bfloat16* sK, int ld, int krow, int lane) {
+#pragma unroll
+  for (int a = 0; a < G; ++a) {
+#pragma unroll
+    for (int b = 0; b < G; ++b) {
+      if (KIND == MapKind::BlockPsd && a != b) continue;
+      float sc[MT][2][4] = {};
+      if constexpr (M >= 16) {
+#pragma unroll
+        for (int ks = 0; ks < M / 16; ++ks) {
+          uint32_t bf[4];
+          load_b_nk(bf, sK, ld, krow, b * M + ks * 16, lane);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(sc[mt][0], qf[mt][(a * M) / 16 + ks], bf[0], bf[1]);
+            mma_bf16(sc[mt][1], qf[mt][(a * M) / 16 + ks], bf[2], bf[3]);
+          }
+        }
+      } else {  // M == 8
+        uint32_t bf[4];
+        load_b_nk(bf, sK, ld, krow, (b / 2) * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          uint32_t am[4];
+          half_fragment(am, qf[mt][a / 2], a & 1, b & 1);
+          mma_bf16(sc[mt][0], am, bf[0], bf[1]);
+          mma_bf16(sc[mt][1], am, bf[2], bf[3]);
+        }
+      }
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) p[mt][nb][e] += sc[mt][nb][e] * sc[mt][nb][e];
+    }
+  }
+}
+// One query tile (MT = 1) with plain fragment arrays.
+template <MapKind KIND, int G, int M, int NS>
+__device__ __forceinline__ void psd_pair_squares(float (&p)[2][4], const uint32_t (&qf)[NS][4],
+                                                 const __nv_bfloat16* sK, int ld, int krow, int lane) {
+  psd_pair_squares<KIND, G, M, 1, NS>(reinterpret_cast<float(&)[1][2][4]>(p),
+                                      reinterpret_cast<const uint32_t(&)[1][NS][4]>(qf), sK, ld, krow, lane);
+}
+
 // ---- cp.async 16-byte copies (zero-fill when !valid) -------------------------------------------
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),

@@ -138,42 +138,7 @@ __global__ void __launch_bounds__(kBr / MT * 2) quad_mma_kernel(AttnMap mp, cons
       const int kbase = k0 + kb * 16;
       float p[MT][2][4] = {};
       if constexpr (PSD) {
-#pragma unroll
-        for (int a = 0; a < G; ++a) {
-#pragma unroll
-          for (int b = 0; b < G; ++b) {
-            if (KIND == MapKind::BlockPsd && a != b) continue;
-            float sc[MT][2][4] = {};
-            if constexpr (M >= 16) {
-#pragma unroll
-              for (int ks = 0; ks < M / 16; ++ks) {
-                uint32_t bf[4];
-                load_b_nk(bf, cK, SD, kb * 16, b * M + ks * 16, lane);
-#pragma unroll
-                for (int mt = 0; mt < MT; ++mt) {
-                  mma_bf16(sc[mt][0], qf[mt][(a * M) / 16 + ks], bf[0], bf[1]);
-                  mma_bf16(sc[mt][1], qf[mt][(a * M) / 16 + ks], bf[2], bf[3]);
-                }
-              }
-            } else {  // M == 8: block a masked into the k-half of block b
-              uint32_t bf[4];
-              load_b_nk(bf, cK, SD, kb * 16, (b / 2) * 16, lane);
-#pragma unroll
-              for (int mt = 0; mt < MT; ++mt) {
-                uint32_t am[4];
-                half_fragment(am, qf[mt][a / 2], a & 1, b & 1);
-                mma_bf16(sc[mt][0], am, bf[0], bf[1]);
-                mma_bf16(sc[mt][1], am, bf[2], bf[3]);
-              }
-            }
-#pragma unroll
-            for (int mt = 0; mt < MT; ++mt)
-#pragma unroll
-              for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-                for (int e = 0; e < 4; ++e) p[mt][nb][e] += sc[mt][nb][e] * sc[mt][nb][e];
-          }
-        }
+        psd_pair_squares<KIND, G, M>(p, qf, cK, SD, kb * 16, lane);
       } else {
 #pragma unroll
         for (int ks = 0; ks < KSD; ++ks) {
