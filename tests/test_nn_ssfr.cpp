@@ -98,6 +98,20 @@ mlp::SsfrSetup small_setup(const std::string& mlp_text, bool vo, bool residual, 
   return mlp::make_ssfr_setup(spec, mlp::parse_ssfr_mlp(mlp_text), nullptr);
 }
 
+// Runs body(setup) on small_setup(mt, vo, res) for every MLP text × trainable set (vo) × attention
+// residual, the case CAPTUREd for the checks inside.
+template <class Body>
+void for_each_block_case(const std::vector<std::string>& mlps, Body&& body) {
+  for (const auto& mt : mlps)
+    for (const bool vo : {false, true})
+      for (const bool res : {false, true}) {
+        CAPTURE(mt);
+        CAPTURE(vo);
+        CAPTURE(res);
+        body(small_setup(mt, vo, res));
+      }
+}
+
 // Parameters with entries large enough that every gradient is well above round-off.
 std::vector<double> test_params(const SsfrBlockConfig& cfg, std::uint64_t seed) {
   return randu(ssfr_layout(cfg).numel(), seed, -0.6, 0.6);
@@ -330,51 +344,39 @@ TEST_CASE("SSFR block: gradient matches central differences for every trainable 
   // training); gd:edit (silu, biases).
   const std::vector<std::string> mlps = {"identity", "hebbian:whitened", "ntk", "gd:transformer,epochs=20",
                                          "gd:edit,epochs=20"};
-  for (const auto& mt : mlps)
-    for (const bool vo : {false, true})
-      for (const bool res : {false, true}) {
-        CAPTURE(mt);
-        CAPTURE(vo);
-        CAPTURE(res);
-        const mlp::SsfrSetup s = small_setup(mt, vo, res);
-        const SsfrProblem& p = s.problem;
-        SsfrWorkspace ws(p, 12);
-        SsfrBatch batch;
-        ssfr_batch(batch, p.task, p.map_a.data(), 12, 5, rng::kSsfrTrain, 0);
-        auto params = test_params(p.block, 9);
-        std::vector<double> grad(params.size(), 0.0);
-        const SsfrStats st = ssfr_forward(ws, params.data(), batch, p.mlp_a);
-        REQUIRE(std::isfinite(st.loss));
-        ssfr_backward(ws, params.data(), grad.data(), batch, p.mlp_a);
-        auto f = [&] { return ssfr_forward(ws, params.data(), batch, p.mlp_a).loss; };
-        CHECK(fd_check(f, params, grad) < kFdRelTol);  // measured 2e-9 .. 1.3e-7
-        // Every tensor of the trainable set receives a gradient.
-        for (const auto& v : ws.layout.views()) {
-          double n2 = 0;
-          for (std::int64_t i = 0; i < v.numel; ++i) n2 += grad[static_cast<std::size_t>(v.offset + i)] * grad[static_cast<std::size_t>(v.offset + i)];
-          CHECK(n2 > 0);
-        }
-      }
+  for_each_block_case(mlps, [](const mlp::SsfrSetup& s) {
+    const SsfrProblem& p = s.problem;
+    SsfrWorkspace ws(p, 12);
+    SsfrBatch batch;
+    ssfr_batch(batch, p.task, p.map_a.data(), 12, 5, rng::kSsfrTrain, 0);
+    auto params = test_params(p.block, 9);
+    std::vector<double> grad(params.size(), 0.0);
+    const SsfrStats st = ssfr_forward(ws, params.data(), batch, p.mlp_a);
+    REQUIRE(std::isfinite(st.loss));
+    ssfr_backward(ws, params.data(), grad.data(), batch, p.mlp_a);
+    auto f = [&] { return ssfr_forward(ws, params.data(), batch, p.mlp_a).loss; };
+    CHECK(fd_check(f, params, grad) < kFdRelTol);  // measured 2e-9 .. 1.3e-7
+    // Every tensor of the trainable set receives a gradient.
+    for (const auto& v : ws.layout.views()) {
+      double n2 = 0;
+      for (std::int64_t i = 0; i < v.numel; ++i) n2 += grad[static_cast<std::size_t>(v.offset + i)] * grad[static_cast<std::size_t>(v.offset + i)];
+      CHECK(n2 > 0);
+    }
+  });
 }
 
 TEST_CASE("SSFR block: Q-only logits equal the full-sequence oracle (spec §8.1.10)") {
-  for (const std::string mt : {"identity", "ntk", "gd:transformer,epochs=10"})
-    for (const bool vo : {false, true})
-      for (const bool res : {false, true}) {
-        CAPTURE(mt);
-        CAPTURE(vo);
-        CAPTURE(res);
-        const mlp::SsfrSetup s = small_setup(mt, vo, res);
-        const SsfrProblem& p = s.problem;
-        SsfrWorkspace ws(p, 10);
-        SsfrBatch batch;
-        ssfr_batch(batch, p.task, p.map_a.data(), 10, 1, rng::kSsfrEval, 3);
-        const auto params = test_params(p.block, 2);
-        ssfr_forward(ws, params.data(), batch, p.mlp_a);
-        const auto full = ssfr_logits_full_sequence(p, params.data(), batch, p.mlp_a);
-        const std::vector<double> q_only(ws.logits.begin(), ws.logits.begin() + static_cast<std::ptrdiff_t>(full.size()));
-        CHECK(rel_err(q_only, full) < kSameMathTol);
-      }
+  for_each_block_case({"identity", "ntk", "gd:transformer,epochs=10"}, [](const mlp::SsfrSetup& s) {
+    const SsfrProblem& p = s.problem;
+    SsfrWorkspace ws(p, 10);
+    SsfrBatch batch;
+    ssfr_batch(batch, p.task, p.map_a.data(), 10, 1, rng::kSsfrEval, 3);
+    const auto params = test_params(p.block, 2);
+    ssfr_forward(ws, params.data(), batch, p.mlp_a);
+    const auto full = ssfr_logits_full_sequence(p, params.data(), batch, p.mlp_a);
+    const std::vector<double> q_only(ws.logits.begin(), ws.logits.begin() + static_cast<std::ptrdiff_t>(full.size()));
+    CHECK(rel_err(q_only, full) < kSameMathTol);
+  });
 }
 
 TEST_CASE("SSFR block: results do not depend on the thread count") {

@@ -11,6 +11,23 @@
 
 namespace memcap::kata::detail {
 
+namespace {
+
+// Softmax MHA: head h of sequence b of the packed [N, 3D] q | k | v projection.
+template <class T>
+struct QkvHead {
+  Mat<T> q, k, v;
+};
+
+template <class T>
+QkvHead<T> get_qkv_head(const T* qkv, std::int64_t D, std::int64_t b, std::int64_t h, std::int64_t Tlen,
+                        std::int64_t dh) {
+  return {get_head(qkv, 3 * D, 0, b, h, Tlen, dh), get_head(qkv, 3 * D, D, b, h, Tlen, dh),
+          get_head(qkv, 3 * D, 2 * D, b, h, Tlen, dh)};
+}
+
+}  // namespace
+
 template <class T>
 void mixer_layer_forward(const MqarModel& m, const T* params, typename MqarWorkspace<T>::Layer& l, std::int64_t i,
                          std::int64_t B, std::int64_t Tlen, T* y) {
@@ -28,9 +45,7 @@ void mixer_layer_forward(const MqarModel& m, const T* params, typename MqarWorks
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < H; ++h) {
-        const Mat<T> q = get_head(l.qkv.data(), 3 * D, 0, b, h, Tlen, dh);
-        const Mat<T> k = get_head(l.qkv.data(), 3 * D, D, b, h, Tlen, dh);
-        const Mat<T> v = get_head(l.qkv.data(), 3 * D, 2 * D, b, h, Tlen, dh);
+        const auto [q, k, v] = get_qkv_head(l.qkv.data(), D, b, h, Tlen, dh);
         Mat<T> o;
         Vec<T> lse;
         mqar::softmax_head_forward(o, lse, q, k, v, scale);
@@ -111,9 +126,7 @@ void mixer_layer_backward(const MqarModel& m, const T* params, T* grads, MqarWor
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < H; ++h) {
-        const Mat<T> q = get_head(l.qkv.data(), 3 * D, 0, b, h, Tlen, dh);
-        const Mat<T> k = get_head(l.qkv.data(), 3 * D, D, b, h, Tlen, dh);
-        const Mat<T> v = get_head(l.qkv.data(), 3 * D, 2 * D, b, h, Tlen, dh);
+        const auto [q, k, v] = get_qkv_head(l.qkv.data(), D, b, h, Tlen, dh);
         const Mat<T> o = get_head(l.att.data(), D, 0, b, h, Tlen, dh);
         const Mat<T> dO = get_head(static_cast<const T*>(datt), D, 0, b, h, Tlen, dh);
         Vec<T> lse(Tlen);

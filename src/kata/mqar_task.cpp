@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <initializer_list>
 #include <numeric>
 #include <sstream>
 
@@ -190,9 +191,13 @@ std::vector<TaskSlice> mqar_eval_diagonal(std::int64_t vocab, std::int64_t max_l
   return out;
 }
 
-std::vector<TaskSlice> overwrite_training_mixture(std::int64_t vocab, std::int64_t examples) {
+namespace {
+
+// Overwrite slices at T = 8K for each K of `keys`.
+std::vector<TaskSlice> overwrite_slices(std::initializer_list<std::int64_t> keys, std::int64_t vocab,
+                                        std::int64_t examples) {
   std::vector<TaskSlice> out;
-  for (std::int64_t K : {4, 8, 16, 32}) {
+  for (std::int64_t K : keys) {
     TaskSlice s;
     s.kind = TaskKind::overwrite;
     s.seq_len = 8 * K;
@@ -204,18 +209,14 @@ std::vector<TaskSlice> overwrite_training_mixture(std::int64_t vocab, std::int64
   return out;
 }
 
+}  // namespace
+
+std::vector<TaskSlice> overwrite_training_mixture(std::int64_t vocab, std::int64_t examples) {
+  return overwrite_slices({4, 8, 16, 32}, vocab, examples);
+}
+
 std::vector<TaskSlice> overwrite_eval(std::int64_t vocab, std::int64_t examples) {
-  std::vector<TaskSlice> out;
-  for (std::int64_t K : {64, 128, 256, 384}) {
-    TaskSlice s;
-    s.kind = TaskKind::overwrite;
-    s.seq_len = 8 * K;
-    s.keys = K;
-    s.examples = examples;
-    s.vocab = vocab;
-    out.push_back(s);
-  }
-  return out;
+  return overwrite_slices({64, 128, 256, 384}, vocab, examples);
 }
 
 std::vector<TaskSlice> parse_slices(const std::string& text, TaskKind kind, std::int64_t vocab,

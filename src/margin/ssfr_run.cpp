@@ -2,15 +2,13 @@
 #include "margin/ssfr_run.hpp"
 
 #include <fmt/format.h>
-#include <unistd.h>
 
-#include <cerrno>
 #include <cstdio>
-#include <cstring>
 #include <filesystem>
 #include <nlohmann/json.hpp>
 
 #include "core/error.hpp"
+#include "mlp/gd_checkpoint.hpp"
 
 namespace memcap::margin {
 
@@ -48,11 +46,7 @@ void write_ssfr_curves(h5::Group& g, const nn::SsfrTrainResult& r) {
 }
 
 void write_ssfr_checkpoint(const std::string& path, const nn::SsfrCheckpoint& ck, const std::string& fingerprint) {
-  const std::string tmp = path + ".tmp-" + std::to_string(getpid());
-  try {
-    auto f = h5::File::create(tmp);
-    f.attr("format", kFormat);
-    f.attr("fingerprint", fingerprint);
+  mlp::write_checkpoint_file(path, "the SSFR checkpoint", kFormat, fingerprint, [&ck](h5::File& f) {
     f.attr("next_step", ck.next_step);
     f.attr("round", ck.round);
     f.attr("best_acc", ck.partial.best_acc);
@@ -64,16 +58,7 @@ void write_ssfr_checkpoint(const std::string& path, const nn::SsfrCheckpoint& ck
     f.write("adam_m", std::span<const double>(ck.adam_m));
     f.write("adam_v", std::span<const double>(ck.adam_v));
     write_ssfr_curves(f, ck.partial);
-    f.close();
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw IoError(fmt::format("cannot move the SSFR checkpoint '{}' to '{}': {}", tmp, path, why));
-  }
+  });
 }
 
 std::optional<nn::SsfrCheckpoint> read_ssfr_checkpoint(const std::string& path, const std::string& fingerprint) {

@@ -77,12 +77,28 @@ std::string gd_fingerprint(const FactSet& fs, std::int64_t width, std::uint64_t 
                      cfg.eps, cfg.record_every);
 }
 
-void write_gd_checkpoint(const std::string& path, const GdCheckpoint& ck) {
+void write_checkpoint_file(const std::string& path, const std::string& what, const std::string& format,
+                           const std::string& fingerprint, const std::function<void(h5::File&)>& fill) {
   const std::string tmp = path + ".tmp-" + std::to_string(getpid());
   try {
     auto f = h5::File::create(tmp);
-    f.attr("format", kFormat);
-    f.attr("fingerprint", ck.fingerprint);
+    f.attr("format", format);
+    f.attr("fingerprint", fingerprint);
+    fill(f);
+    f.close();
+  } catch (...) {
+    std::remove(tmp.c_str());
+    throw;
+  }
+  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
+    const std::string why = std::strerror(errno);
+    std::remove(tmp.c_str());
+    throw IoError(fmt::format("cannot move {} '{}' to '{}': {}", what, tmp, path, why));
+  }
+}
+
+void write_gd_checkpoint(const std::string& path, const GdCheckpoint& ck) {
+  write_checkpoint_file(path, "checkpoint", kFormat, ck.fingerprint, [&ck](h5::File& f) {
     f.attr("epoch", ck.epoch);
     f.attr("finished", ck.finished);
     f.attr("stopped_early", ck.stopped_early);
@@ -94,16 +110,7 @@ void write_gd_checkpoint(const std::string& path, const GdCheckpoint& ck) {
     f.write("loss_curve", std::span<const double>(ck.loss_curve));
     f.write("accuracy_curve", std::span<const double>(ck.accuracy_curve));
     f.write("curve_epoch", std::span<const std::int64_t>(ck.curve_epoch));
-    f.close();
-  } catch (...) {
-    std::remove(tmp.c_str());
-    throw;
-  }
-  if (std::rename(tmp.c_str(), path.c_str()) != 0) {
-    const std::string why = std::strerror(errno);
-    std::remove(tmp.c_str());
-    throw IoError(fmt::format("cannot move checkpoint '{}' to '{}': {}", tmp, path, why));
-  }
+  });
 }
 
 std::optional<GdCheckpoint> read_gd_checkpoint(const std::string& path, const std::string& fingerprint) {

@@ -4,10 +4,12 @@
 // fingerprint matches; any other file at that path is refused (UserError: delete it).
 #pragma once
 #include <cstdint>
+#include <functional>
 #include <optional>
 #include <string>
 #include <vector>
 
+#include "io/h5.hpp"
 #include "mlp/factset.hpp"
 #include "mlp/gd_train.hpp"
 
@@ -32,6 +34,13 @@ std::string gd_fingerprint(const FactSet& facts, std::int64_t width, std::uint64
 
 // Atomic write (PATH.tmp-<pid>, then rename). IoError when the file cannot be written.
 void write_gd_checkpoint(const std::string& path, const GdCheckpoint& ck);
+
+// A checkpoint file written atomically: root attributes format and fingerprint, then whatever
+// `fill` writes, all into PATH.tmp-<pid>, renamed to PATH at the end (a failed write leaves no
+// file behind). IoError "cannot move <what> ..." when the rename fails. Used by every trainer's
+// checkpoints (GD here, SSFR in margin/ssfr_run.cpp).
+void write_checkpoint_file(const std::string& path, const std::string& what, const std::string& format,
+                           const std::string& fingerprint, const std::function<void(h5::File&)>& fill);
 
 // nullopt when no file exists at `path`; the checkpoint when its fingerprint equals `fingerprint`;
 // UserError (exit 2) naming both fingerprints when it differs; IoError when unreadable.

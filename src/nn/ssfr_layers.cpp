@@ -29,6 +29,23 @@ namespace cpu {
 namespace {
 constexpr std::int64_t kParallelElems = 1 << 16;  // below this a loop stays on the calling thread
 constexpr std::int64_t kColBlock = 16;            // column block of the ordered scatter-adds
+
+// Σ_c x_c² of one row (the norms' forward).
+double row_sum_squares(const double* x, std::int64_t C) {
+  double ss = 0;
+  for (std::int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
+  return ss;
+}
+
+// Σ_c x_c² and Σ_c x_c·dy_c of one row, in one pass (the norms' backward).
+void row_sum_squares_dot(const double* x, const double* dy, std::int64_t C, double& ss, double& dot) {
+  ss = 0;
+  dot = 0;
+  for (std::int64_t c = 0; c < C; ++c) {
+    ss += x[c] * x[c];
+    dot += x[c] * dy[c];
+  }
+}
 }  // namespace
 
 void rmsnorm_forward(double* out, const double* inp, std::int64_t N, std::int64_t C, double eps) {
@@ -36,8 +53,7 @@ void rmsnorm_forward(double* out, const double* inp, std::int64_t N, std::int64_
 #pragma omp parallel for schedule(static) if (N * C > kParallelElems)
   for (std::int64_t n = 0; n < N; ++n) {
     const double* x = inp + n * C;
-    double ss = 0;
-    for (std::int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
+    const double ss = row_sum_squares(x, C);
     const double r = 1.0 / std::sqrt(ss / static_cast<double>(C) + eps);
     double* y = out + n * C;
     for (std::int64_t c = 0; c < C; ++c) y[c] = x[c] * r;
@@ -51,11 +67,8 @@ void rmsnorm_backward(double* dinp, const double* dout, const double* inp, std::
   for (std::int64_t n = 0; n < N; ++n) {
     const double* x = inp + n * C;
     const double* dy = dout + n * C;
-    double ss = 0, dot = 0;
-    for (std::int64_t c = 0; c < C; ++c) {
-      ss += x[c] * x[c];
-      dot += dy[c] * x[c];
-    }
+    double ss, dot;
+    row_sum_squares_dot(x, dy, C, ss, dot);
     const double r = 1.0 / std::sqrt(ss / static_cast<double>(C) + eps);
     // mean(dout ⊙ out) = r · mean(dout ⊙ x)
     const double k = r * r * dot / static_cast<double>(C);
@@ -69,8 +82,7 @@ void l2norm_forward(double* out, double* norm, const double* inp, std::int64_t N
 #pragma omp parallel for schedule(static) if (N * C > kParallelElems)
   for (std::int64_t n = 0; n < N; ++n) {
     const double* x = inp + n * C;
-    double ss = 0;
-    for (std::int64_t c = 0; c < C; ++c) ss += x[c] * x[c];
+    const double ss = row_sum_squares(x, C);
     const double r = std::sqrt(ss);
     const double s = 1.0 / (r + eps);
     double* y = out + n * C;
@@ -85,11 +97,8 @@ void l2norm_backward(double* dinp, const double* dout, const double* inp, std::i
   for (std::int64_t n = 0; n < N; ++n) {
     const double* x = inp + n * C;
     const double* dy = dout + n * C;
-    double ss = 0, dot = 0;
-    for (std::int64_t c = 0; c < C; ++c) {
-      ss += x[c] * x[c];
-      dot += x[c] * dy[c];
-    }
+    double ss, dot;
+    row_sum_squares_dot(x, dy, C, ss, dot);
     const double r = std::sqrt(ss);
     const double s = 1.0 / (r + eps);
     const double k = r > 0 ? dot / (r * (r + eps) * (r + eps)) : 0.0;

@@ -10,12 +10,8 @@
 set -u
 : "${HEBB:?set HEBB to the hebb executable}"
 SRC=${MEMCAP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
-field() { awk -v k="$1" '{for (i = 1; i < NF; ++i) if ($i == k) print $(i + 1)}' "$2" | head -1; }
-ge() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a + 0 >= b + 0)}'; }
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 # 1. Tiny fact-adaptive run: d 16, F 32, J 2 (vocabulary 32 + 2 + 1 = 35), m 64 > F (whitened interpolates).
 "$HEBB" ssfr train --device cpu --mlp hebbian:whitened --dim 16 --facts 32 --width 64 --junk 2 --steps 201 \

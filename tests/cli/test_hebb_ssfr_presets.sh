@@ -9,10 +9,8 @@ set -u
 : "${HEBB:?set HEBB to the hebb executable}"
 SRC=${MEMCAP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
 export MEMCAP_PRESETS="$SRC/experiments/presets"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 dry() {  # dry SUBCOMMAND PRESET JOBS
   local out want=$3

@@ -15,10 +15,8 @@
 set -u
 : "${HEBB:?set HEBB to the hebb executable}"
 SRC=${MEMCAP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 PY="bash $SRC/experiments/plots/with_python.sh"
 have_py=1
 $PY -c 'import h5py' >/dev/null 2>&1 || have_py=0

@@ -8,12 +8,8 @@
 set -u
 : "${KATA:?set KATA to the kata executable}"
 SRC=${MEMCAP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
-field() { awk -v k="$1" '{for (i = 1; i < NF; ++i) if ($i == k) print $(i + 1)}' "$2" | head -1; }
-ge() { awk -v a="$1" -v b="$2" 'BEGIN {exit !(a + 0 >= b + 0)}'; }
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
 
 # 1. Dry runs: Table 2's #params and state (spec §2.9, §2.10) for the issue's command line.
 dry() {
