@@ -1,7 +1,9 @@
 // Attention against a softmax teacher (spec ramnet.md §2.7, §3 E2, E3, E5, §6 T11): T11's weights and
 // divergences, the generic-codebook kernel against the dense definition, the GSU students' exact
-// limits, E5's retained read mass at β*, thread-count independence, generators and codebooks.
+// limits, E5's retained read mass at β*, thread-count independence, generators and codebooks, the rope
+// generator's CAPE student (§1.8) and the teacher(d_k) generator's NoPE init (§1.9).
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 #include <omp.h>
 
 #include <cmath>
@@ -187,4 +189,84 @@ TEST_CASE("validation") {
   c.tau = 0;
   CHECK_THROWS_AS(validate(c), UserError);
   CHECK_THROWS_AS(parse_codebook("hexagonal"), UserError);
+}
+
+TEST_CASE("rope + CAPE student: CAPE = RoPE for pairs whose positions are multiples of dp^(U-1), not otherwise") {
+  // dp = 4, U = 3: dp^{U-1} = 16. Queries at position T = 64; keys s = 0, 16, 32, 48 have both positions
+  // multiples of 16, so rotating by ν_u·t is a cyclic CAPE shift of the flat address (§1.8): log κ equal.
+  const int dp = 4, U = 3;
+  const Params p{dp, U, 0.9, 1.1};
+  const std::int64_t T = 64, n = 5;
+  const Generator g = Generator::parse("rope:sigma=1");
+  const AttnSample smp = generate(g, dp, U, T, n, 2, 31, 0);
+  REQUIRE(smp.Kb.rows() == T);
+  REQUIRE(smp.pos_q == std::vector<std::int64_t>(n, T));
+  const CodebookSet cb = make_codebooks(CodebookKind::circular, dp, U, g, 31);
+  const Eigen::MatrixXd rope = log_kappa_matrix(p, cb, smp.Q, smp.K);
+  const Eigen::MatrixXd cape = log_kappa_cape_matrix(p, cb, smp.Qb, smp.Kb, smp.pos_q, smp.pos_k);
+  REQUIRE(cape.allFinite());
+  double on = 0, off = 0;
+  for (std::int64_t s = 0; s < T; ++s)
+    for (std::int64_t i = 0; i < n; ++i) {
+      double& worst = s % 16 == 0 ? on : off;
+      worst = std::max(worst, std::abs(cape(i, s) - rope(i, s)));
+    }
+  CHECK(on < 1e-12);
+  CHECK(off > 1e-3);  // shift and sample-and-hold do not commute elsewhere
+  // Position 0 for everything: the CAPE matrix is the plain kernel of the base vectors.
+  const std::vector<std::int64_t> zq(n, 0), zk(T, 0);
+  const Eigen::MatrixXd base = log_kappa_matrix(p, cb, smp.Qb, smp.Kb);
+  CHECK((log_kappa_cape_matrix(p, cb, smp.Qb, smp.Kb, zq, zk) - base).cwiseAbs().maxCoeff() < 1e-12);
+  // The cape student runs on rope only (NaN otherwise) and its JS is a JS: in (0, ln 2].
+  AttnConfig c;
+  c.params = p;
+  c.tau = std::sqrt(2.0 * U);
+  c.topk = 0;
+  c.gen = g;
+  c.T = T;
+  c.n = 8;
+  c.trials = 2;
+  c.students = {"kappa", "cape"};
+  const AttnResult r = run_attention(c);
+  CHECK(r.find("cape")->js > 0);
+  CHECK(r.find("cape")->js <= std::numbers::ln2);
+  c.gen = Generator::parse("gauss");
+  CHECK(std::isnan(run_attention(c).find("cape")->js));
+}
+
+TEST_CASE("teacher(d_k) generator: NoPE-init 2U-dim logits reproduce the teacher's exactly iff d_k <= 2U") {
+  const int dp = 4, U = 3;  // 2U = 6
+  for (const int dk : {4, 6, 12}) {
+    CAPTURE(dk);
+    const Generator g = Generator::parse(fmt::format("teacher:dk={},dmodel=24,sigma=0.7", dk));
+    CHECK(g.spec() == fmt::format("teacher:dk={},dmodel=24,sigma=0.7", dk));
+    const AttnSample smp = generate(g, dp, U, 40, 9, 3, 5, 1);
+    REQUIRE(smp.Kt.cols() == dk);
+    REQUIRE(smp.K.cols() == 2 * U);
+    const Eigen::MatrixXd teacher = smp.Qt * smp.Kt.transpose(), student = smp.Q * smp.K.transpose();
+    const double rel = (student - teacher).norm() / teacher.norm();
+    if (dk <= 2 * U) CHECK(rel < 1e-12);
+    else CHECK(rel > 0.05);  // rank-6 truncation of a rank-12 bilinear form
+    // W_Q, W_K belong to the seed, the hidden states to the trial: a second trial reuses the same adapter.
+    const AttnSample other = generate(g, dp, U, 40, 9, 3, 5, 2);
+    if (dk <= 2 * U) CHECK((other.Q * other.K.transpose() - other.Qt * other.Kt.transpose()).norm() <
+                           1e-12 * (other.Qt * other.Kt.transpose()).norm());
+  }
+  CHECK_THROWS_AS(Generator::parse("teacher:dk=0"), UserError);
+  CHECK_THROWS_AS(Generator::parse("teacher:dk=2.5"), UserError);
+  CHECK_THROWS_AS(Generator::parse("teacher:dk=32,dmodel=16"), UserError);
+  CHECK_THROWS_AS(Generator::parse("gauss:dk=4"), UserError);
+  // run_attention's teacher uses the d_k-dim logits: with d_k <= 2U the students see the same logits.
+  AttnConfig c;
+  c.params = Params{dp, U, 1.0, 1.0};
+  c.tau = std::sqrt(2.0 * U);
+  c.topk = 0;
+  c.gen = Generator::parse("teacher:dk=6,dmodel=24");
+  c.T = 32;
+  c.n = 8;
+  c.trials = 2;
+  c.students = {"kappa", "vq"};
+  const AttnResult r = run_attention(c);
+  CHECK(r.find("kappa")->js > 0);
+  CHECK(r.find("kappa")->js < std::numbers::ln2);
 }

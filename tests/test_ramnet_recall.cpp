@@ -14,10 +14,12 @@
 #include "core/rng.hpp"
 #include "ramnet/gsu.hpp"
 #include "ramnet/recall.hpp"
+#include "ramnet_test_util.hpp"
 #include "ramnet/topk.hpp"
 
 using namespace memcap;
 using namespace memcap::ramnet;
+using memcap::ramnet::test::recall_model;
 
 namespace {
 
@@ -126,14 +128,6 @@ RecallInputs t9_inputs() {
   return in;
 }
 
-RecallModel model(Mixer mx, int dp, int U, double br, double bw) {
-  RecallModel m;
-  m.mixer = mx;
-  m.params = {dp, U, br, bw};
-  m.tau = 2.0 / (br * bw);
-  return m;
-}
-
 }  // namespace
 
 TEST_CASE("T15: the hard-write prediction |A|(1 - (1 - 1/|A|)^N)/N and its capacities") {
@@ -153,14 +147,14 @@ TEST_CASE("T15: the hard-write prediction |A|(1 - (1 - 1/|A|)^N)/N and its capac
 
 TEST_CASE("T9: RAM-Net readouts, kappa-attention, ram-linear and softmax on the spec's 3-key example") {
   const RecallInputs in = t9_inputs();
-  RecallModel m = model(Mixer::ramnet, 4, 2, 1, 1);
+  RecallModel m = recall_model(Mixer::ramnet, 4, 2, 1, 1);
   CHECK(recall_outputs_cpu(m, in)(0, 0) == doctest::Approx(0.425385542246).epsilon(1e-11));
   m.mass_readout = false;
   CHECK(recall_outputs_cpu(m, in)(0, 0) == doctest::Approx(0.417131160773).epsilon(1e-11));
-  CHECK(recall_outputs_cpu(model(Mixer::kappa, 4, 2, 1, 1), in)(0, 0) == doctest::Approx(0.425385542246).epsilon(1e-11));
-  CHECK(recall_outputs_cpu(model(Mixer::ram_linear, 4, 2, 1, 1), in)(0, 0) ==
+  CHECK(recall_outputs_cpu(recall_model(Mixer::kappa, 4, 2, 1, 1), in)(0, 0) == doctest::Approx(0.425385542246).epsilon(1e-11));
+  CHECK(recall_outputs_cpu(recall_model(Mixer::ram_linear, 4, 2, 1, 1), in)(0, 0) ==
         doctest::Approx(0.425385542246).epsilon(1e-11));
-  RecallModel sm = model(Mixer::softmax, 4, 2, 1, 1);
+  RecallModel sm = recall_model(Mixer::softmax, 4, 2, 1, 1);
   CHECK(sm.tau == 2.0);
   CHECK(recall_outputs_cpu(sm, in)(0, 0) == doctest::Approx(0.428160695859).epsilon(1e-11));
 }
@@ -169,14 +163,14 @@ TEST_CASE("ram-linear = mass-aware cumulative GSU (gsu.hpp GsuMemory) = kappa-at
   for (auto [dp, U, br, bw] : {std::tuple{3, 2, 0.7, 1.3}, {4, 3, 1.0, 1.0}, {5, 1, 2.0, 0.5}}) {
     CAPTURE(dp);
     CAPTURE(U);
-    const RecallModel lin = model(Mixer::ram_linear, dp, U, br, bw);
+    const RecallModel lin = recall_model(Mixer::ram_linear, dp, U, br, bw);
     const RecallInputs in = random_inputs(lin, 40, 5, 11);
-    RecallModel gsu = model(Mixer::ramnet, dp, U, br, bw);
+    RecallModel gsu = recall_model(Mixer::ramnet, dp, U, br, bw);
     const RowMatrix ref = gsu_memory_outputs(gsu, in);
     CHECK(rel_diff(reference_outputs(gsu, in), ref) < 1e-12);  // the two references agree
     CHECK(rel_diff(recall_outputs_cpu(lin, in), ref) < 1e-12);
     CHECK(rel_diff(recall_outputs_cpu(gsu, in), ref) < 1e-12);
-    CHECK(rel_diff(recall_outputs_cpu(model(Mixer::kappa, dp, U, br, bw), in), ref) < 1e-12);
+    CHECK(rel_diff(recall_outputs_cpu(recall_model(Mixer::kappa, dp, U, br, bw), in), ref) < 1e-12);
     // The general recursion with γ = −inf, ε = 0 gives the same state as the running mean.
     const GsuState a = gsu_write_cpu(gsu, in, false), b = gsu_write_cpu(gsu, in, true);
     CHECK((a.mass - b.mass).norm() <= 1e-12 * a.mass.norm());
@@ -185,32 +179,18 @@ TEST_CASE("ram-linear = mass-aware cumulative GSU (gsu.hpp GsuMemory) = kappa-at
 }
 
 TEST_CASE("GSU paths (finite gamma, eps > 0, Top-K, both readouts) equal GsuMemory and the step-by-step recursion") {
-  for (std::int64_t K : {0, 1, 5}) {
-    for (double gamma : {double(-INFINITY), -1.0, 0.0, 0.8, 3.0}) {
-      for (double eps : {0.0, 1e-3}) {
-        for (bool mass : {true, false}) {
-          CAPTURE(K);
-          CAPTURE(gamma);
-          CAPTURE(eps);
-          CAPTURE(mass);
-          RecallModel m = model(Mixer::ramnet, 3, 2, 1.7, 1.2);
-          m.topk = K;
-          m.gamma = gamma;
-          m.eps = eps;
-          m.mass_readout = mass;
-          const RecallInputs in = random_inputs(m, 30, 4, 5);
-          const RowMatrix out = recall_outputs_cpu(m, in);
-          CHECK(rel_diff(out, reference_outputs(m, in)) < 1e-12);
-          CHECK(rel_diff(out, gsu_memory_outputs(m, in)) < 1e-12);
-        }
-      }
-    }
-  }
+  test::for_each_gsu_variant(recall_model(Mixer::ramnet, 3, 2, 1.7, 1.2), {0, 1, 5},
+                             {double(-INFINITY), -1.0, 0.0, 0.8, 3.0}, [](const RecallModel& m) {
+                               const RecallInputs in = random_inputs(m, 30, 4, 5);
+                               const RowMatrix out = recall_outputs_cpu(m, in);
+                               CHECK(rel_diff(out, reference_outputs(m, in)) < 1e-12);
+                               CHECK(rel_diff(out, gsu_memory_outputs(m, in)) < 1e-12);
+                             });
 }
 
 TEST_CASE("Top-K weights: exact K-best lists of the product distribution, product weights") {
   const Params p{4, 3, 1.3, 1.3};
-  RecallModel m = model(Mixer::ramnet, 4, 3, 1.3, 1.3);
+  RecallModel m = recall_model(Mixer::ramnet, 4, 3, 1.3, 1.3);
   const RecallInputs in = random_inputs(m, 20, 2, 9);
   const FactorTables t = factor_tables(p, p.beta_w, in.keys);
   const SparseWeights s = topk_weights(t, 7);
@@ -244,7 +224,7 @@ TEST_CASE("decode: argmax cosine over the stored values, dead outputs, scale-inv
 }
 
 TEST_CASE("elu+1 linear attention and FAVOR+ projections") {
-  RecallModel m = model(Mixer::elu, 2, 1, 1, 1);
+  RecallModel m = recall_model(Mixer::elu, 2, 1, 1, 1);
   RecallInputs in;
   in.keys.resize(2, 2);
   in.keys << 1, -1, 0.5, 2;
@@ -266,7 +246,7 @@ TEST_CASE("elu+1 linear attention and FAVOR+ projections") {
     }
   CHECK(sq / (4000 / 6 * 6) == doctest::Approx(6.0).epsilon(0.05));  // chi^2_6 mean 6, sd of the mean ~0.07
   // With many features FAVOR+ approaches softmax attention at the same tau (U = 1, small logits).
-  RecallModel f = model(Mixer::favor, 64, 2, 1, 1);  // D = 4096 features
+  RecallModel f = recall_model(Mixer::favor, 64, 2, 1, 1);  // D = 4096 features
   f.tau = 4.0;
   RecallModel s = f;
   s.mixer = Mixer::softmax;
@@ -294,7 +274,7 @@ TEST_CASE("capacity search: doubling + bisection on a step function") {
 
 TEST_CASE("capacity search on a tiny real case agrees with a scan over every N") {
   RecallConfig c;
-  c.model = model(Mixer::ramnet, 2, 2, 30, 30);  // |A| = 4, near-hard writes
+  c.model = recall_model(Mixer::ramnet, 2, 2, 30, 30);  // |A| = 4, near-hard writes
   c.keys = KeyModel::parse("torus");
   c.dv = 8;
   c.seeds = 3;
@@ -324,7 +304,7 @@ TEST_CASE("hard-write limit: RAM-Net recall matches |A|(1 - (1 - 1/|A|)^N)/N (st
   // 120 seeds: the per-seed accuracy has sd ~0.07, so the mean has sd ~0.0065; tolerance 0.03 (4.6 sd).
   for (std::int64_t K : {0, 1}) {
     RecallConfig c;
-    c.model = model(Mixer::ramnet, 4, 3, 200, 200);
+    c.model = recall_model(Mixer::ramnet, 4, 3, 200, 200);
     c.model.topk = K;
     c.dv = 64;
     c.seeds = 120;
@@ -336,7 +316,7 @@ TEST_CASE("hard-write limit: RAM-Net recall matches |A|(1 - (1 - 1/|A|)^N)/N (st
 }
 
 TEST_CASE("draws: nested in N, shared by mixers, thread-count invariant results") {
-  RecallModel m = model(Mixer::ramnet, 4, 2, 2, 2);
+  RecallModel m = recall_model(Mixer::ramnet, 4, 2, 2, 2);
   const KeyModel k = KeyModel::parse("torus:rho=1.5");
   const RecallInputs a = draw_recall_inputs(m, k, 0.1, 16, 99, 50), b = draw_recall_inputs(m, k, 0.1, 16, 99, 20);
   CHECK(a.keys.topRows(20) == b.keys);
@@ -350,7 +330,7 @@ TEST_CASE("draws: nested in N, shared by mixers, thread-count invariant results"
   // Every mixer: identical outcomes with 1 and 2 OpenMP threads (N large enough to go parallel).
   for (Mixer mx : all_mixers()) {
     CAPTURE(to_string(mx));
-    RecallModel mm = model(mx, 4, 3, 1.5, 1.5);
+    RecallModel mm = recall_model(mx, 4, 3, 1.5, 1.5);
     mm.topk = mx == Mixer::ramnet ? 8 : 0;
     const RecallInputs in = draw_recall_inputs(mm, k, 0.05, 64, 3, 700);
     omp_set_num_threads(1);

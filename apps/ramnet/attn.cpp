@@ -2,6 +2,8 @@
 // address-overlap students (κ_A, κ_∞, Top-K kernel, GSU standard / mass-aware induced weights, hard-write VQ)
 // over generators × codebooks × dp × U × K × β, on the sweep engine. The finalizer divides every student's
 // JS and NMSE by its value at β = β* (f = 1) of the same (generator, codebook, dp, U, K): the E2 curves.
+// --device cuda: the kappa student's log-kernel matrix comes from the GPU (attention_cuda.hpp), the rest
+// runs on the CPU; /summary/path records "cpu" or "cuda:<ordinal>".
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -14,7 +16,11 @@
 #include "io/grid.hpp"
 #include "memory_axes.hpp"
 #include "ramnet/attention.hpp"
+#include "sweep/gpu_workers.hpp"
 #include "sweep/sweep.hpp"
+#ifdef MEMCAP_HAVE_CUDA
+#include "ramnet/attention_cuda.hpp"
+#endif
 
 namespace {
 
@@ -30,7 +36,7 @@ struct AttnState {
   app::ModelOptions gate;  // --gamma --eps
   std::vector<std::string> generators = {"gauss:sigma=0.5", "gauss:sigma=1", "gauss:sigma=1.5"};
   std::vector<std::string> codebooks = {"circular"};
-  std::vector<std::string> students = attn_student_names();
+  std::vector<std::string> students = {"kappa", "kinf", "topk", "gsu-standard", "gsu-mass", "vq"};
   std::int64_t T = 64, n = 64, trials = 20;
   int dv = 16;
 };
@@ -108,19 +114,19 @@ void print_relative(const std::string& path) {
 }
 
 void run(CLI::App* sub, AttnState& st) {
-  app::require_cpu_only(st.common, "ramnet attn");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
+  const Device device = prep.ctx.device.device;
+  const std::vector<int> all = sweep::gpu_ordinals("all", device, st.common.device);
+  // Jobs run one at a time, on the first GPU.
+  const std::vector<int> ords(all.begin(), all.begin() + std::min<std::ptrdiff_t>(1, std::ssize(all)));
+  st.sweep.workers = 1;
   app::resolve(st.gate, app::kGate);
   const auto gens = app::join_spec_pieces(st.generators);
   require(!gens.empty() && !st.codebooks.empty() && !st.students.empty(),
           "--generators, --codebooks and --students need at least one value");
-  std::vector<Generator> gparsed;
   std::vector<std::string> gshown;
-  for (const auto& g : gens) {
-    gparsed.push_back(Generator::parse(g));
-    gshown.push_back(gparsed.back().spec());
-  }
+  const auto gparsed = app::parse_generators(gens, gshown);
   sweep::require_distinct(gshown, "--generators");
   sweep::require_distinct(st.codebooks, "--codebooks");
   sweep::require_distinct(st.students, "--students");
@@ -155,32 +161,35 @@ void run(CLI::App* sub, AttnState& st) {
         c.seed = st.common.seed;
         c.students = st.students;
         validate(c);
-        sweep::Job j;
-        j.index = static_cast<std::int64_t>(plan.jobs.size());
-        j.seed = st.common.seed;
-        j.key = fmt::format("gen={}/codebook={}/{}", gshown[gi], st.codebooks[ci], pt.key);
-        j.params = {{"generator", gshown[gi]}, {"generator_id", gi}, {"codebook", st.codebooks[ci]},
-                    {"codebook_id", ci},       {"beta_factor", pt.beta_factor}, {"beta_id", pt.beta_id}};
-        plan.jobs.push_back(j);
+        app::add_job(plan, st.common.seed, fmt::format("gen={}/codebook={}/{}", gshown[gi], st.codebooks[ci], pt.key),
+                     {{"generator", gshown[gi]}, {"generator_id", gi}, {"codebook", st.codebooks[ci]},
+                      {"codebook_id", ci}, {"beta_factor", pt.beta_factor}, {"beta_id", pt.beta_id}});
         configs.push_back(c);
       }
   require(!st.common.out.empty(), "--out FILE.h5 is required");
-  bool header = false;  // printed with the first finished job (nothing on stdout when the plan is refused)
-  auto print_header = [&] {
-    if (header) return;
-    header = true;
+  auto print_header = app::print_once([&] {
     fmt::print("{:<24} {:<10} {:>3} {:>2} {:>4} {:>6} |", "generator", "codebook", "dp", "U", "K", "f");
     for (const auto& s : st.students) fmt::print(" {:>12}", "JS " + s);
     fmt::print("\n");
-  };
-  const int rc = sweep::run(plan, st.sweep, prep.ctx, st.common.out, [&](const sweep::Job& j) {
+  });
+  sweep::WorkerPool pool(ords, 1);
+  const int rc = sweep::run_parallel(plan, st.sweep, prep.ctx, st.common.out,
+                                     [&](const sweep::Job& j, const sweep::JobContext& jc) {
     print_header();
     const AttnConfig& c = configs[static_cast<std::size_t>(j.index)];
-    const AttnResult r = run_attention(c);
+    std::string path;
+    gpu::Handles* h = pool.handles(jc, path);  // nullptr on the CPU; path "cpu" or "cuda:<ordinal>"
+    LogKappaFn kappa;
+#ifdef MEMCAP_HAVE_CUDA
+    if (h) kappa = cuda_log_kappa(*h, ords.front());
+#else
+    (void)h;
+#endif
+    const AttnResult r = run_attention(c, kappa);
     sweep::JobOutput jo;
     io::Row& row = jo.row;
-    row.set("generator", j.params["generator"].get<std::string>())
-        .set("generator_id", j.params["generator_id"].get<std::int64_t>())
+    row.set("path", path);
+    app::set_generator_columns(row, j)
         .set("codebook", j.params["codebook"].get<std::string>())
         .set("codebook_id", j.params["codebook_id"].get<std::int64_t>())
         .set("dp", c.params.dp)
@@ -224,11 +233,15 @@ memcap::cli::Register reg("ramnet", 40, [](CLI::App& tool) {
       "(token weights induced by a GSU memory with --topk, --gamma, --eps), vq (hard-write: softmax(beta_r q.k^)).\n"
       "Per student: JS (nats, bits), smoothed KL, head NMSE with random values, missing mass, dead-query rate;\n"
       "planted generators add the mass on and top-1 hit of the planted key. Generators: gauss[:sigma=S],\n"
-      "torus[:rho=R], planted[:sigma_q=S,sigma=S], rope[:sigma=S]; codebooks: circular, random, orthogonal,\n"
+      "torus[:rho=R], planted[:sigma_q=S,sigma=S], rope[:sigma=S] (keys at positions 0..T-1, queries at T; add\n"
+      "the student cape for CAPE shifts of the unrotated vectors), teacher[:dk=D,dmodel=M,sigma=S] (random W_Q, W_K\n"
+      "on Gaussian hidden states, students on the NoPE init to 2U dims); codebooks: circular, random, orthogonal,\n"
       "kmeans, pq (E3 ablation). Default: the E2 beta sweep f = beta/beta* = 10^{k/10}, k = -3..5 (includes\n"
       "1.26 and 1.58), gauss sigma = 0.5, 1, 1.5, dp = 4, U = 5, K = 32, T = 64, 20 trials. One job per\n"
       "(generator, codebook, dp, U, K, beta). Writes /summary, /grid/{js_S,nmse_S} over (generator_id,\n"
       "codebook_id, dp, U, topk, beta_factor), and /relative (JS and NMSE over their value at f = 1).\n"
+      "--device cuda computes the kappa student's log-kernel matrix on the GPU (the rest on the CPU); /summary/path\n"
+      "says which ran.\n"
       "Example: ramnet attn --generators gauss:sigma=1 --trials 5 --out e2.h5");
   cli::add_common(sub, st->common, "attn.h5");
   cli::add_sweep(sub, st->sweep);
@@ -236,13 +249,12 @@ memcap::cli::Register reg("ramnet", 40, [](CLI::App& tool) {
                       "10^{k/10}, k = -3..5");
   st->axes.beta_factors.clear();
   app::add_model_options(sub, st->gate, app::kGate);
-  sub->add_option("--generators", st->generators, "Key/query generators (comma list)")
-      ->delimiter(',')
-      ->capture_default_str();
+  app::add_generators_option(sub, st->generators, "Key/query generators (comma list)");
   sub->add_option("--codebooks", st->codebooks, "Codebooks: circular, random, orthogonal, kmeans, pq (comma list)")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--students", st->students, "Students: kappa, kinf, topk, gsu-standard, gsu-mass, vq (comma list)")
+  sub->add_option("--students", st->students,
+                  "Students: kappa, kinf, topk, gsu-standard, gsu-mass, vq, cape (rope generators only) (comma list)")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--T", st->T, "Keys per trial")->capture_default_str();

@@ -36,17 +36,11 @@ void run(CLI::App* sub, GsuState& st) {
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
   app::resolve(st.gate, app::kReadout | app::kGate);
-  std::vector<Generator> gens;
   std::vector<std::string> gshown;
-  for (const auto& g : app::join_spec_pieces(st.generators)) {
-    gens.push_back(Generator::parse(g));
-    gshown.push_back(gens.back().spec());
-  }
+  const auto gens = app::parse_generators(app::join_spec_pieces(st.generators), gshown);
   require(!gens.empty() && !st.gammas.empty(), "--generators and --gamma need at least one value");
   sweep::require_distinct(gshown, "--generators");
-  sweep::require_distinct(st.gammas, "--gamma");
-  std::vector<double> gammas;
-  for (const auto& g : st.gammas) gammas.push_back(app::parse_gamma(g, "--gamma"));
+  const auto gammas = app::parse_gammas(st.gammas);
   const auto points = app::expand_model_axes(st.axes, app::ModelOptions{}, true);
   sweep::job_count({{"generators", static_cast<std::int64_t>(gens.size())},
                     {"model points", static_cast<std::int64_t>(points.size())},
@@ -74,30 +68,22 @@ void run(CLI::App* sub, GsuState& st) {
         c.checks = !st.no_checks;
         c.seed = st.common.seed;
         validate(c);
-        sweep::Job j;
-        j.index = static_cast<std::int64_t>(plan.jobs.size());
-        j.seed = st.common.seed;
-        j.key = fmt::format("gen={}/{}/gamma={}", gshown[gi], pt.key, st.gammas[yi]);
-        j.params = {{"generator", gshown[gi]}, {"generator_id", gi}, {"beta_factor", pt.beta_factor}, {"gamma_id", yi}};
-        plan.jobs.push_back(j);
+        app::add_job(plan, st.common.seed, fmt::format("gen={}/{}/gamma={}", gshown[gi], pt.key, st.gammas[yi]),
+                     {{"generator", gshown[gi]}, {"generator_id", gi}, {"beta_factor", pt.beta_factor}, {"gamma_id", yi}});
         configs.push_back(c);
       }
-  bool header = false;  // printed with the first finished job (nothing on stdout when the plan is refused)
-  auto print_header = [&] {
-    if (header) return;
-    header = true;
+  auto print_header = app::print_once([] {
     fmt::print("{:<14} {:>3} {:>2} {:>4} {:>6} {:>5} | {:>9} {:>9} {:>9} | {:>5} {:>5} {:>8} {:>9} | {:>6} {:>6} {:>6} | "
                "{:>8} {:>8}\n",
                "generator", "dp", "U", "K", "f", "gamma", "cum-kappa", "hard-cnt", "hard-vq", "hull", "m>1", "max m",
                "unrolled", "recall", "recent", "old", "JS std", "JS mass");
-  };
+  });
   const int rc = sweep::run(plan, st.sweep, prep.ctx, st.common.out, [&](const sweep::Job& j) {
     print_header();
     const GsuDynamicsConfig& c = configs[static_cast<std::size_t>(j.index)];
     const GsuDynamicsResult r = run_gsu_dynamics(c);
     sweep::JobOutput jo;
-    jo.row.set("generator", j.params["generator"].get<std::string>())
-        .set("generator_id", j.params["generator_id"].get<std::int64_t>())
+    app::set_generator_columns(jo.row, j)
         .set("dp", c.params.dp)
         .set("U", c.params.U)
         .set("topk", c.topk)
@@ -183,12 +169,8 @@ memcap::cli::Register reg("ramnet", 55, [](CLI::App& tool) {
   app::add_model_axes(sub, st->axes, "K (comma list; 0 = full writes and reads, dense memory)", "1");
   app::add_model_options(sub, st->gate, app::kReadout);
   sub->add_option("--eps", st->gate.eps, "GSU stabiliser eps in s += w/(m+eps)(v-s)")->capture_default_str();
-  sub->add_option("--generators", st->generators, "Key/query generators (comma list; see ramnet attn)")
-      ->delimiter(',')
-      ->capture_default_str();
-  sub->add_option("--gamma", st->gammas, "Retention bias gamma (comma list; numbers or -inf)")
-      ->delimiter(',')
-      ->capture_default_str();
+  app::add_generators_option(sub, st->generators);
+  app::add_gammas_option(sub, st->gammas);
   sub->add_option("--T", st->T, "Tokens per sequence")->capture_default_str();
   sub->add_option("--dv", st->dv, "Value dimension")->capture_default_str();
   sub->add_option("--trials", st->trials, "Independent sequences")->capture_default_str();

@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <cstdlib>
+#include <utility>
 
 #include "core/error.hpp"
 #include "sweep/sweep.hpp"
@@ -39,6 +40,19 @@ void check_given_values(const CLI::App* sub, const ModelAxes& a) {
   for (double f : a.beta_factors) require(std::isfinite(f) && f > 0, "--beta-factor {} must be a finite number > 0", f);
 }
 
+ModelOptions point_options(const ModelAxes& a, const ModelOptions& gate, int dp, int U, std::size_t bi, std::int64_t topk) {
+  ModelOptions o = gate;
+  o.dp = dp;
+  o.U = U;
+  o.beta_r = a.beta_r;
+  o.beta_w = a.beta_w;
+  o.beta = a.betas.empty() ? 0 : a.betas[bi];
+  o.beta_factor = a.beta_factors.empty() ? 0 : a.beta_factors[bi];
+  o.tau = a.tau;
+  o.topk = topk;
+  return o;
+}
+
 std::vector<ModelPoint> expand_model_axes(const ModelAxes& a, const ModelOptions& gate, bool use_topk) {
   auto shown = [](const auto& v) {
     std::vector<std::string> s;
@@ -66,15 +80,7 @@ std::vector<ModelPoint> expand_model_axes(const ModelAxes& a, const ModelOptions
         for (std::size_t ki = 0; ki < nk; ++ki) {
           ModelPoint pt;
           ModelOptions& o = pt.o;
-          o = gate;
-          o.dp = dp;
-          o.U = U;
-          o.beta_r = a.beta_r;
-          o.beta_w = a.beta_w;
-          o.beta = a.betas.empty() ? 0 : a.betas[bi];
-          o.beta_factor = a.beta_factors.empty() ? 0 : a.beta_factors[bi];
-          o.tau = a.tau;
-          o.topk = use_topk ? a.topks[ki] : 0;
+          o = point_options(a, gate, dp, U, bi, use_topk ? a.topks[ki] : 0);
           resolve(o, kModel | kTopK);
           pt.beta_factor = std::sqrt(o.params.beta_r * o.params.beta_w) / beta_star(o.tau_resolved);
           pt.beta_id = static_cast<std::int64_t>(bi);
@@ -107,6 +113,46 @@ double parse_gamma(const std::string& text, const std::string& flag) {
   require(!text.empty() && end && *end == '\0' && std::isfinite(g), "{} '{}' must be a finite number or -inf", flag,
           text);
   return g;
+}
+
+std::vector<Generator> parse_generators(const std::vector<std::string>& specs, std::vector<std::string>& shown) {
+  std::vector<Generator> out;
+  for (const auto& g : specs) {
+    out.push_back(Generator::parse(g));
+    shown.push_back(out.back().spec());
+  }
+  return out;
+}
+
+std::vector<double> parse_gammas(const std::vector<std::string>& texts) {
+  sweep::require_distinct(texts, "--gamma");
+  std::vector<double> out;
+  for (const auto& g : texts) out.push_back(parse_gamma(g, "--gamma"));
+  return out;
+}
+
+void add_generators_option(CLI::App* sub, std::vector<std::string>& generators, const std::string& help) {
+  sub->add_option("--generators", generators, help)->delimiter(',')->capture_default_str();
+}
+
+void add_gammas_option(CLI::App* sub, std::vector<std::string>& gammas) {
+  sub->add_option("--gamma", gammas, "Retention bias gamma (comma list; numbers or -inf)")
+      ->delimiter(',')
+      ->capture_default_str();
+}
+
+void add_job(sweep::Plan& plan, std::uint64_t seed, std::string key, nlohmann::json params) {
+  sweep::Job j;
+  j.index = static_cast<std::int64_t>(plan.jobs.size());
+  j.seed = seed;
+  j.key = std::move(key);
+  j.params = std::move(params);
+  plan.jobs.push_back(std::move(j));
+}
+
+io::Row& set_generator_columns(io::Row& row, const sweep::Job& j) {
+  return row.set("generator", j.params["generator"].get<std::string>())
+      .set("generator_id", j.params["generator_id"].get<std::int64_t>());
 }
 
 std::string column_suffix(const std::string& student) {

@@ -10,6 +10,7 @@
 #include "io/table.hpp"
 #include "options.hpp"
 #include "ramnet/attention.hpp"
+#include "sweep/sweep.hpp"
 
 namespace memcap::ramnet::app {
 
@@ -36,6 +37,9 @@ struct ModelPoint {
   std::int64_t beta_id = 0;   // position on the β axis
   std::string key;            // "dp=4/U=5/K=32/f=1.259"
 };
+// The unresolved options at one point of the axes: gate's other flags, dp, U, the bi-th --beta or --beta-factor
+// value (0 when the axis is empty: β*), --beta-r/--beta-w/--tau as given, Top-K topk.
+ModelOptions point_options(const ModelAxes& a, const ModelOptions& gate, int dp, int U, std::size_t bi, std::int64_t topk);
 // dp × U × β × K, checked (distinct values, job counts, K ≤ dp^U); gate/readout flags are copied from `gate`.
 std::vector<ModelPoint> expand_model_axes(const ModelAxes& a, const ModelOptions& gate, bool use_topk);
 
@@ -43,8 +47,35 @@ std::vector<ModelPoint> expand_model_axes(const ModelAxes& a, const ModelOptions
 // no ':' continues the previous spec.
 std::vector<std::string> join_spec_pieces(const std::vector<std::string>& pieces);
 
+// Generators from joined specs (join_spec_pieces); shown gets each one's canonical spec (job keys, /summary).
+std::vector<Generator> parse_generators(const std::vector<std::string>& specs, std::vector<std::string>& shown);
+
 // "-inf" or a finite number (UserError naming the flag otherwise).
 double parse_gamma(const std::string& text, const std::string& flag);
+// A --gamma list: distinct texts, each parsed by parse_gamma.
+std::vector<double> parse_gammas(const std::vector<std::string>& texts);
+
+// --generators (comma list, spec pieces) and --gamma (comma list of numbers or -inf) of the memory commands.
+void add_generators_option(CLI::App* sub, std::vector<std::string>& generators,
+                           const std::string& help = "Key/query generators (comma list; see ramnet attn)");
+void add_gammas_option(CLI::App* sub, std::vector<std::string>& gammas);
+
+// Appends a job at the next plan index, with the run's seed.
+void add_job(sweep::Plan& plan, std::uint64_t seed, std::string key, nlohmann::json params);
+
+// The first /summary columns of a memory job: generator and generator_id from the job's params.
+io::Row& set_generator_columns(io::Row& row, const sweep::Job& j);
+
+// A table header printed with the first finished job, so nothing reaches stdout when the plan is refused:
+// the returned callable runs print the first time only.
+template <class F>
+auto print_once(F print) {
+  return [print, done = false]() mutable {
+    if (done) return;
+    done = true;
+    print();
+  };
+}
 
 // Student name as a column suffix: "gsu-standard" -> "gsu_standard".
 std::string column_suffix(const std::string& student);

@@ -18,6 +18,7 @@
 #include "sweep/gpu_workers.hpp"
 #include "cli/preset.hpp"
 #include "core/error.hpp"
+#include "memory_axes.hpp"
 #include "options.hpp"
 #include "recall_job.hpp"
 #include "ramnet/recall.hpp"
@@ -39,10 +40,7 @@ struct RecallState {
   std::string preset;
   app::ModelOptions gate;  // --readout --gamma --eps (the shared flags)
   std::vector<std::string> mixers = {"ramnet"};
-  std::vector<int> dps = {4}, Us = {5};
-  std::vector<double> betas, beta_factors;
-  double beta_r = 0, beta_w = 0, tau = 0;
-  std::vector<std::int64_t> topks = {0};
+  app::ModelAxes axes;  // --dp --U --beta --beta-factor --beta-r --beta-w --tau --topk (default K = 0)
   std::string keys = "torus";
   double sigma_q = 0;
   int dv = 64, seeds = 10;
@@ -77,45 +75,39 @@ std::vector<JobSpec> build_specs(RecallState& st) {
     for (const auto& x : v) s.push_back(fmt::format("{}", x));
     return s;
   };
-  require(!st.dps.empty() && !st.Us.empty() && !st.topks.empty(), "--dp, --U and --topk need at least one value");
-  sweep::require_distinct(shown(st.dps), "--dp");
-  sweep::require_distinct(shown(st.Us), "--U");
-  sweep::require_distinct(shown(st.topks), "--topk");
-  sweep::require_distinct(shown(st.betas), "--beta");
-  sweep::require_distinct(shown(st.beta_factors), "--beta-factor");
-  require(st.betas.empty() || st.beta_factors.empty(), "give the beta axis as --beta or as --beta-factor, not both");
-  for (double b : st.betas) require(std::isfinite(b) && b > 0, "--beta {} must be a finite number > 0", b);
-  for (double f : st.beta_factors) require(std::isfinite(f) && f > 0, "--beta-factor {} must be a finite number > 0", f);
+  require(!st.axes.dps.empty() && !st.axes.Us.empty() && !st.axes.topks.empty(),
+          "--dp, --U and --topk need at least one value");
+  sweep::require_distinct(shown(st.axes.dps), "--dp");
+  sweep::require_distinct(shown(st.axes.Us), "--U");
+  sweep::require_distinct(shown(st.axes.topks), "--topk");
+  sweep::require_distinct(shown(st.axes.betas), "--beta");
+  sweep::require_distinct(shown(st.axes.beta_factors), "--beta-factor");
+  require(st.axes.betas.empty() || st.axes.beta_factors.empty(),
+          "give the beta axis as --beta or as --beta-factor, not both");
+  for (double b : st.axes.betas) require(std::isfinite(b) && b > 0, "--beta {} must be a finite number > 0", b);
+  for (double f : st.axes.beta_factors) require(std::isfinite(f) && f > 0, "--beta-factor {} must be a finite number > 0", f);
   require(st.n_list.empty() || st.n_min == 1, "--n-min belongs to the capacity search; drop it with --N");
   require(st.n_list.empty() || st.n_max == 0, "--n-max belongs to the capacity search; drop it with --N");
   sweep::require_distinct(shown(st.n_list), "--N");
   const KeyModel keys = KeyModel::parse(st.keys);
-  const std::size_t nb = std::max<std::size_t>(1, std::max(st.betas.size(), st.beta_factors.size()));
+  const std::size_t nb = std::max<std::size_t>(1, std::max(st.axes.betas.size(), st.axes.beta_factors.size()));
   sweep::job_count({{"mixers", static_cast<std::int64_t>(mixers.size())},
-                    {"dp values", static_cast<std::int64_t>(st.dps.size())},
-                    {"U values", static_cast<std::int64_t>(st.Us.size())},
-                    {"K values", static_cast<std::int64_t>(st.topks.size())},
+                    {"dp values", static_cast<std::int64_t>(st.axes.dps.size())},
+                    {"U values", static_cast<std::int64_t>(st.axes.Us.size())},
+                    {"K values", static_cast<std::int64_t>(st.axes.topks.size())},
                     {"beta values", static_cast<std::int64_t>(nb)}});
 
   std::vector<JobSpec> specs;
   std::string first_skip;
   std::vector<std::string> notes;  // printed once the plan is known to hold a job
   for (std::size_t mi = 0; mi < mixers.size(); ++mi)
-    for (int dp : st.dps)
-      for (int U : st.Us)
+    for (int dp : st.axes.dps)
+      for (int U : st.axes.Us)
         for (std::size_t bi = 0; bi < nb; ++bi)
-          for (std::int64_t K : st.topks) {
+          for (std::int64_t K : st.axes.topks) {
             const Mixer mx = mixers[mi];
-            if (mx != Mixer::ramnet && K != st.topks.front()) continue;  // K is a RAM-Net parameter
-            app::ModelOptions o = st.gate;
-            o.dp = dp;
-            o.U = U;
-            o.beta_r = st.beta_r;
-            o.beta_w = st.beta_w;
-            o.beta = st.betas.empty() ? 0 : st.betas[bi];
-            o.beta_factor = st.beta_factors.empty() ? 0 : st.beta_factors[bi];
-            o.tau = st.tau;
-            o.topk = mx == Mixer::ramnet ? K : 0;
+            if (mx != Mixer::ramnet && K != st.axes.topks.front()) continue;  // K is a RAM-Net parameter
+            app::ModelOptions o = app::point_options(st.axes, st.gate, dp, U, bi, mx == Mixer::ramnet ? K : 0);
             if (mx == Mixer::ramnet && o.dp >= 2 && o.U >= 1 && std::pow(double(dp), U) < 4e18 &&
                 static_cast<double>(K) > std::pow(double(dp), U)) {
               const std::string why = fmt::format("--topk {} is larger than the address space dp^U = {}^{} = {:.0f}", K,
@@ -131,7 +123,7 @@ std::vector<JobSpec> build_specs(RecallState& st) {
             c.model.params = o.params;
             // Softmax / FAVOR+ temperature: --tau, else 2/(β_r β_w), where κ-attention matches softmax to
             // first order (§2.6; the default β = β* gives back τ = sqrt(2U)).
-            c.model.tau = st.tau > 0 ? o.tau_resolved : 2.0 / (o.params.beta_r * o.params.beta_w);
+            c.model.tau = st.axes.tau > 0 ? o.tau_resolved : 2.0 / (o.params.beta_r * o.params.beta_w);
             c.model.topk = o.topk;
             c.model.mass_readout = o.readout == "mass";
             c.model.gamma = o.gamma_value;
@@ -303,17 +295,18 @@ memcap::cli::Register reg("ramnet", 70, [](CLI::App& tool) {
   sub->add_option("--mixers", st->mixers, "Mixers (comma list): ramnet, softmax, kappa, ram-linear, elu, favor, or all")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--dp", st->dps, "Codes per factor (comma list)")->delimiter(',')->capture_default_str();
-  sub->add_option("--U", st->Us, "Number of factors (comma list); keys live in R^{2U}, |A| = dp^U")
+  st->axes.topks = {0};
+  sub->add_option("--dp", st->axes.dps, "Codes per factor (comma list)")->delimiter(',')->capture_default_str();
+  sub->add_option("--U", st->axes.Us, "Number of factors (comma list); keys live in R^{2U}, |A| = dp^U")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--beta", st->betas, "beta_r = beta_w (comma list: one job each; default beta* = sqrt(2/sqrt(2U)))")
+  sub->add_option("--beta", st->axes.betas, "beta_r = beta_w (comma list: one job each; default beta* = sqrt(2/sqrt(2U)))")
       ->delimiter(',');
-  sub->add_option("--beta-factor", st->beta_factors, "beta = f beta* (comma list), instead of --beta")->delimiter(',');
-  sub->add_option("--beta-r", st->beta_r, "Read concentration (overrides --beta / --beta-factor for reads)");
-  sub->add_option("--beta-w", st->beta_w, "Write concentration (overrides --beta / --beta-factor for writes)");
-  sub->add_option("--tau", st->tau, "Softmax / FAVOR+ temperature (default 2/(beta_r beta_w))");
-  sub->add_option("--topk", st->topks, "RAM-Net Top-K (comma list; 0 = full distributions); K > dp^U is skipped")
+  sub->add_option("--beta-factor", st->axes.beta_factors, "beta = f beta* (comma list), instead of --beta")->delimiter(',');
+  sub->add_option("--beta-r", st->axes.beta_r, "Read concentration (overrides --beta / --beta-factor for reads)");
+  sub->add_option("--beta-w", st->axes.beta_w, "Write concentration (overrides --beta / --beta-factor for writes)");
+  sub->add_option("--tau", st->axes.tau, "Softmax / FAVOR+ temperature (default 2/(beta_r beta_w))");
+  sub->add_option("--topk", st->axes.topks, "RAM-Net Top-K (comma list; 0 = full distributions); K > dp^U is skipped")
       ->delimiter(',')
       ->capture_default_str();
   app::add_model_options(sub, st->gate, app::kReadout | app::kGate);

@@ -32,17 +32,11 @@ void run(CLI::App* sub, SlotsState& st) {
   app::require_cpu_only(st.common, "ramnet slots");
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
-  std::vector<Generator> gens;
   std::vector<std::string> gshown;
-  for (const auto& g : app::join_spec_pieces(st.generators)) {
-    gens.push_back(Generator::parse(g));
-    gshown.push_back(gens.back().spec());
-  }
+  const auto gens = app::parse_generators(app::join_spec_pieces(st.generators), gshown);
   require(!gens.empty() && !st.gammas.empty() && !st.Ts.empty(), "--generators, --gamma and --T need at least one value");
   sweep::require_distinct(gshown, "--generators");
-  sweep::require_distinct(st.gammas, "--gamma");
-  std::vector<double> gammas;
-  for (const auto& g : st.gammas) gammas.push_back(app::parse_gamma(g, "--gamma"));
+  const auto gammas = app::parse_gammas(st.gammas);
   {
     std::vector<std::string> shown;
     for (auto T : st.Ts) shown.push_back(std::to_string(T));
@@ -73,29 +67,22 @@ void run(CLI::App* sub, SlotsState& st) {
           c.theta = st.theta;
           c.seed = st.common.seed;
           validate(c);
-          sweep::Job j;
-          j.index = static_cast<std::int64_t>(plan.jobs.size());
-          j.seed = st.common.seed;
-          j.key = fmt::format("gen={}/{}/gamma={}/T={}", gshown[gi], pt.key, st.gammas[yi], T);
-          j.params = {{"generator", gshown[gi]}, {"generator_id", gi}, {"beta_factor", pt.beta_factor},
-                      {"gamma_id", yi}};
-          plan.jobs.push_back(j);
+          app::add_job(plan, st.common.seed,
+                       fmt::format("gen={}/{}/gamma={}/T={}", gshown[gi], pt.key, st.gammas[yi], T),
+                       {{"generator", gshown[gi]}, {"generator_id", gi}, {"beta_factor", pt.beta_factor},
+                        {"gamma_id", yi}});
           configs.push_back(c);
         }
-  bool header = false;  // printed with the first finished job (nothing on stdout when the plan is refused)
-  auto print_header = [&] {
-    if (header) return;
-    header = true;
+  auto print_header = app::print_once([] {
     fmt::print("{:<16} {:>3} {:>2} {:>5} {:>6} {:>6} {:>6} | {:>9} {:>10} {:>9} {:>7} {:>9} {:>10}\n", "generator", "dp",
                "U", "K", "f", "gamma", "T", "occupied", "eff_slots", "eff/|A|", "gini", "read_hit", "overlap");
-  };
+  });
   const int rc = sweep::run(plan, st.sweep, prep.ctx, st.common.out, [&](const sweep::Job& j) {
     print_header();
     const SlotConfig& c = configs[static_cast<std::size_t>(j.index)];
     const SlotStats s = slot_utilisation(c);
     sweep::JobOutput jo;
-    jo.row.set("generator", j.params["generator"].get<std::string>())
-        .set("generator_id", j.params["generator_id"].get<std::int64_t>())
+    app::set_generator_columns(jo.row, j)
         .set("dp", c.params.dp)
         .set("U", c.params.U)
         .set("addresses", address_count(c.params))
@@ -143,12 +130,8 @@ memcap::cli::Register reg("ramnet", 50, [](CLI::App& tool) {
   cli::add_sweep(sub, st->sweep);
   st->axes.Us = {3, 4, 5, 6};
   app::add_model_axes(sub, st->axes, "K (comma list; 0 = full writes and reads, dense memory)", "1");
-  sub->add_option("--generators", st->generators, "Key/query generators (comma list; see ramnet attn)")
-      ->delimiter(',')
-      ->capture_default_str();
-  sub->add_option("--gamma", st->gammas, "Retention bias gamma (comma list; numbers or -inf)")
-      ->delimiter(',')
-      ->capture_default_str();
+  app::add_generators_option(sub, st->generators);
+  app::add_gammas_option(sub, st->gammas);
   sub->add_option("--T", st->Ts, "Tokens written (comma list)")->delimiter(',')->capture_default_str();
   sub->add_option("--queries", st->n, "Queries per trial (read-hit mass, pair overlap)")->capture_default_str();
   sub->add_option("--trials", st->trials, "Independent trials")->capture_default_str();

@@ -42,11 +42,7 @@ double seconds_since(std::chrono::steady_clock::time_point t0) {
 }
 
 std::vector<Generator> parse_generators(const std::vector<std::string>& pieces, std::vector<std::string>& shown) {
-  std::vector<Generator> out;
-  for (const auto& g : app::join_spec_pieces(pieces)) {
-    out.push_back(Generator::parse(g));
-    shown.push_back(out.back().spec());
-  }
+  const auto out = app::parse_generators(app::join_spec_pieces(pieces), shown);
   require(!out.empty(), "--generators needs at least one value");
   sweep::require_distinct(shown, "--generators");
   return out;
@@ -240,21 +236,14 @@ void run_sweep(CLI::App* sub, TopkState& st) {
       c.seed = st.common.seed;
       c.students = {"kappa", "topk"};
       validate(c);
-      sweep::Job j;
-      j.index = static_cast<std::int64_t>(plan.jobs.size());
-      j.seed = st.common.seed;
-      j.key = fmt::format("gen={}/{}", shown[gi], pt.key);
-      j.params = {{"generator", shown[gi]}, {"generator_id", gi}, {"beta_factor", pt.beta_factor}};
-      plan.jobs.push_back(j);
+      app::add_job(plan, st.common.seed, fmt::format("gen={}/{}", shown[gi], pt.key),
+                   {{"generator", shown[gi]}, {"generator_id", gi}, {"beta_factor", pt.beta_factor}});
       configs.push_back(c);
     }
-  bool header = false;  // printed with the first finished job (nothing on stdout when the plan is refused)
-  auto print_header = [&] {
-    if (header) return;
-    header = true;
+  auto print_header = app::print_once([] {
     fmt::print("{:<20} {:>3} {:>2} {:>5} {:>8} | {:>9} {:>9} {:>8} {:>8} | {:>9} {:>9} {:>9} {:>7}\n", "generator", "dp",
                "U", "K", "beta", "read_mass", "wrt_mass", "|cap|", "k^K=0", "JS full", "JS top-K", "dJS", "dead");
-  };
+  });
   const int rc = sweep::run(plan, st.sweep, prep.ctx, st.common.out, [&](const sweep::Job& j) {
     print_header();
     const AttnConfig& c = configs[static_cast<std::size_t>(j.index)];
@@ -262,8 +251,7 @@ void run_sweep(CLI::App* sub, TopkState& st) {
     const StudentStats *full = r.find("kappa"), *tk = r.find("topk");
     sweep::JobOutput jo;
     io::Row& row = jo.row;
-    row.set("generator", j.params["generator"].get<std::string>())
-        .set("generator_id", j.params["generator_id"].get<std::int64_t>())
+    app::set_generator_columns(row, j)
         .set("dp", c.params.dp)
         .set("U", c.params.U)
         .set("topk", c.topk)
@@ -313,9 +301,7 @@ memcap::cli::Register reg("ramnet", 45, [](CLI::App& tool) {
   cli::add_common(sub, st->common, "topk.h5");
   cli::add_sweep(sub, st->sweep);
   app::add_model_axes(sub, st->axes, "K (comma list, >= 1)", "10^{k/10}, k = -3..5; --bench: 1");
-  sub->add_option("--generators", st->generators, "Key/query generators (comma list; see ramnet attn)")
-      ->delimiter(',')
-      ->capture_default_str();
+  app::add_generators_option(sub, st->generators);
   sub->add_option("--T", st->T, "Keys per trial")->capture_default_str();
   sub->add_option("--queries", st->n, "Queries per trial")->capture_default_str();
   sub->add_option("--trials", st->trials, "Independent trials")->capture_default_str();

@@ -57,7 +57,7 @@ Eigen::MatrixXd softmax_rows(const Eigen::MatrixXd& logits) {
 // ---- configuration ---------------------------------------------------------------------------------
 
 const std::vector<std::string>& attn_student_names() {
-  static const std::vector<std::string> names = {"kappa", "kinf", "topk", "gsu-standard", "gsu-mass", "vq"};
+  static const std::vector<std::string> names = {"kappa", "kinf", "topk", "gsu-standard", "gsu-mass", "vq", "cape"};
   return names;
 }
 
@@ -74,7 +74,13 @@ void validate(const AttnConfig& c) {
   require(std::isfinite(c.eps) && c.eps >= 0, "--eps {} must be a finite number >= 0", c.eps);
   for (const auto& s : c.students)
     require(std::find(attn_student_names().begin(), attn_student_names().end(), s) != attn_student_names().end(),
-            "student '{}' must be one of kappa, kinf, topk, gsu-standard, gsu-mass, vq", s);
+            "student '{}' must be one of kappa, kinf, topk, gsu-standard, gsu-mass, vq, cape", s);
+  const bool cape = std::find(c.students.begin(), c.students.end(), "cape") != c.students.end();
+  if (c.gen.kind == Generator::Kind::rope && cape) {
+    require_dense(c.params, 8.0 * static_cast<double>(c.T + c.n), "the cape student (dense CAPE shifts)");
+    sweep::require_memory(static_cast<double>(A) * 8.0 * static_cast<double>(c.T + c.n) * max_threads(),
+                          "the cape student (dense CAPE shifts)");
+  }
   const bool gsu = std::find_if(c.students.begin(), c.students.end(),
                                 [](const std::string& s) { return s.rfind("gsu", 0) == 0; }) != c.students.end();
   if (gsu && c.topk == 0) {
@@ -149,7 +155,7 @@ bool wants(const AttnConfig& c, const std::string& s) {
   return std::find(c.students.begin(), c.students.end(), s) != c.students.end();
 }
 
-TrialOut run_trial(const AttnConfig& c, const CodebookSet& cb, std::uint64_t trial) {
+TrialOut run_trial(const AttnConfig& c, const CodebookSet& cb, std::uint64_t trial, const LogKappaFn& kappa) {
   const Params& p = c.params;
   const int dp = p.dp, U = p.U;
   const AttnSample smp = generate(c.gen, dp, U, c.T, c.n, c.dv, c.seed, trial);
@@ -158,7 +164,8 @@ TrialOut run_trial(const AttnConfig& c, const CodebookSet& cb, std::uint64_t tri
   out.acc.resize(c.students.size());
 
   // Teacher.
-  const Eigen::MatrixXd A = softmax_rows((smp.Q * smp.K.transpose()) / c.tau);
+  const Eigen::MatrixXd A = smp.Kt.size() > 0 ? softmax_rows((smp.Qt * smp.Kt.transpose()) / c.tau)
+                                               : softmax_rows((smp.Q * smp.K.transpose()) / c.tau);
   const Eigen::MatrixXd oT = A * smp.V;
   if (!smp.planted.empty())
     for (Eigen::Index i = 0; i < n; ++i) {
@@ -192,7 +199,10 @@ TrialOut run_trial(const AttnConfig& c, const CodebookSet& cb, std::uint64_t tri
     const std::string& name = c.students[si];
     Eigen::MatrixXd W;
     if (name == "kappa") {
-      W = softmax_rows(log_kappa_matrix(p, cb, smp.Q, smp.K));
+      W = softmax_rows(log_kappa_matrix(p, cb, smp.Q, smp.K, kappa));  // kappa empty: the CPU
+    } else if (name == "cape") {
+      if (smp.Kb.size() == 0) continue;  // CAPE shifts need positions: rope generator only
+      W = softmax_rows(log_kappa_cape_matrix(p, cb, smp.Qb, smp.Kb, smp.pos_q, smp.pos_k));
     } else if (name == "kinf") {
       if (cb.kind != CodebookKind::circular) continue;  // κ_∞ is the circular codebook's dp → ∞ limit
       Eigen::MatrixXd L(n, T);
@@ -259,12 +269,12 @@ TrialOut run_trial(const AttnConfig& c, const CodebookSet& cb, std::uint64_t tri
 
 }  // namespace
 
-AttnResult run_attention(const AttnConfig& c) {
+AttnResult run_attention(const AttnConfig& c, const LogKappaFn& kappa) {
   validate(c);
   const CodebookSet cb = make_codebooks(c.codebook, c.params.dp, c.params.U, c.gen, c.seed);
   std::vector<TrialOut> trials(static_cast<std::size_t>(c.trials));
 #pragma omp parallel for schedule(dynamic) if (c.trials > 1)
-  for (std::int64_t t = 0; t < c.trials; ++t) trials[static_cast<std::size_t>(t)] = run_trial(c, cb, static_cast<std::uint64_t>(t));
+  for (std::int64_t t = 0; t < c.trials; ++t) trials[static_cast<std::size_t>(t)] = run_trial(c, cb, static_cast<std::uint64_t>(t), kappa);
 
   AttnResult r;
   std::vector<Acc> tot(c.students.size());

@@ -1,5 +1,6 @@
 // Inputs of the attention experiments (spec ramnet.md §3 "Common inputs", E3 codebook ablation): key/query
-// generators, codebook variants through the generic-codebook kernel, per-factor tables and log κ matrices.
+// generators, codebook variants through the generic-codebook kernel, per-factor tables and log κ matrices
+// (also through a backend such as the GPU, and between CAPE-shifted dense distributions).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -9,6 +10,7 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "ramnet/adapter.hpp"
 #include "ramnet/attention.hpp"
 
 namespace memcap::ramnet {
@@ -17,6 +19,7 @@ namespace {
 constexpr double kTwoPi = 2.0 * std::numbers::pi;
 
 std::uint64_t idx(std::uint64_t trial, std::uint64_t i) { return (trial << 32) + i; }
+using RowMajorMatrix = Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>;
 
 // "name:k=v,k=v" -> name and (key, value) pairs (values must be finite numbers).
 std::pair<std::string, std::vector<std::pair<std::string, double>>> split_spec(const std::string& spec,
@@ -50,18 +53,28 @@ Generator Generator::parse(const std::string& spec) {
   else if (name == "torus") g.kind = Kind::torus;
   else if (name == "planted") g.kind = Kind::planted;
   else if (name == "rope") g.kind = Kind::rope;
+  else if (name == "teacher") g.kind = Kind::teacher;
   else
-    throw UserError(fmt::format("generator '{}' must be gauss[:sigma=S], torus[:rho=R], planted[:sigma_q=S,sigma=S] "
-                                "or rope[:sigma=S]",
+    throw UserError(fmt::format("generator '{}' must be gauss[:sigma=S], torus[:rho=R], planted[:sigma_q=S,sigma=S], "
+                                "rope[:sigma=S] or teacher[:dk=D,dmodel=M,sigma=S]",
                                 spec));
   for (const auto& [k, v] : opts) {
+    const bool teacher = g.kind == Kind::teacher;
     const bool ok = (k == "sigma" && g.kind != Kind::torus) || (k == "rho" && g.kind == Kind::torus) ||
-                    (k == "sigma_q" && g.kind == Kind::planted);
+                    (k == "sigma_q" && g.kind == Kind::planted) || ((k == "dk" || k == "dmodel") && teacher);
     require(ok, "generator '{}': unknown option '{}' for {}", spec, k, name);
+    if (k == "dk" || k == "dmodel") {
+      const int hi = k == "dk" ? 1024 : 512;
+      require(v == std::floor(v) && v >= 1 && v <= hi, "generator '{}': {} must be an integer in 1..{}", spec, k, hi);
+      (k == "dk" ? g.dk : g.dmodel) = static_cast<int>(v);
+      continue;
+    }
     if (k == "sigma_q") require(v >= 0, "generator '{}': sigma_q must be >= 0", spec);
     else require(v > 0, "generator '{}': {} must be > 0", spec, k);
     (k == "sigma" ? g.sigma : k == "rho" ? g.rho : g.sigma_q) = v;
   }
+  if (g.kind == Kind::teacher)
+    require(g.dk <= g.dmodel, "generator '{}': dk = {} must be <= dmodel = {}", spec, g.dk, g.dmodel);
   return g;
 }
 
@@ -71,6 +84,7 @@ std::string Generator::spec() const {
     case Kind::torus: return fmt::format("torus:rho={:g}", rho);
     case Kind::planted: return fmt::format("planted:sigma_q={:g},sigma={:g}", sigma_q, sigma);
     case Kind::rope: return fmt::format("rope:sigma={:g}", sigma);
+    case Kind::teacher: return fmt::format("teacher:dk={},dmodel={},sigma={:g}", dk, dmodel, sigma);
   }
   return "";
 }
@@ -104,14 +118,57 @@ void rotate_rows(Eigen::MatrixXd& X, int dp, int U, const std::vector<double>& p
 }
 }  // namespace
 
-AttnSample generate(const Generator& g, int dp, int U, std::int64_t T, std::int64_t n, int dv, std::uint64_t seed,
-                    std::uint64_t trial) {
+namespace {
+// Teacher generator: W_Q, W_K from model_seed (fixed across trials and across the calibration sample),
+// hidden states from (seed, trial); the students' 2U-dim vectors through the NoPE init of §1.9.
+void teacher_sample(const Generator& g, int U, std::int64_t T, std::int64_t n, std::uint64_t seed,
+                    std::uint64_t model_seed, std::uint64_t trial, AttnSample& s) {
+  const int dk = g.dk, dm = g.dmodel;
+  AdapterTeacher t;
+  t.WQ.resize(dk, dm);
+  t.WK.resize(dk, dm);
+  const double ws = 1.0 / std::sqrt(static_cast<double>(dm));
+  for (int i = 0; i < dk; ++i)
+    for (int j = 0; j < dm; ++j) {
+      const auto e = static_cast<std::uint64_t>(i * dm + j);
+      t.WQ(i, j) = ws * rng::normal(model_seed, attn_streams::kTeacherWeights, 2 * e);
+      t.WK(i, j) = ws * rng::normal(model_seed, attn_streams::kTeacherWeights, 2 * e + 1);
+    }
+  t.SigmaQ = t.SigmaK = g.sigma * g.sigma * Eigen::MatrixXd::Identity(dm, dm);
+  t.deltas = {0.0};
+  t.prob = {1.0};
+  t.kind = "attn-teacher";
+  const AdapterResult a = nope_adapter(t, U);
+  Eigen::MatrixXd Hk(T, dm), Hq(n, dm);
+  // Key i's entry j at counter 2(i·d_model + j), query i's at 2(i·d_model + j) + 1.
+  auto hidden = [&](Eigen::Index i, int j, std::uint64_t which) {
+    const auto e = static_cast<std::uint64_t>(2 * (i * dm + j)) + which;
+    return g.sigma * rng::normal(seed, attn_streams::kTeacherHidden, idx(trial, e));
+  };
+  for (Eigen::Index i = 0; i < T; ++i)
+    for (int j = 0; j < dm; ++j) Hk(i, j) = hidden(i, j, 0);
+  for (Eigen::Index i = 0; i < n; ++i)
+    for (int j = 0; j < dm; ++j) Hq(i, j) = hidden(i, j, 1);
+  s.Kt = Hk * t.WK.transpose();
+  s.Qt = Hq * t.WQ.transpose();
+  s.K = Hk * a.WKt.transpose();
+  s.Q = Hq * a.WQt.transpose();
+}
+
+AttnSample generate_sample(const Generator& g, int dp, int U, std::int64_t T, std::int64_t n, int dv,
+                           std::uint64_t seed, std::uint64_t model_seed, std::uint64_t trial) {
   AttnSample s;
   s.K.resize(T, 2 * U);
   s.Q.resize(n, 2 * U);
   s.V.resize(T, dv);
-  draw_rows(g, s.K, U, seed, attn_streams::kKeys, trial);
-  if (g.kind == Generator::Kind::planted) {
+  if (g.kind == Generator::Kind::teacher) {
+    teacher_sample(g, U, T, n, seed, model_seed, trial, s);
+  } else {
+    draw_rows(g, s.K, U, seed, attn_streams::kKeys, trial);
+  }
+  if (g.kind == Generator::Kind::teacher) {
+    // keys and queries come from the teacher's hidden states above
+  } else if (g.kind == Generator::Kind::planted) {
     s.planted.resize(static_cast<std::size_t>(n));
     for (std::int64_t i = 0; i < n; ++i) {
       const auto st = static_cast<std::int64_t>(
@@ -127,6 +184,11 @@ AttnSample generate(const Generator& g, int dp, int U, std::int64_t T, std::int6
   if (g.kind == Generator::Kind::rope) {
     std::vector<double> pk(static_cast<std::size_t>(T)), pq(static_cast<std::size_t>(n), static_cast<double>(T));
     for (std::int64_t i = 0; i < T; ++i) pk[static_cast<std::size_t>(i)] = static_cast<double>(i);
+    s.Kb = s.K;
+    s.Qb = s.Q;
+    s.pos_k.resize(static_cast<std::size_t>(T));
+    for (std::int64_t i = 0; i < T; ++i) s.pos_k[static_cast<std::size_t>(i)] = i;
+    s.pos_q.assign(static_cast<std::size_t>(n), T);
     rotate_rows(s.K, dp, U, pk);
     rotate_rows(s.Q, dp, U, pq);
   }
@@ -134,6 +196,12 @@ AttnSample generate(const Generator& g, int dp, int U, std::int64_t T, std::int6
     for (int c = 0; c < dv; ++c)
       s.V(i, c) = rng::normal(seed, attn_streams::kValues, idx(trial, static_cast<std::uint64_t>(i * dv + c)));
   return s;
+}
+}  // namespace
+
+AttnSample generate(const Generator& g, int dp, int U, std::int64_t T, std::int64_t n, int dv, std::uint64_t seed,
+                    std::uint64_t trial) {
+  return generate_sample(g, dp, U, T, n, dv, seed, seed, trial);
 }
 
 // ---- codebooks ------------------------------------------------------------------------------------
@@ -264,7 +332,7 @@ CodebookSet make_codebooks(CodebookKind kind, int dp, int U, const Generator& ca
       // Calibration: 4096 keys and 4096 queries of the generator on its own stream (trial index 2^31).
       const AttnSample cal = [&] {
         Generator g = calibration;
-        AttnSample s = generate(g, dp, U, 4096, 4096, 1, seed ^ 0x5EEDCA1Bull, std::uint64_t(1) << 31);
+        AttnSample s = generate_sample(g, dp, U, 4096, 4096, 1, seed ^ 0x5EEDCA1Bull, seed, std::uint64_t(1) << 31);
         return s;
       }();
       auto blocks = [&](int u_first, int u_last) {
@@ -309,6 +377,56 @@ Eigen::MatrixXd log_kappa_matrix(const Params& p, const CodebookSet& cb, const E
   for (int u = 0; u < p.U; ++u)
     L += log_kappa_matrix(one, cb.factor[static_cast<std::size_t>(u)], Q.middleCols(2 * u, 2), K.middleCols(2 * u, 2));
   return L;
+}
+
+Eigen::MatrixXd log_kappa_matrix(const Params& p, const CodebookSet& cb, const Eigen::MatrixXd& Q,
+                                 const Eigen::MatrixXd& K, const LogKappaFn& fn) {
+  if (!fn) return log_kappa_matrix(p, cb, Q, K);
+  if (cb.shared()) return fn(p, cb.factor[0], Q, K);
+  Eigen::MatrixXd L = Eigen::MatrixXd::Zero(Q.rows(), K.rows());
+  const Params one{p.dp, 1, p.beta_r, p.beta_w};
+  for (int u = 0; u < p.U; ++u) {
+    const Eigen::MatrixXd Qu = Q.middleCols(2 * u, 2), Ku = K.middleCols(2 * u, 2);
+    L += fn(one, cb.factor[static_cast<std::size_t>(u)], Qu, Ku);
+  }
+  return L;
+}
+
+namespace {
+// Dense address distribution (|A| entries, digit 0 least significant) of x under per-factor codebooks.
+Eigen::VectorXd dense_of(const CodebookSet& cb, int dp, int U, double b, const double* x) {
+  Eigen::MatrixXd table(U, dp);
+  std::vector<double> row(static_cast<std::size_t>(U) * dp);
+  factor_rows(cb, b, x, row.data());
+  for (int u = 0; u < U; ++u)
+    for (int j = 0; j < dp; ++j) table(u, j) = row[static_cast<std::size_t>(u * dp + j)];
+  return dense_distribution(table);
+}
+}  // namespace
+
+Eigen::MatrixXd log_kappa_cape_matrix(const Params& p, const CodebookSet& cb, const Eigen::MatrixXd& Qb,
+                                      const Eigen::MatrixXd& Kb, const std::vector<std::int64_t>& pos_q,
+                                      const std::vector<std::int64_t>& pos_k) {
+  require(Qb.cols() == 2 * p.U && Kb.cols() == 2 * p.U && static_cast<Eigen::Index>(pos_q.size()) == Qb.rows() &&
+              static_cast<Eigen::Index>(pos_k.size()) == Kb.rows(),
+          "log_kappa_cape_matrix: shapes {}x{}, {}x{} with {} and {} positions do not fit 2U = {}", Qb.rows(),
+          Qb.cols(), Kb.rows(), Kb.cols(), pos_q.size(), pos_k.size(), 2 * p.U);
+  require_dense(p, 8.0 * static_cast<double>(Qb.rows() + Kb.rows()), "CAPE shifts");
+  const std::int64_t A = address_count(p);
+  const RowMajorMatrix Qr = Qb, Kr = Kb;
+  // Rows hold the shifted distributions: r'(i) = r((i − t) mod |A|).
+  auto shifted = [&](const RowMajorMatrix& X, double b, const std::vector<std::int64_t>& pos) {
+    Eigen::MatrixXd D(A, X.rows());
+    for (Eigen::Index i = 0; i < X.rows(); ++i) {
+      const Eigen::VectorXd r = dense_of(cb, p.dp, p.U, b, X.row(i).data());
+      const std::int64_t t = ((pos[static_cast<std::size_t>(i)] % A) + A) % A;
+      for (std::int64_t a = 0; a < A; ++a) D((a + t) % A, i) = r(a);
+    }
+    return D;
+  };
+  const Eigen::MatrixXd R = shifted(Qr, p.beta_r, pos_q), W = shifted(Kr, p.beta_w, pos_k);
+  const Eigen::MatrixXd G = R.transpose() * W;  // n × N overlaps Σ_i r'(i) w'(i)
+  return (G.array() * static_cast<double>(A)).log().matrix();
 }
 
 }  // namespace memcap::ramnet

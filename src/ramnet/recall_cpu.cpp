@@ -230,6 +230,19 @@ RowMatrix ramnet_state(const RecallModel& m, const RecallInputs& in, const Facto
   return X;
 }
 
+// Dense reads O = R X, R the N × D read features of rt, query tile by query tile.
+RowMatrix dense_read(const FactorTables& rt, std::int64_t N, std::int64_t D, const RowMatrix& X) {
+  RowMatrix O(N, X.cols());
+  const std::int64_t T = tile_rows(D);
+  RowMatrix R(std::min(T, N), D);
+  for (std::int64_t r0 = 0; r0 < N; r0 += T) {
+    const std::int64_t rows = std::min(T, N - r0);
+    dense_features(rt, r0, rows, 0, D, R.data());
+    O.middleRows(r0, rows).noalias() = R.topRows(rows) * X;
+  }
+  return O;
+}
+
 RowMatrix ramnet_outputs(const RecallModel& m, const RecallInputs& in) {
   const std::int64_t N = in.keys.rows(), D = address_count(m.params), dv = in.values.cols();
   const FactorTables wt = factor_tables(m.params, m.params.beta_w, in.keys);
@@ -240,8 +253,9 @@ RowMatrix ramnet_outputs(const RecallModel& m, const RecallInputs& in) {
     rs = topk_weights(rt, m.topk);
   }
   const RowMatrix X = ramnet_state(m, in, wt, m.topk > 0 ? &ws : nullptr, false);
-  RowMatrix Oa(N, dv + 1);
+  RowMatrix Oa;
   if (m.topk > 0) {
+    Oa.resize(N, dv + 1);
     const std::int64_t K = m.topk;
 #pragma omp parallel for schedule(static) if (N * K * dv > 1 << 18)
     for (std::int64_t i = 0; i < N; ++i) {
@@ -252,13 +266,7 @@ RowMatrix ramnet_outputs(const RecallModel& m, const RecallInputs& in) {
       }
     }
   } else {
-    const std::int64_t T = tile_rows(D);
-    RowMatrix R(std::min(T, N), D);
-    for (std::int64_t r0 = 0; r0 < N; r0 += T) {
-      const std::int64_t rows = std::min(T, N - r0);
-      dense_features(rt, r0, rows, 0, D, R.data());
-      Oa.middleRows(r0, rows).noalias() = R.topRows(rows) * X;
-    }
+    Oa = dense_read(rt, N, D, X);
   }
   if (m.mass_readout) return normalise(Oa, m.eps);
   return Oa.leftCols(dv);
@@ -272,15 +280,7 @@ RowMatrix ram_linear_outputs(const RecallModel& m, const RecallInputs& in) {
   const FactorTables wt = factor_tables(m.params, m.params.beta_w, in.keys);
   const FactorTables rt = factor_tables(m.params, m.params.beta_r, in.queries);
   const RowMatrix S = write_cumulative(wt, nullptr, augmented(in.values), D);
-  RowMatrix Oa(N, S.cols());
-  const std::int64_t T = tile_rows(D);
-  RowMatrix R(std::min(T, N), D);
-  for (std::int64_t r0 = 0; r0 < N; r0 += T) {
-    const std::int64_t rows = std::min(T, N - r0);
-    dense_features(rt, r0, rows, 0, D, R.data());
-    Oa.middleRows(r0, rows).noalias() = R.topRows(rows) * S;
-  }
-  return normalise(Oa, 0.0);
+  return normalise(dense_read(rt, N, D, S), 0.0);
 }
 
 // elu(x) + 1 = x + 1 (x > 0), e^x (x ≤ 0), on the raw 2U-dim vectors.

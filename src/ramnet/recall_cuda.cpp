@@ -123,18 +123,24 @@ void ramnet_cuda(const RecallModel& m, const RecallInputs& in, gpu::Handles& h, 
     cuda::sparse_weights(pr, U, dp, N, K, fr, wr, s);
     st.synchronize();  // the host score tables above go out of scope
   }
+  // Dense features of the rows of table p (all D addresses), a tile of rows at a time: use(tile, r0, rows).
+  auto dense_row_tiles = [&](const double* p, auto&& use) {
+    const std::int64_t T = std::min(N, tile_rows(D));
+    double* tile = ws.get<double>(kTile, T * D);
+    for (std::int64_t r0 = 0; r0 < N; r0 += T) {
+      const std::int64_t rows = std::min(T, N - r0);
+      cuda::dense_features(p, U, dp, r0, rows, 0, D, tile, D, s);
+      use(tile, r0, rows);
+    }
+  };
   // ---- writes ----
   if (cumulative) {
     if (K > 0) {
       cuda::scatter_cumulative(fw, ww, N, K, va, cols, X, s);
     } else {
-      const std::int64_t T = std::min(N, tile_rows(D));
-      double* Wt = ws.get<double>(kTile, T * D);
-      for (std::int64_t r0 = 0; r0 < N; r0 += T) {
-        const std::int64_t rows = std::min(T, N - r0);
-        cuda::dense_features(pw, U, dp, r0, rows, 0, D, Wt, D, s);
+      dense_row_tiles(pw, [&](const double* Wt, std::int64_t r0, std::int64_t rows) {
         gemm_rm(h.blas(), true, false, D, cols, rows, 1.0, Wt, D, va + r0 * cols, cols, 1.0, X, cols);
-      }
+      });
     }
     if (!mass_form) cuda::scale_by_mass(X, D, dv, true, s);
   } else if (K > 0) {
@@ -159,40 +165,46 @@ void ramnet_cuda(const RecallModel& m, const RecallInputs& in, gpu::Handles& h, 
   if (K > 0) {
     cuda::sparse_read(fr, wr, N, K, X, cols, Oa, s);
   } else {
-    const std::int64_t T = std::min(N, tile_rows(D));
-    double* Rt = ws.get<double>(kTile, T * D);
-    for (std::int64_t r0 = 0; r0 < N; r0 += T) {
-      const std::int64_t rows = std::min(T, N - r0);
-      cuda::dense_features(pr, U, dp, r0, rows, 0, D, Rt, D, s);
+    dense_row_tiles(pr, [&](const double* Rt, std::int64_t r0, std::int64_t rows) {
       gemm_rm(h.blas(), false, false, rows, cols, D, 1.0, Rt, D, X, cols, 0.0, Oa + r0 * cols, cols);
-    }
+    });
   }
   cuda::finish_outputs(Oa, N, dv, linear ? 0.0 : m.eps, mass_form, O, s);
   st.synchronize();  // host tables and Va go out of scope
 }
 
-void softmax_cuda(const RecallModel& m, const RecallInputs& in, gpu::Handles& h, double* O) {
+// O = (A V) / rowsum, a tile of query rows at a time: weights(A, sums, r0, rows) writes the tile's unnormalised
+// weights A (rows × N, leading dimension N) and their row sums.
+template <class Weights>
+void normalised_row_tiles(gpu::Handles& h, std::int64_t N, const double* v, std::int64_t dv, double* O,
+                          Weights&& weights) {
   Workspace& ws = workspace();
   const gpu::Stream& st = h.stream();
-  const std::int64_t N = in.keys.rows(), d = in.keys.cols(), dv = in.values.cols();
-  const double* q = upload(kQ, in.queries.data(), N * d, st);
-  const double* k = upload(kK, in.keys.data(), N * d, st);
-  const double* v = upload(kV, in.values.data(), N * dv, st);
   const std::int64_t T = std::min(N, tile_rows(N));
   double* A = ws.get<double>(kTile, T * N);
   double* sums = ws.get<double>(kSums, T);
   for (std::int64_t r0 = 0; r0 < N; r0 += T) {
     const std::int64_t rows = std::min(T, N - r0);
-    gemm_rm(h.blas(), false, true, rows, N, d, 1.0, q + r0 * d, d, k, d, 0.0, A, N);
-    cuda::softmax_rows(A, rows, N, 1.0 / m.tau, sums, st.get());
+    weights(A, sums, r0, rows);
     gemm_rm(h.blas(), false, false, rows, dv, N, 1.0, A, N, v, dv, 0.0, O + r0 * dv, dv);
     cuda::divide_rows(O + r0 * dv, rows, static_cast<int>(dv), sums, st.get());
   }
   st.synchronize();
 }
 
+void softmax_cuda(const RecallModel& m, const RecallInputs& in, gpu::Handles& h, double* O) {
+  const gpu::Stream& st = h.stream();
+  const std::int64_t N = in.keys.rows(), d = in.keys.cols(), dv = in.values.cols();
+  const double* q = upload(kQ, in.queries.data(), N * d, st);
+  const double* k = upload(kK, in.keys.data(), N * d, st);
+  const double* v = upload(kV, in.values.data(), N * dv, st);
+  normalised_row_tiles(h, N, v, dv, O, [&](double* A, double* sums, std::int64_t r0, std::int64_t rows) {
+    gemm_rm(h.blas(), false, true, rows, N, d, 1.0, q + r0 * d, d, k, d, 0.0, A, N);
+    cuda::softmax_rows(A, rows, N, 1.0 / m.tau, sums, st.get());
+  });
+}
+
 void kappa_cuda(const RecallModel& m, const RecallInputs& in, gpu::Handles& h, double* O) {
-  Workspace& ws = workspace();
   const gpu::Stream& st = h.stream();
   const int U = m.params.U, dp = m.params.dp;
   const std::int64_t N = in.keys.rows(), dv = in.values.cols(), W = static_cast<std::int64_t>(U) * dp;
@@ -202,16 +214,9 @@ void kappa_cuda(const RecallModel& m, const RecallInputs& in, gpu::Handles& h, d
   const double* pw = upload(kProbW, wt.prob.data(), N * W, st);
   const double* pr = upload(kProbR, rt.prob.data(), N * W, st);
   const double* v = upload(kV, in.values.data(), N * dv, st);
-  const std::int64_t T = std::min(N, tile_rows(N));
-  double* A = ws.get<double>(kTile, T * N);
-  double* sums = ws.get<double>(kSums, T);
-  for (std::int64_t r0 = 0; r0 < N; r0 += T) {
-    const std::int64_t rows = std::min(T, N - r0);
+  normalised_row_tiles(h, N, v, dv, O, [&](double* A, double* sums, std::int64_t r0, std::int64_t rows) {
     cuda::kappa_rows(pr + r0 * W, pw, U, dp, rows, N, 1e-280, A, sums, st.get());
-    gemm_rm(h.blas(), false, false, rows, dv, N, 1.0, A, N, v, dv, 0.0, O + r0 * dv, dv);
-    cuda::divide_rows(O + r0 * dv, rows, static_cast<int>(dv), sums, st.get());
-  }
-  st.synchronize();
+  });
 }
 
 void elu_cuda(const RecallModel&, const RecallInputs& in, gpu::Handles& h, double* O) {

@@ -13,10 +13,12 @@
 #include "core/random_fill.hpp"
 #include "ramnet/kappa_cuda.hpp"
 #include "ramnet/recall.hpp"
+#include "../ramnet_test_util.hpp"
 #include "ramnet/recall_cuda.hpp"
 
 using namespace memcap;
 using namespace memcap::ramnet;
+using memcap::ramnet::test::recall_model;
 
 namespace {
 
@@ -41,14 +43,6 @@ RowMatrix download(const gpu::Tensor& t) {
   RowMatrix M(t.dim(0), t.dim(1));
   t.download(M.data());
   return M;
-}
-
-RecallModel model(Mixer mx, int dp, int U, double beta) {
-  RecallModel m;
-  m.mixer = mx;
-  m.params = {dp, U, beta, beta};
-  m.tau = 2.0 / (beta * beta);
-  return m;
 }
 
 void compare_outputs(const RecallModel& m, const RecallInputs& in) {
@@ -120,44 +114,28 @@ TEST_CASE("recall outputs and decoding: CUDA equals the CPU reference for every 
     for (Mixer mx : all_mixers()) {
       CAPTURE(N);
       CAPTURE(to_string(mx));
-      const RecallModel m = model(mx, 4, 3, 1.7);
+      const RecallModel m = recall_model(mx, 4, 3, 1.7);
       compare_outputs(m, draw_recall_inputs(m, torus, 0.1, 16, 21, N));
-      const RecallModel m8 = model(mx, 8, 2, 3.0);
+      const RecallModel m8 = recall_model(mx, 8, 2, 3.0);
       compare_outputs(m8, draw_recall_inputs(m8, gauss, 0.05, 24, 22, N));
     }
     // RAM-Net paths: Top-K, finite gamma, eps, both readouts.
-    for (std::int64_t K : {0, 1, 7}) {
-      for (double gamma : {double(-INFINITY), -1.5, 0.0, 2.5}) {
-        for (double eps : {0.0, 1e-3}) {
-          for (bool mass : {true, false}) {
-            CAPTURE(K);
-            CAPTURE(gamma);
-            CAPTURE(eps);
-            CAPTURE(mass);
-            RecallModel m = model(Mixer::ramnet, 3, 3, 2.2);
-            m.topk = K;
-            m.gamma = gamma;
-            m.eps = eps;
-            m.mass_readout = mass;
-            compare_outputs(m, draw_recall_inputs(m, gauss, 0.2, 8, 23, N));
-          }
-        }
-      }
-    }
+    test::for_each_gsu_variant(recall_model(Mixer::ramnet, 3, 3, 2.2), {0, 1, 7}, {double(-INFINITY), -1.5, 0.0, 2.5},
+                               [&](const RecallModel& m) { compare_outputs(m, draw_recall_inputs(m, gauss, 0.2, 8, 23, N)); });
   }
   // Near-hard writes (w close to 1: the accurate 1 − w branch) and tiles (N·D and N² above 2^25).
-  RecallModel hard = model(Mixer::ramnet, 4, 2, 40.0);
+  RecallModel hard = recall_model(Mixer::ramnet, 4, 2, 40.0);
   hard.gamma = 0.5;
   compare_outputs(hard, draw_recall_inputs(hard, torus, 0.0, 8, 24, 200));
   hard.topk = 3;
   compare_outputs(hard, draw_recall_inputs(hard, torus, 0.0, 8, 24, 200));
-  const RecallModel big = model(Mixer::ram_linear, 8, 4, 1.5);
+  const RecallModel big = recall_model(Mixer::ram_linear, 8, 4, 1.5);
   compare_outputs(big, draw_recall_inputs(big, torus, 0.05, 16, 25, 9000));
-  const RecallModel sm = model(Mixer::softmax, 4, 3, 2.0);
+  const RecallModel sm = recall_model(Mixer::softmax, 4, 3, 2.0);
   compare_outputs(sm, draw_recall_inputs(sm, torus, 0.05, 16, 26, 6000));
-  const RecallModel kp = model(Mixer::kappa, 4, 3, 2.0);
+  const RecallModel kp = recall_model(Mixer::kappa, 4, 3, 2.0);
   compare_outputs(kp, draw_recall_inputs(kp, torus, 0.05, 16, 27, 6000));
-  RecallModel dense = model(Mixer::ramnet, 8, 4, 2.0);  // D = 4096: two slot tiles of the recursion at N = 9000
+  RecallModel dense = recall_model(Mixer::ramnet, 8, 4, 2.0);  // D = 4096: two slot tiles of the recursion at N = 9000
   dense.gamma = 1.0;
   compare_outputs(dense, draw_recall_inputs(dense, torus, 0.05, 8, 28, 9000));
   std::printf("recall outputs: largest relative error GPU vs CPU %.3e over %d comparisons (argmax identical)\n",
@@ -171,7 +149,7 @@ TEST_CASE("recall accuracy per (N, seed) and the capacities are the CPU's (small
       CAPTURE(to_string(mx));
       CAPTURE(K);
       RecallConfig c;
-      c.model = model(mx, 4, 3, 4.0);
+      c.model = recall_model(mx, 4, 3, 4.0);
       c.model.topk = K;
       c.keys = KeyModel::parse("torus");
       c.sigma_q = 0.05;
