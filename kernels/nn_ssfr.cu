@@ -1,7 +1,6 @@
 // CUDA kernels of the SSFR block (kernels/nn_ssfr.cuh). One warp per row for the row-wise kernels
-// (attention softmax, unit norms); reductions by xor-shuffle trees (every lane gets the same bits);
-// scatters onto vocabulary rows run on lane 0 in position order, so repeated tokens add up in the
-// same order as the CPU reference, run to run.
+// (query attention, unit norms); reductions by xor-shuffle trees (every lane gets the same bits) and
+// sums over positions in position order, so runs are bit-identical.
 #include <cuda_runtime.h>
 
 #include <cmath>
@@ -50,23 +49,30 @@ __global__ void gather_kernel(T* out, const T* table, const std::int32_t* rows, 
   }
 }
 
+// Query attention over gathered rows, one warp per row n (the device twin of cpu::attention_query_forward):
+// scores in position order (each a warp-reduced dot product, written by lane 0), the softmax by lanes,
+// then ctx by lanes over columns with t in position order: a fixed order for every element.
 template <class T>
-__global__ void softmax_kernel(T* att, T* A, const T* QK, const std::int32_t* tokens, const std::int32_t* len,
-                               std::int64_t N, std::int64_t Tn, std::int64_t V, T scale) {
+__global__ void attn_query_fwd_kernel(T* ctx, T* att, const T* q, const T* K, const T* V, const std::int32_t* rows,
+                                      const std::int32_t* len, std::int64_t N, std::int64_t Tn, std::int64_t C,
+                                      T scale) {
   const int lane = threadIdx.x & 31;
   const std::int64_t n = blockIdx.x * std::int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   if (n >= N) return;  // whole warps leave together
   const std::int64_t L = len[n];
-  const std::int32_t* tok = tokens + n * Tn;
+  const std::int32_t* r = rows + n * Tn;
+  const T* qn = q + n * C;
   T* a = att + n * Tn;
-  const T* qk = QK + n * V;
   T mx = -INFINITY;
-  for (std::int64_t t = lane; t < L; t += 32) {
-    const T s = qk[tok[t]] * scale;
-    a[t] = s;
+  for (std::int64_t t = 0; t < L; ++t) {
+    const T* k = K + static_cast<std::int64_t>(r[t]) * C;
+    T s = 0;
+    for (std::int64_t c = lane; c < C; c += 32) s += qn[c] * k[c];
+    s = dev::warp_sum(s) * scale;
+    if (lane == 0) a[t] = s;
     mx = fmax(mx, s);
   }
-  mx = dev::warp_max(mx);
+  __syncwarp();
   T z = 0;
   for (std::int64_t t = lane; t < L; t += 32) {
     const T e = dev::exp_(a[t] - mx);
@@ -76,37 +82,46 @@ __global__ void softmax_kernel(T* att, T* A, const T* QK, const std::int32_t* to
   z = dev::warp_sum(z);
   for (std::int64_t t = lane; t < L; t += 32) a[t] /= z;
   for (std::int64_t t = L + lane; t < Tn; t += 32) a[t] = 0;
-  T* Ar = A + n * V;
-  for (std::int64_t v = lane; v < V; v += 32) Ar[v] = 0;
   __syncwarp();
-  if (lane == 0)
-    for (std::int64_t t = 0; t < L; ++t) Ar[tok[t]] += a[t];
+  for (std::int64_t c = lane; c < C; c += 32) {
+    T o = 0;
+    for (std::int64_t t = 0; t < L; ++t) o += a[t] * V[static_cast<std::int64_t>(r[t]) * C + c];
+    ctx[n * C + c] = o;
+  }
 }
 
+// Its backward (cpu::attention_query_backward without the table scatters): dα_t = dctx·V_t,
+// ds_t = α_t (dα_t − Σ_u α_u dα_u)/√C into dscores, dq = Σ_t ds_t K_t.
 template <class T>
-__global__ void softmax_bwd_kernel(T* S, T* ds, const T* dA, const T* att, const std::int32_t* tokens,
-                                   const std::int32_t* len, std::int64_t N, std::int64_t Tn, std::int64_t V, T scale) {
+__global__ void attn_query_bwd_kernel(T* dq, T* dscores, const T* dctx, const T* att, const T* K, const T* V,
+                                      const std::int32_t* rows, const std::int32_t* len, std::int64_t N,
+                                      std::int64_t Tn, std::int64_t C, T scale) {
   const int lane = threadIdx.x & 31;
   const std::int64_t n = blockIdx.x * std::int64_t(kRowsPerBlock) + (threadIdx.x >> 5);
   if (n >= N) return;
   const std::int64_t L = len[n];
-  const std::int32_t* tok = tokens + n * Tn;
+  const std::int32_t* r = rows + n * Tn;
+  const T* g = dctx + n * C;
   const T* a = att + n * Tn;
-  const T* da = dA + n * V;
-  T* d = ds + n * Tn;
+  T* ds = dscores + n * Tn;
   T mean = 0;
-  for (std::int64_t t = lane; t < L; t += 32) {
-    const T g = da[tok[t]];
-    d[t] = g;
-    mean += a[t] * g;
+  for (std::int64_t t = 0; t < L; ++t) {
+    const T* v = V + static_cast<std::int64_t>(r[t]) * C;
+    T s = 0;
+    for (std::int64_t c = lane; c < C; c += 32) s += g[c] * v[c];
+    s = dev::warp_sum(s);
+    if (lane == 0) ds[t] = s;
+    mean += a[t] * s;
   }
-  mean = dev::warp_sum(mean);
-  for (std::int64_t t = lane; t < L; t += 32) d[t] = a[t] * (d[t] - mean) * scale;
-  T* Sr = S + n * V;
-  for (std::int64_t v = lane; v < V; v += 32) Sr[v] = 0;
   __syncwarp();
-  if (lane == 0)
-    for (std::int64_t t = 0; t < L; ++t) Sr[tok[t]] += d[t];
+  for (std::int64_t t = lane; t < L; t += 32) ds[t] = a[t] * (ds[t] - mean) * scale;
+  for (std::int64_t t = L + lane; t < Tn; t += 32) ds[t] = 0;
+  __syncwarp();
+  for (std::int64_t c = lane; c < C; c += 32) {
+    T o = 0;
+    for (std::int64_t t = 0; t < L; ++t) o += ds[t] * K[static_cast<std::int64_t>(r[t]) * C + c];
+    dq[n * C + c] = o;
+  }
 }
 
 template <class T>
@@ -181,20 +196,23 @@ void ssfr_gather_rows(T* out, const T* table, const std::int32_t* rows, std::int
 }
 
 template <class T>
-void ssfr_attention_softmax(T* att, T* A, const T* QK, const std::int32_t* tokens, const std::int32_t* len,
-                            std::int64_t N, std::int64_t T_, std::int64_t V, double scale, cudaStream_t s) {
-  softmax_kernel<T><<<row_blocks(N), 32 * kRowsPerBlock, 0, s>>>(att, A, QK, tokens, len, N, T_, V,
-                                                                  static_cast<T>(scale));
-  MEMCAP_CUDA_CHECK_LAUNCH("ssfr softmax_kernel");
+void attention_query_forward(T* ctx, T* att, const T* q, const T* K, const T* V, const std::int32_t* rows,
+                             const std::int32_t* len, std::int64_t N, std::int64_t T_, std::int64_t C,
+                             cudaStream_t s) {
+  if (N <= 0) return;
+  attn_query_fwd_kernel<T><<<row_blocks(N), 32 * kRowsPerBlock, 0, s>>>(
+      ctx, att, q, K, V, rows, len, N, T_, C, static_cast<T>(1.0 / std::sqrt(static_cast<double>(C))));
+  MEMCAP_CUDA_CHECK_LAUNCH("attn_query_fwd_kernel");
 }
 
 template <class T>
-void ssfr_attention_softmax_backward(T* S, T* ds, const T* dA, const T* att, const std::int32_t* tokens,
-                                     const std::int32_t* len, std::int64_t N, std::int64_t T_, std::int64_t V,
-                                     double scale, cudaStream_t s) {
-  softmax_bwd_kernel<T><<<row_blocks(N), 32 * kRowsPerBlock, 0, s>>>(S, ds, dA, att, tokens, len, N, T_, V,
-                                                                      static_cast<T>(scale));
-  MEMCAP_CUDA_CHECK_LAUNCH("ssfr softmax_bwd_kernel");
+void attention_query_backward(T* dq, T* dscores, const T* dctx, const T* att, const T* K, const T* V,
+                              const std::int32_t* rows, const std::int32_t* len, std::int64_t N, std::int64_t T_,
+                              std::int64_t C, cudaStream_t s) {
+  if (N <= 0) return;
+  attn_query_bwd_kernel<T><<<row_blocks(N), 32 * kRowsPerBlock, 0, s>>>(
+      dq, dscores, dctx, att, K, V, rows, len, N, T_, C, static_cast<T>(1.0 / std::sqrt(static_cast<double>(C))));
+  MEMCAP_CUDA_CHECK_LAUNCH("attn_query_bwd_kernel");
 }
 
 template <class T>
@@ -225,11 +243,12 @@ void ssfr_accumulate(double* acc_loss, long long* acc_correct, const double* los
 
 #define MEMCAP_NN_SSFR(T)                                                                                          \
   template void ssfr_gather_rows<T>(T*, const T*, const std::int32_t*, std::int64_t, std::int64_t, cudaStream_t);  \
-  template void ssfr_attention_softmax<T>(T*, T*, const T*, const std::int32_t*, const std::int32_t*,              \
-                                          std::int64_t, std::int64_t, std::int64_t, double, cudaStream_t);         \
-  template void ssfr_attention_softmax_backward<T>(T*, T*, const T*, const T*, const std::int32_t*,                \
-                                                   const std::int32_t*, std::int64_t, std::int64_t, std::int64_t,  \
-                                                   double, cudaStream_t);                                          \
+  template void attention_query_forward<T>(T*, T*, const T*, const T*, const T*, const std::int32_t*,             \
+                                           const std::int32_t*, std::int64_t, std::int64_t, std::int64_t,         \
+                                           cudaStream_t);                                                         \
+  template void attention_query_backward<T>(T*, T*, const T*, const T*, const T*, const T*, const std::int32_t*,  \
+                                            const std::int32_t*, std::int64_t, std::int64_t, std::int64_t,        \
+                                            cudaStream_t);                                                        \
   template void ssfr_l2norm_forward<T>(T*, T*, T*, const T*, const T*, std::int64_t, std::int64_t, double,         \
                                        cudaStream_t);                                                              \
   template void ssfr_l2norm_backward<T>(T*, const T*, const T*, std::int64_t, std::int64_t, double, cudaStream_t); \

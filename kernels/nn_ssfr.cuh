@@ -2,9 +2,9 @@
 // src/nn/ssfr_model.cpp), namespace memcap::nn::cuda, float and double. Host-side declarations
 // only. The GEMMs of the block run through cuBLAS (src/nn/ssfr_train_cuda.cpp); these kernels do
 // the rest: batch drawing (the same counter-based sequences as the CPU), row gathers, the
-// per-row softmax of the query attention with its scatter onto vocabulary rows, unit L2 norms and
-// their backward, and the evaluation accumulators. Every kernel is capturable (no host sync) and
-// deterministic (fixed reduction trees; the scatters run in position order on one lane).
+// query attention over gathered rows and its backward, unit L2 norms and their backward, and the
+// evaluation accumulators. Every kernel is capturable (no host sync) and deterministic (fixed
+// reduction trees, sums over positions in position order).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -26,19 +26,22 @@ template <class T>
 void ssfr_gather_rows(T* out, const T* table, const std::int32_t* rows, std::int64_t N, std::int64_t C,
                       cudaStream_t s);
 
-// Query attention, softmax part: with scores QK[N×V] (q_n · K_v for every vocabulary row v),
-// att[n,t] = softmax_{t<len[n]}(QK[n, tokens[n,t]] · scale) (0 for t >= len[n]) and
-// A[n,v] = Σ_{t: tokens[n,t] = v} att[n,t] (so ctx = A · V_table).
+// Causal softmax attention read at one query per row, the device twin of cpu::attention_query_forward
+// (nn/ssfr_layers.hpp; same arguments): row n attends to positions t < len[n] with key and value rows
+// K[rows[n·T + t]], V[rows[n·T + t]] (tables of C columns), scale 1/√C:
+//   att[n,t] = softmax_t(q[n]·K[rows]/√C) (0 for t >= len[n]),  ctx[n] = Σ_t att[n,t] V[rows].
 template <class T>
-void ssfr_attention_softmax(T* att, T* A, const T* QK, const std::int32_t* tokens, const std::int32_t* len,
-                            std::int64_t N, std::int64_t T_, std::int64_t V, double scale, cudaStream_t s);
-// Backward of the softmax: with dA[N×V] = dctx · V_tableᵀ, dα_t = dA[n, tokens[n,t]],
-// ds_t = att_t (dα_t − Σ_u att_u dα_u) · scale, and S[n,v] = Σ_{t: tokens = v} ds_t (then dq = S·K,
-// dK = Sᵀ·q). ds: N×T scratch.
+void attention_query_forward(T* ctx, T* att, const T* q, const T* K, const T* V, const std::int32_t* rows,
+                             const std::int32_t* len, std::int64_t N, std::int64_t T_, std::int64_t C,
+                             cudaStream_t s);
+// Backward of the query attention (cpu::attention_query_backward without its dK/dV scatters, which the
+// GPU trainer does not need: it keeps K = V = the normalised embedding table and moves W_k, W_v onto
+// the query / context side, see src/nn/ssfr_train_cuda.cpp): dq overwritten, dscores N×T overwritten
+// with ds_t = att_t (dα_t − Σ_u att_u dα_u)/√C, dα_t = dctx[n]·V[rows].
 template <class T>
-void ssfr_attention_softmax_backward(T* S, T* ds, const T* dA, const T* att, const std::int32_t* tokens,
-                                     const std::int32_t* len, std::int64_t N, std::int64_t T_, std::int64_t V,
-                                     double scale, cudaStream_t s);
+void attention_query_backward(T* dq, T* dscores, const T* dctx, const T* att, const T* K, const T* V,
+                              const std::int32_t* rows, const std::int32_t* len, std::int64_t N, std::int64_t T_,
+                              std::int64_t C, cudaStream_t s);
 
 // out = inp / (‖inp‖ + eps) per row; norm[n] = ‖inp[n]‖ (may be null). With `add` non-null the
 // input is inp + add (written to sum, which must then be non-null): the residual z = a + x_Q.

@@ -1,9 +1,11 @@
 // GPU trainer of the SSFR block (nn/ssfr_train.hpp), the same function as train_ssfr_cpu on the
 // same batches: the sequences come from the same counter-based draws (kernels/nn_ssfr.cu), the
-// initial weights from ssfr_init_params. The attention is written as GEMMs over vocabulary rows
-// (scores QK = q Kᵀ over all |V| tokens, the softmax over the tokens of each sequence scattered onto
-// A (B×|V|), ctx = A V; backward S (B×|V|) likewise: dq = S K, dK = Sᵀ q, dV = Aᵀ dctx), so every
-// reduction is a cuBLAS GEMM or a fixed-order kernel: runs are bit-identical. One training step
+// initial weights from ssfr_init_params. The attention moves W_k and W_v off the tokens: with
+// H = RMSNorm(E_in) (constant), q·k_t = q·(W_k h_t) = (q W_k)·h_t and Σ_t α_t v_t = W_v Σ_t α_t h_t,
+// so the query attention runs on gathered rows of H alone (nn::cuda::attention_query_forward with
+// q̃ = q W_k, K = V = H: O(B·T·d) instead of GEMMs over all |V| vocabulary rows), ctx = c W_vᵀ, and
+// the backward needs no scatter onto vocabulary rows: dW_k = qᵀ g, dq = g W_kᵀ (g = ∂L/∂q̃), dW_v =
+// dctxᵀ c. Every reduction is a cuBLAS GEMM or a fixed-order kernel: runs are bit-identical. One training step
 // (batch draw, forward, backward, AdamW) is captured once as a CUDA graph; the step counter, the
 // AdamW scalars and the loss history live on the device (nn_train_state.cuh), so the host syncs
 // only at the evaluations (every eval_every steps). float32 (default; the MLP is cast to float32
@@ -36,27 +38,7 @@ using gpu::Tensor;
 using Clock = std::chrono::steady_clock;
 double since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
-int as_int(std::int64_t v, const char* what) {
-  if (v < 0 || v > 2147483647LL) throw UserError(fmt::format("SSFR on the GPU: {} = {} exceeds cuBLAS's int range", what, v));
-  return static_cast<int>(v);
-}
-
-// Row-major C[M,N] = op(A)[M,K] · op(B)[K,N] + beta·C; op(A) = A stored M×K, or Aᵀ with A stored
-// K×M (ta); likewise op(B) (B stored K×N, or N×K with tb). Column-major cuBLAS computes Cᵀ.
-void gemm_rm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const float* A,
-             const float* B, float* C, double beta) {
-  const float one = 1.0f, b = static_cast<float>(beta);
-  MEMCAP_CUBLAS_CHECK(cublasSgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(N, "N"),
-                                  as_int(M, "M"), as_int(K, "K"), &one, B, as_int(tb ? K : N, "ldb"), A,
-                                  as_int(ta ? M : K, "lda"), &b, C, as_int(N, "ldc")));
-}
-void gemm_rm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const double* A,
-             const double* B, double* C, double beta) {
-  const double one = 1.0;
-  MEMCAP_CUBLAS_CHECK(cublasDgemm(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, as_int(N, "N"),
-                                  as_int(M, "M"), as_int(K, "K"), &one, B, as_int(tb ? K : N, "ldb"), A,
-                                  as_int(ta ? M : K, "lda"), &beta, C, as_int(N, "ldc")));
-}
+using cu::gemm_rm;
 
 template <class T>
 std::vector<T> cast(const std::vector<double>& v) {
@@ -108,7 +90,7 @@ std::size_t bytes_of(const SsfrTask& task, std::int64_t dim, std::int64_t width,
                      std::size_t el) {
   const double d = static_cast<double>(dim), V = static_cast<double>(task.vocab()),
                Tn = static_cast<double>(task.seq_len), b = static_cast<double>(B), m = static_cast<double>(width);
-  const double elems = 7 * V * d + 4 * 4 * d * d + b * (16 * d + 5 * m + 4 * V + 2 * Tn + 2) +
+  const double elems = 3 * V * d + 4 * 4 * d * d + b * (19 * d + 5 * m + V + 2 * Tn + 2) +
                        2 * (3 * m * d + 2 * m + d);
   const double ints = b * (Tn + 3) + 2 * static_cast<double>(task.facts);
   const double total = elems * static_cast<double>(el) + 4 * ints + 16 * static_cast<double>(steps) + 4096;
@@ -127,10 +109,9 @@ struct SsfrDevice {
   Tensor Ein, Eout, H, map_a, map_b;
   DevMlp<T> mlp_a, mlp_b;
   Tensor params, grads, m1, m2;
-  Tensor Ktab, Vtab, dKtab, dVtab;
   Tensor tokens, len, qrow, target;
-  Tensor hq, xq, q, ctx, attn, z, u, y, o, d_o, d_y, d_u, d_z, d_ctx, d_q;
-  Tensor QK, A, S, att, ds;
+  Tensor hq, xq, q, qt, cv, g, ctx, attn, z, u, y, o, d_o, d_y, d_u, d_z, d_ctx, d_c, d_q;
+  Tensor att, ds;
   Tensor ma, mg, mh, dma, dmg;
   Tensor logits, losses, correct, loss_mean, n_correct;
   Tensor state, sched, hist_loss, hist_correct, acc_loss, acc_correct;
@@ -153,12 +134,12 @@ struct SsfrDevice {
     map_a = upload_i32(p.map_a, s);
     map_b = upload_i32(p.map_b, s);
     for (Tensor* t : {&params, &grads, &m1, &m2}) *t = Tensor({n}, dt);
-    for (Tensor* t : {&Ktab, &Vtab, &dKtab, &dVtab}) *t = Tensor({V, d}, dt);
     tokens = Tensor({B, Tn}, DType::i32);
     for (Tensor* t : {&len, &qrow, &target}) *t = Tensor({B}, DType::i32);
-    for (Tensor* t : {&hq, &xq, &q, &ctx, &attn, &z, &u, &y, &o, &d_o, &d_y, &d_u, &d_z, &d_ctx, &d_q})
+    for (Tensor* t : {&hq, &xq, &q, &qt, &cv, &g, &ctx, &attn, &z, &u, &y, &o, &d_o, &d_y, &d_u, &d_z, &d_ctx, &d_c,
+                      &d_q})
       *t = Tensor({B, d}, dt);
-    for (Tensor* t : {&QK, &A, &S, &logits}) *t = Tensor({B, V}, dt);
+    logits = Tensor({B, V}, dt);
     for (Tensor* t : {&att, &ds}) *t = Tensor({B, Tn}, dt);
     const std::int64_t m = std::max<std::int64_t>(std::max(p.mlp_a.m, p.mlp_b.m), 1);
     for (Tensor* t : {&ma, &mg, &mh, &dma, &dmg}) *t = Tensor({B, m}, dt);
@@ -204,19 +185,14 @@ struct SsfrDevice {
     cu::ssfr_batch(tokens.data<std::int32_t>(), len.data<std::int32_t>(), qrow.data<std::int32_t>(),
                    target.data<std::int32_t>(), map.data<std::int32_t>(), p.task.dims(), seed, stream_id, batch,
                    batch_from_state, B, cs);
-    gemm_rm(blas, false, true, V, d, d, H.data<T>(), P("W_k"), Ktab.data<T>(), 0.0);
-    const T* Vsrc = H.data<T>();
-    if (vo) {
-      gemm_rm(blas, false, true, V, d, d, H.data<T>(), P("W_v"), Vtab.data<T>(), 0.0);
-      Vsrc = Vtab.data<T>();
-    }
     cu::ssfr_gather_rows<T>(hq.data<T>(), H.data<T>(), qrow.data<std::int32_t>(), B, d, cs);
     if (res) cu::ssfr_gather_rows<T>(xq.data<T>(), Ein.data<T>(), qrow.data<std::int32_t>(), B, d, cs);
     gemm_rm(blas, false, true, B, d, d, hq.data<T>(), P("W_q"), q.data<T>(), 0.0);
-    gemm_rm(blas, false, true, B, V, d, q.data<T>(), Ktab.data<T>(), QK.data<T>(), 0.0);
-    cu::ssfr_attention_softmax<T>(att.data<T>(), A.data<T>(), QK.data<T>(), tokens.data<std::int32_t>(),
-                                  len.data<std::int32_t>(), B, Tn, V, 1.0 / std::sqrt(static_cast<double>(d)), cs);
-    gemm_rm(blas, false, false, B, d, V, A.data<T>(), Vsrc, ctx.data<T>(), 0.0);
+    gemm_rm(blas, false, false, B, d, d, q.data<T>(), P("W_k"), qt.data<T>(), 0.0);  // q̃ = q W_k
+    // c = Σ_t α_t h_t (ctx itself when W_v = I), α = softmax_t(q̃·h_t/√d) over t ≤ Q.
+    cu::attention_query_forward<T>(vo ? cv.data<T>() : ctx.data<T>(), att.data<T>(), qt.data<T>(), H.data<T>(),
+                                   H.data<T>(), tokens.data<std::int32_t>(), len.data<std::int32_t>(), B, Tn, d, cs);
+    if (vo) gemm_rm(blas, false, true, B, d, d, cv.data<T>(), P("W_v"), ctx.data<T>(), 0.0);  // ctx = c W_vᵀ
     if (vo) gemm_rm(blas, false, true, B, d, d, ctx.data<T>(), P("W_o"), attn.data<T>(), 0.0);
     cu::ssfr_l2norm_forward<T>(u.data<T>(), nullptr, z.data<T>(), a_ptr(), res ? xq.data<T>() : nullptr, B, d,
                                kSsfrNormEps, cs);
@@ -274,19 +250,18 @@ struct SsfrDevice {
       gemm_rm(blas, true, false, d, d, B, d_z.data<T>(), ctx.data<T>(), Gr("W_o"), 0.0);
       dctx = d_ctx.data<T>();
     }
-    const T* Vsrc = vo ? Vtab.data<T>() : H.data<T>();
-    gemm_rm(blas, false, true, B, V, d, dctx, Vsrc, QK.data<T>(), 0.0);  // dA, in QK's buffer
-    cu::ssfr_attention_softmax_backward<T>(S.data<T>(), ds.data<T>(), QK.data<T>(), att.data<T>(),
-                                           tokens.data<std::int32_t>(), len.data<std::int32_t>(), B, Tn, V,
-                                           1.0 / std::sqrt(static_cast<double>(d)), cs);
-    gemm_rm(blas, false, false, B, d, V, S.data<T>(), Ktab.data<T>(), d_q.data<T>(), 0.0);
-    gemm_rm(blas, true, false, V, d, B, S.data<T>(), q.data<T>(), dKtab.data<T>(), 0.0);
-    gemm_rm(blas, true, false, d, d, B, d_q.data<T>(), hq.data<T>(), Gr("W_q"), 0.0);
-    gemm_rm(blas, true, false, d, d, V, dKtab.data<T>(), H.data<T>(), Gr("W_k"), 0.0);
+    const T* dc = dctx;
     if (vo) {
-      gemm_rm(blas, true, false, V, d, B, A.data<T>(), dctx, dVtab.data<T>(), 0.0);
-      gemm_rm(blas, true, false, d, d, V, dVtab.data<T>(), H.data<T>(), Gr("W_v"), 0.0);
+      gemm_rm(blas, true, false, d, d, B, dctx, cv.data<T>(), Gr("W_v"), 0.0);        // dW_v = dctxᵀ c
+      gemm_rm(blas, false, false, B, d, d, dctx, P("W_v"), d_c.data<T>(), 0.0);       // dc = dctx W_v
+      dc = d_c.data<T>();
     }
+    // g = ∂L/∂q̃ = Σ_t ds_t h_t; then dq = g W_kᵀ, dW_k = qᵀ g, dW_q = dqᵀ hq.
+    cu::attention_query_backward<T>(g.data<T>(), ds.data<T>(), dc, att.data<T>(), H.data<T>(), H.data<T>(),
+                                    tokens.data<std::int32_t>(), len.data<std::int32_t>(), B, Tn, d, cs);
+    gemm_rm(blas, false, true, B, d, d, g.data<T>(), P("W_k"), d_q.data<T>(), 0.0);
+    gemm_rm(blas, true, false, d, d, B, q.data<T>(), g.data<T>(), Gr("W_k"), 0.0);
+    gemm_rm(blas, true, false, d, d, B, d_q.data<T>(), hq.data<T>(), Gr("W_q"), 0.0);
   }
 
   std::uint64_t seed = 0;
