@@ -36,6 +36,27 @@ __device__ inline double block_sum(double v, double* sh) {
   for (std::int64_t i = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x; i < (n); \
        i += static_cast<std::int64_t>(gridDim.x) * blockDim.x)
 
+// Block sums of two per-thread values into partials[blockIdx.x] and partials[kCgReduceBlocks + blockIdx.x].
+__device__ void store_pair_partials(double a, double b, double* partials, double* sh) {
+  const double ra = block_sum(a, sh);
+  if (threadIdx.x == 0) partials[blockIdx.x] = ra;
+  __syncthreads();
+  const double rb = block_sum(b, sh);
+  if (threadIdx.x == 0) partials[kCgReduceBlocks + blockIdx.x] = rb;
+}
+
+// The two totals of store_pair_partials (one block; every thread gets them, in a fixed order).
+__device__ void finish_pair_partials(const double* partials, double* sh, double& ra, double& rb) {
+  double a = 0, b = 0;
+  for (int i = threadIdx.x; i < kCgReduceBlocks; i += kThreads) {
+    a += partials[i];
+    b += partials[kCgReduceBlocks + i];
+  }
+  ra = block_sum(a, sh);
+  __syncthreads();
+  rb = block_sum(b, sh);
+}
+
 template <class T>
 __global__ void start_kernel(std::int64_t n, const T* dinv, const T* R, T* X, T* Z, T* P, double* partials) {
   __shared__ double sh[kThreads];
@@ -48,23 +69,13 @@ __global__ void start_kernel(std::int64_t n, const T* dinv, const T* R, T* X, T*
     rr += static_cast<double>(r) * static_cast<double>(r);
     rz += static_cast<double>(r) * static_cast<double>(z);
   }
-  const double a = block_sum(rr, sh);
-  if (threadIdx.x == 0) partials[blockIdx.x] = a;
-  __syncthreads();
-  const double b = block_sum(rz, sh);
-  if (threadIdx.x == 0) partials[kCgReduceBlocks + blockIdx.x] = b;
+  store_pair_partials(rr, rz, partials, sh);
 }
 
 __global__ void start_finish_kernel(const double* partials, CgScalars* sc) {
   __shared__ double sh[kThreads];
-  double a = 0, b = 0;
-  for (int i = threadIdx.x; i < kCgReduceBlocks; i += kThreads) {
-    a += partials[i];
-    b += partials[kCgReduceBlocks + i];
-  }
-  const double ra = block_sum(a, sh);
-  __syncthreads();
-  const double rb = block_sum(b, sh);
+  double ra, rb;
+  finish_pair_partials(partials, sh, ra, rb);
   if (threadIdx.x == 0) {
     sc->rhs_norm2 = ra;
     sc->rz = rb;
@@ -106,23 +117,13 @@ __global__ void update_kernel(std::int64_t n, T* X, T* R, const T* P, const T* Q
       rz += static_cast<double>(r) * static_cast<double>(z);
     }
   }
-  const double a = block_sum(rr, sh);
-  if (threadIdx.x == 0) partials[blockIdx.x] = a;
-  __syncthreads();
-  const double b = block_sum(rz, sh);
-  if (threadIdx.x == 0) partials[kCgReduceBlocks + blockIdx.x] = b;
+  store_pair_partials(rr, rz, partials, sh);
 }
 
 __global__ void update_finish_kernel(const double* partials, CgScalars* sc) {
   __shared__ double sh[kThreads];
-  double a = 0, b = 0;
-  for (int i = threadIdx.x; i < kCgReduceBlocks; i += kThreads) {
-    a += partials[i];
-    b += partials[kCgReduceBlocks + i];
-  }
-  const double rr = block_sum(a, sh);
-  __syncthreads();
-  const double rz_new = block_sum(b, sh);
+  double rr, rz_new;
+  finish_pair_partials(partials, sh, rr, rz_new);
   if (threadIdx.x == 0) {
     sc->rnorm2 = rr;
     sc->beta = rz_new / sc->rz;

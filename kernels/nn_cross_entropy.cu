@@ -26,18 +26,12 @@ struct RowStats {
   double others;  // Σ_{j≠arg} exp(x_j − mx)
 };
 
-// Every thread of the block returns the same stats (fixed reduction trees).
+// Block-wide argmax (smallest index on ties) of each thread's (best, bi) candidate: every thread gets the
+// same answer (a fixed reduction tree). bi = -1 means "no entry" (e.g. all NaN); argmax_merge never picks
+// -1 over a real index because real indices are >= 0 and -1 only pairs with -inf.
 template <class T>
-__device__ RowStats row_stats(const T* __restrict__ x, std::int64_t P) {
-  __shared__ T s_val[32];
-  __shared__ int s_idx[32];
-  __shared__ double s_sum[32];
+__device__ void block_argmax(T& best, int& bi, T* s_val, int* s_idx) {
   const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
-  T best = -INFINITY;
-  int bi = -1;
-  for (std::int64_t j = threadIdx.x; j < P; j += blockDim.x) dev::argmax_merge(best, bi, x[j], static_cast<int>(j));
-  // argmax_merge treats bi = -1 as "no entry": a later (v2 == v, i2 < i) comparison never picks -1
-  // because real indices are >= 0 and -1 only pairs with -inf.
   dev::warp_argmax(best, bi);
   __syncthreads();
   if (lane == 0) {
@@ -57,12 +51,36 @@ __device__ RowStats row_stats(const T* __restrict__ x, std::int64_t P) {
         dev::argmax_merge(best, bi, v, i);
     }
   }
+}
+
+// Every thread of the block returns the same stats (fixed reduction trees).
+template <class T>
+__device__ RowStats row_stats(const T* __restrict__ x, std::int64_t P) {
+  __shared__ T s_val[32];
+  __shared__ int s_idx[32];
+  __shared__ double s_sum[32];
+  T best = -INFINITY;
+  int bi = -1;
+  for (std::int64_t j = threadIdx.x; j < P; j += blockDim.x) dev::argmax_merge(best, bi, x[j], static_cast<int>(j));
+  block_argmax(best, bi, s_val, s_idx);
   const double mx = static_cast<double>(best);
   double s = 0;
   for (std::int64_t j = threadIdx.x; j < P; j += blockDim.x)
     if (j != bi) s += static_cast<double>(dev::exp_(static_cast<T>(static_cast<double>(x[j]) - mx)));
   s = dev::block_sum(s, s_sum);
   return RowStats{mx, bi, s};
+}
+
+// dx[j] = scale·softmax_j (scale·expm1(−loss) at the target), after a __syncthreads() so that an
+// in-place dx = x sees every read of the row first.
+template <class T>
+__device__ void write_grad_row(T* dx, const T* x, std::int64_t P, int t, double loss, double lse, double scale) {
+  __syncthreads();
+  for (std::int64_t j = threadIdx.x; j < P; j += blockDim.x) {
+    const double v = j == t ? scale * static_cast<double>(dev::expm1_(static_cast<T>(-loss)))
+                            : scale * static_cast<double>(dev::exp_(static_cast<T>(static_cast<double>(x[j]) - lse)));
+    dx[j] = static_cast<T>(v);
+  }
 }
 
 template <class T>
@@ -97,13 +115,7 @@ __global__ void __launch_bounds__(kRowThreads) ce_backward_kernel(T* dlogits, co
   const bool ok = t >= 0 && t < P;
   const double loss = ok ? row_loss<T>(st, static_cast<double>(x[t])) : NAN;
   const double lse = st.mx + log1p(st.others);
-  __syncthreads();  // every read of the row happens before any in-place write
-  T* dx = dlogits + n * P;
-  for (std::int64_t j = threadIdx.x; j < P; j += blockDim.x) {
-    const double v = j == t ? scale * static_cast<double>(dev::expm1_(static_cast<T>(-loss)))
-                            : scale * static_cast<double>(dev::exp_(static_cast<T>(static_cast<double>(x[j]) - lse)));
-    dx[j] = static_cast<T>(v);
-  }
+  write_grad_row(dlogits + n * P, x, P, t, loss, lse, scale);
 }
 
 // Forward and backward in one pass (generic form): the row stats once, then the gradient; the second
@@ -124,13 +136,7 @@ __global__ void __launch_bounds__(kRowThreads) ce_fused_kernel(T* dlogits, T* __
     losses[n] = static_cast<T>(loss);
     if (correct) correct[n] = (ok && st.arg == t) ? 1 : 0;
   }
-  __syncthreads();  // every read of the row happens before any in-place write
-  T* dx = dlogits + n * P;
-  for (std::int64_t j = threadIdx.x; j < P; j += blockDim.x) {
-    const double v = j == t ? scale * static_cast<double>(dev::expm1_(static_cast<T>(-loss)))
-                            : scale * static_cast<double>(dev::exp_(static_cast<T>(static_cast<double>(x[j]) - lse)));
-    dx[j] = static_cast<T>(v);
-  }
+  write_grad_row(dlogits + n * P, x, P, t, loss, lse, scale);
 }
 
 // The same for float rows with P % 4 == 0 and P ≤ 4·NV·kRowThreads: the row is read once as float4
@@ -150,7 +156,6 @@ __global__ void __launch_bounds__(kRowThreads) ce_fused_vec_kernel(float* dlogit
   const float* x = logits + n * static_cast<std::int64_t>(P);
   const float4* x4 = reinterpret_cast<const float4*>(x);
   const int P4 = P >> 2;
-  const int lane = threadIdx.x & 31, warp = threadIdx.x >> 5, nw = blockDim.x >> 5;
   float4 r[NV];
   float best = -INFINITY;
   int bi = -1;
@@ -165,24 +170,7 @@ __global__ void __launch_bounds__(kRowThreads) ce_fused_vec_kernel(float* dlogit
       dev::argmax_merge(best, bi, r[c].w, 4 * j4 + 3);
     }
   }
-  dev::warp_argmax(best, bi);
-  if (lane == 0) {
-    s_val[warp] = best;
-    s_idx[warp] = bi;
-  }
-  __syncthreads();
-  best = -INFINITY;
-  bi = -1;
-  for (int w = 0; w < nw; ++w) {
-    const float v = s_val[w];
-    const int i = s_idx[w];
-    if (i >= 0) {
-      if (bi < 0)
-        best = v, bi = i;
-      else
-        dev::argmax_merge(best, bi, v, i);
-    }
-  }
+  block_argmax(best, bi, s_val, s_idx);
   const double mx = static_cast<double>(best);
   double s = 0;
 #pragma unroll

@@ -301,24 +301,6 @@ __global__ void gmlp_output_kernel(T* __restrict__ y, const T* __restrict__ y_pa
   }
 }
 
-template <class T, bool TF32, int DK>
-void launch_fwd(const FwdArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t stream) {
-  constexpr std::size_t smem = fwd_smem_bytes<T, DK>();
-  auto kern = gmlp_fwd_kernel<T, TF32, DK>;
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  kern<<<dim3(gx, gy), kNT, smem, stream>>>(a);
-  MEMCAP_CUDA_CHECK_LAUNCH("gmlp_fwd_kernel");
-}
-
-template <class T, bool TF32, int DK>
-void launch_bwd(const BwdArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t stream) {
-  constexpr std::size_t smem = bwd_smem_bytes<T, DK>();
-  auto kern = gmlp_bwd_kernel<T, TF32, DK>;
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  kern<<<dim3(gx, gy), kNT, smem, stream>>>(a);
-  MEMCAP_CUDA_CHECK_LAUNCH("gmlp_bwd_kernel");
-}
-
 void check_shape(const GatedMlpShape& s, bool tf32, bool is_float, const char* what) {
   if (s.N < 1 || s.m < 1 || !fused_mlp_supported(s.d_in, s.d_out) || s.m > 2147483647LL / 2 ||
       s.N > (1LL << 40))
@@ -329,33 +311,19 @@ void check_shape(const GatedMlpShape& s, bool tf32, bool is_float, const char* w
   if (tf32 && !is_float) cuda_detail::throw_user_error(std::string(what) + ": the tf32 variant needs float data");
 }
 
-int dk_for(std::int64_t d_in, std::int64_t d_out) {
-  const std::int64_t d = std::max(d_in, d_out);
-  return d <= 32 ? 32 : d <= 64 ? 64 : 128;
-}
-
-// Dispatch a launcher over (TF32, DK). Double has no TF32 variant (checked before).
-template <class T, template <class, bool, int> class L, class Args>
-void dispatch(const Args& a, bool tf32, int dk, unsigned gx, unsigned gy, cudaStream_t stream) {
-  if constexpr (sizeof(T) == 4) {
-    if (tf32) {
-      if (dk == 32) return L<T, true, 32>::run(a, gx, gy, stream);
-      if (dk == 64) return L<T, true, 64>::run(a, gx, gy, stream);
-      return L<T, true, 128>::run(a, gx, gy, stream);
-    }
-  }
-  if (dk == 32) return L<T, false, 32>::run(a, gx, gy, stream);
-  if (dk == 64) return L<T, false, 64>::run(a, gx, gy, stream);
-  return L<T, false, 128>::run(a, gx, gy, stream);
-}
+int dk_for(std::int64_t d_in, std::int64_t d_out) { return tile::dk_class(std::max(d_in, d_out)); }
 
 template <class T, bool TF32, int DK>
 struct FwdLauncher {
-  static void run(const FwdArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t s) { launch_fwd<T, TF32, DK>(a, gx, gy, s); }
+  static void run(const FwdArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t s) {
+    tile::launch_dyn_smem(gmlp_fwd_kernel<T, TF32, DK>, fwd_smem_bytes<T, DK>(), gx, gy, a, s, "launch of gmlp_fwd_kernel");
+  }
 };
 template <class T, bool TF32, int DK>
 struct BwdLauncher {
-  static void run(const BwdArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t s) { launch_bwd<T, TF32, DK>(a, gx, gy, s); }
+  static void run(const BwdArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t s) {
+    tile::launch_dyn_smem(gmlp_bwd_kernel<T, TF32, DK>, bwd_smem_bytes<T, DK>(), gx, gy, a, s, "launch of gmlp_bwd_kernel");
+  }
 };
 
 constexpr int kOutThreads = 256;
@@ -424,7 +392,7 @@ void gated_mlp_forward_fused(T* y_part, int splits, const T* x, const T* U, cons
                static_cast<int>(s.d_out), static_cast<int>(s.act), static_cast<int>(tiles_per_split * B), gate};
   const std::int64_t row_tiles = (s.N + B - 1) / B;
   if (row_tiles > 2147483647LL) cuda_detail::throw_user_error("gated_mlp_forward_fused: too many rows");
-  dispatch<T, FwdLauncher>(a, tf32, dk_for(s.d_in, s.d_out), static_cast<unsigned>(row_tiles),
+  tile::dispatch_tf32_dk<T, FwdLauncher>(a, tf32, dk_for(s.d_in, s.d_out), static_cast<unsigned>(row_tiles),
                            static_cast<unsigned>(splits), stream);
 }
 
@@ -458,7 +426,7 @@ void gated_mlp_backward_fused(T* grad_part, std::int64_t part_stride, int row_sp
   BwdArgs<T> a{grad_part, part_stride, off, x, dy_part, n_dy_parts, U, G, D, b_u, b_g, s.N,
                static_cast<int>(s.d_in), static_cast<int>(s.m), static_cast<int>(s.d_out), static_cast<int>(s.act),
                tiles_per_split * B, gate};
-  dispatch<T, BwdLauncher>(a, tf32, dk_for(s.d_in, s.d_out), static_cast<unsigned>(unit_tiles),
+  tile::dispatch_tf32_dk<T, BwdLauncher>(a, tf32, dk_for(s.d_in, s.d_out), static_cast<unsigned>(unit_tiles),
                            static_cast<unsigned>(row_splits), stream);
 }
 

@@ -21,6 +21,13 @@
 
 namespace memcap::nn::cuda {
 
+// Row-major GEMM on the handle's stream: C[M,N] = op(A)[M,K] · op(B)[K,N] + beta·C, where op(A) = A
+// stored M×K, or Aᵀ with A stored K×M when ta; likewise op(B) (B stored K×N, or N×K when tb). Sizes
+// beyond cuBLAS's int range are a UserError. The one row-major GEMM wrapper of the trainers.
+template <class T>
+void gemm_rm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
+             const T* B, T* C, double beta);
+
 // out[N,OC] = inp[N,C] · W[OC,C]ᵀ + bias[OC]   (bias may be null)
 template <class T>
 void linear_forward(T* out, const T* inp, const T* W, const T* bias, std::int64_t N, std::int64_t C,

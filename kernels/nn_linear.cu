@@ -61,6 +61,19 @@ void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, i
 
 }  // namespace
 
+template <class T>
+void gemm_rm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
+             const T* B, T* C, double beta) {
+  // Row-major C = op(A) op(B) is column-major Cᵀ = op(B)ᵀ op(A)ᵀ: swap the operands.
+  gemm<T>(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, to_int(N, "N"), to_int(M, "M"),
+          to_int(K, "K"), T(1), B, to_int(tb ? K : N, "ldb"), A, to_int(ta ? M : K, "lda"), static_cast<T>(beta), C,
+          to_int(N, "ldc"));
+}
+template void gemm_rm<float>(cublasHandle_t, bool, bool, std::int64_t, std::int64_t, std::int64_t, const float*,
+                             const float*, float*, double);
+template void gemm_rm<double>(cublasHandle_t, bool, bool, std::int64_t, std::int64_t, std::int64_t, const double*,
+                              const double*, double*, double);
+
 void check_handle_stream(cublasHandle_t h, cudaStream_t stream) {
   cudaStream_t bound = nullptr;
   MEMCAP_CUBLAS_CHECK(cublasGetStream(h, &bound));

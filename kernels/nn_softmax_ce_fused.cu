@@ -266,25 +266,7 @@ __global__ void record_parts_kernel(const double* parts, int nparts, double deno
   dev::record_loss(state, s / denom, hist_loss);
 }
 
-int dk_for(std::int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
-
-template <class T, bool TF32, int DK>
-void launch_stats(const StatsArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t stream) {
-  constexpr std::size_t smem = ce_smem_bytes<T, DK>();
-  auto kern = ce_stats_kernel<T, TF32, DK>;
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  kern<<<dim3(gx, gy), kNT, smem, stream>>>(a);
-  MEMCAP_CUDA_CHECK_LAUNCH("ce_stats_kernel");
-}
-
-template <class T, bool TF32, int DK>
-void launch_grad(const GradArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t stream) {
-  constexpr std::size_t smem = ce_smem_bytes<T, DK>();
-  auto kern = ce_grad_kernel<T, TF32, DK>;
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
-  kern<<<dim3(gx, gy), kNT, smem, stream>>>(a);
-  MEMCAP_CUDA_CHECK_LAUNCH("ce_grad_kernel");
-}
+int dk_for(std::int64_t d) { return tile::dk_class(d); }
 
 struct Grid {
   unsigned gx, gy;
@@ -307,27 +289,17 @@ Grid ce_grid(std::int64_t N, std::int64_t P, std::int64_t d, int splits, bool tf
   return Grid{static_cast<unsigned>(row_tiles), static_cast<unsigned>(splits), static_cast<int>(per * B)};
 }
 
-template <class T, template <class, bool, int> class L, class Args>
-void dispatch(const Args& a, bool tf32, int dk, unsigned gx, unsigned gy, cudaStream_t stream) {
-  if constexpr (sizeof(T) == 4) {
-    if (tf32) {
-      if (dk == 32) return L<T, true, 32>::run(a, gx, gy, stream);
-      if (dk == 64) return L<T, true, 64>::run(a, gx, gy, stream);
-      return L<T, true, 128>::run(a, gx, gy, stream);
-    }
-  }
-  if (dk == 32) return L<T, false, 32>::run(a, gx, gy, stream);
-  if (dk == 64) return L<T, false, 64>::run(a, gx, gy, stream);
-  return L<T, false, 128>::run(a, gx, gy, stream);
-}
-
 template <class T, bool TF32, int DK>
 struct StatsLauncher {
-  static void run(const StatsArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t s) { launch_stats<T, TF32, DK>(a, gx, gy, s); }
+  static void run(const StatsArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t s) {
+    tile::launch_dyn_smem(ce_stats_kernel<T, TF32, DK>, ce_smem_bytes<T, DK>(), gx, gy, a, s, "launch of ce_stats_kernel");
+  }
 };
 template <class T, bool TF32, int DK>
 struct GradLauncher {
-  static void run(const GradArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t s) { launch_grad<T, TF32, DK>(a, gx, gy, s); }
+  static void run(const GradArgs<T>& a, unsigned gx, unsigned gy, cudaStream_t s) {
+    tile::launch_dyn_smem(ce_grad_kernel<T, TF32, DK>, ce_smem_bytes<T, DK>(), gx, gy, a, s, "launch of ce_grad_kernel");
+  }
 };
 
 template <class K>
@@ -363,7 +335,7 @@ void softmax_ce_stats_fused(const CeStats<T>& st, int splits, const T* y, const 
                             bool at_record_epochs, cudaStream_t stream) {
   const Grid g = ce_grid<T>(N, P, d, splits, tf32, "softmax_ce_stats_fused");
   StatsArgs<T> a{st, y, V, targets, N, P, static_cast<int>(d), g.cols, gate, at_record_epochs};
-  dispatch<T, StatsLauncher>(a, tf32, dk_for(d), g.gx, g.gy, stream);
+  tile::dispatch_tf32_dk<T, StatsLauncher>(a, tf32, dk_for(d), g.gx, g.gy, stream);
 }
 
 template <class T>
@@ -383,7 +355,7 @@ void softmax_ce_grad_fused(T* dy_part, int splits, const T* y, const T* V, const
                            const TrainState* gate, cudaStream_t stream) {
   const Grid g = ce_grid<T>(N, P, d, splits, tf32, "softmax_ce_grad_fused");
   GradArgs<T> a{dy_part, y, V, targets, row_lse, row_loss, N, P, static_cast<int>(d), g.cols, scale, gate};
-  dispatch<T, GradLauncher>(a, tf32, dk_for(d), g.gx, g.gy, stream);
+  tile::dispatch_tf32_dk<T, GradLauncher>(a, tf32, dk_for(d), g.gx, g.gy, stream);
 }
 
 void record_loss_parts(const double* parts, int nparts, double denom, const std::int64_t* n_correct, TrainState* state,

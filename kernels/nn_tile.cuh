@@ -9,11 +9,17 @@
 //                TF32-rounded in shared memory (dev::to_operand<true>), M % 32 == 0, N % 32 == 0, K % 8 == 0.
 // Both sum over k in ascending order within a thread (TF32: per mma k-block of 8), so results are
 // deterministic run to run.
+//
+// Host side (end of file): the launch helpers the fused kernels share — the K-width class, one
+// launch with a raised dynamic shared-memory limit, and the dispatch over (TF32, K width).
 #pragma once
 #include <cuda_runtime.h>
 
+#include <cstddef>
 #include <cstdint>
 #include <type_traits>
+
+#include "cuda_check.cuh"
 
 namespace memcap::nn::cuda::tile {
 
@@ -133,5 +139,36 @@ struct TileTf32 {
 // Tile<T, TF32, M, N>: the TF32 tile for float when TF32, else the exact SIMT tile.
 template <class T, bool TF32, int M, int N>
 using Tile = std::conditional_t<TF32, TileTf32<M, N>, TileSimt<T, M, N>>;
+
+// ---- host launch helpers ----------------------------------------------------------------------
+
+// K-width class of the fused kernels' compile-time tile: 32, 64 or 128 (d ≤ 128 is checked by callers).
+inline int dk_class(std::int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; }
+
+// Launch kern<<<(gx, gy), kThreads, smem>>>(a), first raising its dynamic shared-memory limit to smem.
+template <class Args>
+void launch_dyn_smem(void (*kern)(Args), std::size_t smem, unsigned gx, unsigned gy, const Args& a,
+                     cudaStream_t stream, const char* name) {
+  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  kern<<<dim3(gx, gy), kThreads, smem, stream>>>(a);
+  const cudaError_t err = cudaGetLastError();
+  if (err != cudaSuccess) ::memcap::cuda_detail::throw_cuda(err, name, __FILE__, __LINE__);
+}
+
+// Call L<T, TF32, DK>::run(a, gx, gy, stream) for the runtime (tf32, dk); double never takes TF32
+// (callers refuse tf32 for double data before this).
+template <class T, template <class, bool, int> class L, class Args>
+void dispatch_tf32_dk(const Args& a, bool tf32, int dk, unsigned gx, unsigned gy, cudaStream_t stream) {
+  if constexpr (sizeof(T) == 4) {
+    if (tf32) {
+      if (dk == 32) return L<T, true, 32>::run(a, gx, gy, stream);
+      if (dk == 64) return L<T, true, 64>::run(a, gx, gy, stream);
+      return L<T, true, 128>::run(a, gx, gy, stream);
+    }
+  }
+  if (dk == 32) return L<T, false, 32>::run(a, gx, gy, stream);
+  if (dk == 64) return L<T, false, 64>::run(a, gx, gy, stream);
+  return L<T, false, 128>::run(a, gx, gy, stream);
+}
 
 }  // namespace memcap::nn::cuda::tile

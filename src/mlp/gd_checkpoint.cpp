@@ -12,6 +12,7 @@
 #include <filesystem>
 #include <span>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "core/error.hpp"
@@ -95,6 +96,25 @@ void write_checkpoint_file(const std::string& path, const std::string& what, con
     std::remove(tmp.c_str());
     throw IoError(fmt::format("cannot move {} '{}' to '{}': {}", what, tmp, path, why));
   }
+}
+
+GdCheckpoint make_gd_checkpoint(std::vector<double> params, std::vector<double> m, std::vector<double> v,
+                                const GdResult& res, std::int64_t epochs_done, bool done, double wall_s,
+                                const std::string& fingerprint) {
+  GdCheckpoint ck;
+  ck.params = std::move(params);
+  ck.m = std::move(m);
+  ck.v = std::move(v);
+  ck.epoch = epochs_done;
+  ck.finished = done;
+  ck.stopped_early = res.stopped_early;
+  ck.final_loss = res.final_loss;
+  ck.wall_s = wall_s;
+  ck.loss_curve = res.loss_curve;
+  ck.accuracy_curve = res.accuracy_curve;
+  ck.curve_epoch = res.curve_epoch;
+  ck.fingerprint = fingerprint;
+  return ck;
 }
 
 void write_gd_checkpoint(const std::string& path, const GdCheckpoint& ck) {

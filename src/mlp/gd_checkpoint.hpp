@@ -27,6 +27,12 @@ struct GdCheckpoint {
   std::string fingerprint;
 };
 
+// A checkpoint of a run after `epochs_done` epochs: the arenas given (moved in), the run state of
+// `res` (stopped_early, final_loss, curves), wall_s and fingerprint. Used by the CPU and CUDA trainers.
+GdCheckpoint make_gd_checkpoint(std::vector<double> params, std::vector<double> m, std::vector<double> v,
+                                const GdResult& res, std::int64_t epochs_done, bool done, double wall_s,
+                                const std::string& fingerprint);
+
 // What a run is: sizes, seed, a hash of the fact data, the path ("cpu", "cuda:f32", ...) and every
 // GdConfig field that changes the result (not the checkpoint file, its period or the progress hook).
 std::string gd_fingerprint(const FactSet& facts, std::int64_t width, std::uint64_t seed, const GdConfig& cfg,

@@ -209,20 +209,8 @@ GdResult train_gd_cpu(const FactSet& facts, std::int64_t width, std::uint64_t se
   res.epochs_run = start;
 
   auto save = [&](std::int64_t epochs_done, bool done) {
-    GdCheckpoint ck;
-    ck.params = ar.params;
-    ck.m = ar.m;
-    ck.v = ar.v;
-    ck.epoch = epochs_done;
-    ck.finished = done;
-    ck.stopped_early = res.stopped_early;
-    ck.final_loss = res.final_loss;
-    ck.wall_s = wall_before + seconds_since(t_start);
-    ck.loss_curve = res.loss_curve;
-    ck.accuracy_curve = res.accuracy_curve;
-    ck.curve_epoch = res.curve_epoch;
-    ck.fingerprint = fingerprint;
-    write_gd_checkpoint(cfg.checkpoint, ck);
+    write_gd_checkpoint(cfg.checkpoint, make_gd_checkpoint(ar.params, ar.m, ar.v, res, epochs_done, done,
+                                                           wall_before + seconds_since(t_start), fingerprint));
   };
 
   auto last_ck = Clock::now();

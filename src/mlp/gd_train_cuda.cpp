@@ -139,18 +139,10 @@ GdResult train_gd_cuda(const FactSet& facts, std::int64_t width, std::uint64_t s
 
   const bool ck_on = !cfg.checkpoint.empty();
   auto save = [&](std::int64_t epochs_done, bool done) {
-    GdCheckpoint ck;
-    dev.download_arenas(&ck.params, &ck.m, &ck.v);
-    ck.epoch = epochs_done;
-    ck.finished = done;
-    ck.stopped_early = res.stopped_early;
-    ck.final_loss = res.final_loss;
-    ck.wall_s = wall_before + seconds_since(t_start);
-    ck.loss_curve = res.loss_curve;
-    ck.accuracy_curve = res.accuracy_curve;
-    ck.curve_epoch = res.curve_epoch;
-    ck.fingerprint = fingerprint;
-    write_gd_checkpoint(cfg.checkpoint, ck);
+    std::vector<double> p, m, v;
+    dev.download_arenas(&p, &m, &v);
+    write_gd_checkpoint(cfg.checkpoint, make_gd_checkpoint(std::move(p), std::move(m), std::move(v), res, epochs_done,
+                                                           done, wall_before + seconds_since(t_start), fingerprint));
   };
 
   std::int64_t host_step = start;
