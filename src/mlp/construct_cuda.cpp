@@ -13,6 +13,7 @@
 #include "core/rng.hpp"
 #include "mlp/construct_cuda_impl.hpp"
 #include "mlp/constructions.hpp"
+#include "mlp/gd_train.hpp"
 #include "mlp_features.cuh"
 
 namespace memcap::mlp {
@@ -229,6 +230,14 @@ void throw_nonfinite(const MethodSpec& method, const Dims& z) {
 
 GatedMLP build_mlp_cuda(const MethodSpec& method, const FactSet& facts, std::int64_t width, std::uint64_t seed,
                         gpu::Handles& h, const CudaTuning& tuning) {
+  if (method.kind == MethodKind::gd) {  // trained, not constructed: the GD trainer on the same stream
+    require(width >= 0, "--width must be >= 1 (got {})", width);
+    const std::int64_t m = width == 0 ? default_width(method.kind, facts.d()) : width;
+    GatedMLP mlp = train_gd_cuda(facts, m, seed, method.gd, h).mlp;
+    mlp.method = method.text;
+    mlp.param_count = param_count(method.kind, mlp.width(), facts.d());
+    return mlp;
+  }
   Request q = make_request(method, facts, width, seed, tuning, false);
   q.careful = true;
   const std::size_t bytes = plan_bytes(q);

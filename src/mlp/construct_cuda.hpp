@@ -24,7 +24,8 @@ struct CudaProbe {
   std::string solver_note;  // which solver ran (as GatedMLP::solver_note)
 };
 
-// Build the method's MLP on the GPU and copy it back (float64) — the same model build_mlp makes.
+// Build the method's MLP on the GPU and copy it back (float64) — the same model build_mlp makes (gd: trained
+// by train_gd_cuda on the handles' stream).
 GatedMLP build_mlp_cuda(const MethodSpec& method, const FactSet& facts, std::int64_t width, std::uint64_t seed,
                         gpu::Handles& h);
 // Build and evaluate without copying the model back (what a capacity probe needs).

@@ -39,6 +39,7 @@
 #include "mlp/construct_cuda.hpp"
 #include "mlp/constructions.hpp"
 #include "mlp/factset.hpp"
+#include "mlp/gd_train.hpp"
 #include "mlp/method.hpp"
 
 using namespace memcap;
@@ -345,6 +346,24 @@ TEST_CASE("concurrent probes from two host threads (own Stream/Handles) equal th
   CHECK(rel_scalar(par_d.min_margin, seq_d.min_margin) <= kSameCode);
   CHECK(note_head(par_d.solver_note) == note_head(seq_d.solver_note));
   CHECK(note_tail(par_d.solver_note) == note_tail(seq_d.solver_note));
+}
+
+TEST_CASE("build_mlp_cuda with gd trains through train_gd_cuda (what hebb ssfr --mlp gd uses on the GPU)") {
+  const FactSet fs = make_facts(16, 32, true, "permutation", 17);
+  MethodSpec gd = parse_method("gd:transformer");
+  gd.gd.epochs = 400;
+  gpu::Stream s;
+  gpu::Handles h(s);
+  const GatedMLP built = build_mlp_cuda(gd, fs, 64, 9, h);
+  const GdResult direct = train_gd_cuda(fs, 64, 9, gd.gd, h);
+  CHECK(built.method == gd.text);
+  CHECK(built.width() == 64);
+  CHECK(built.param_count == direct.mlp.param_count);
+  // The same device code on the same data: expected bitwise equal (fixed-order reductions).
+  CHECK(rel(built.A, direct.mlp.A) <= kSameCode);
+  CHECK(rel(built.G, direct.mlp.G) <= kSameCode);
+  CHECK(rel(built.B, direct.mlp.B) <= kSameCode);
+  CHECK(cpu_eval(built, fs).accuracy == cpu_eval(direct.mlp, fs).accuracy);
 }
 
 TEST_CASE("an impossible size is a UserError (exit 2) before any allocation; bad requests are rejected") {
