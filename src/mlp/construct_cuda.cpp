@@ -235,7 +235,7 @@ GatedMLP build_mlp_cuda(const MethodSpec& method, const FactSet& facts, std::int
     const std::int64_t m = width == 0 ? default_width(method.kind, facts.d()) : width;
     GatedMLP mlp = train_gd_cuda(facts, m, seed, method.gd, h).mlp;
     mlp.method = method.text;
-    mlp.param_count = param_count(method.kind, mlp.width(), facts.d());
+    mlp.param_count = param_count(method, mlp.width(), facts.d());  // biases included, as build_mlp
     return mlp;
   }
   Request q = make_request(method, facts, width, seed, tuning, false);
