@@ -21,6 +21,13 @@
 
 namespace memcap::nn::cuda {
 
+// The one cuBLAS GEMM call of the nn kernels: column-major C[m,n] = alpha op(A) op(B) + beta C (cublas<S|D>gemm).
+template <class T>
+void gemm_cm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T* A,
+             int lda, const T* B, int ldb, T beta, T* C, int ldc);
+// v as a cuBLAS int; UserError "<layer>: <what> = v is outside cuBLAS's 32-bit range" otherwise.
+int cublas_int(std::int64_t v, const char* layer, const char* what);
+
 // Row-major GEMM on the handle's stream: C[M,N] = op(A)[M,K] · op(B)[K,N] + beta·C, where op(A) = A
 // stored M×K, or Aᵀ with A stored K×M when ta; likewise op(B) (B stored K×N, or N×K when tb). Sizes
 // beyond cuBLAS's int range are a UserError. The one row-major GEMM wrapper of the trainers.

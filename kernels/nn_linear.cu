@@ -42,30 +42,35 @@ __global__ void bias_grad_kernel(T* __restrict__ dbias, const T* __restrict__ do
   }
 }
 
-int to_int(std::int64_t v, const char* what) {
+int to_int(std::int64_t v, const char* what) { return cublas_int(v, "linear layer", what); }
+
+}  // namespace
+
+int cublas_int(std::int64_t v, const char* layer, const char* what) {
   if (v < 0 || v > INT_MAX)
-    cuda_detail::throw_user_error(std::string("linear layer: ") + what + " = " + std::to_string(v) +
+    cuda_detail::throw_user_error(std::string(layer) + ": " + what + " = " + std::to_string(v) +
                                   " is outside cuBLAS's 32-bit range; use smaller shapes");
   return static_cast<int>(v);
 }
 
-// Column-major C[m,n] = alpha op(A) op(B) + beta C.
 template <class T>
-void gemm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T* A,
-          int lda, const T* B, int ldb, T beta, T* C, int ldc) {
+void gemm_cm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T* A,
+             int lda, const T* B, int ldb, T beta, T* C, int ldc) {
   if constexpr (std::is_same_v<T, float>)
     MEMCAP_CUBLAS_CHECK(cublasSgemm(h, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc));
   else
     MEMCAP_CUBLAS_CHECK(cublasDgemm(h, ta, tb, m, n, k, &alpha, A, lda, B, ldb, &beta, C, ldc));
 }
-
-}  // namespace
+template void gemm_cm<float>(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, float, const float*,
+                             int, const float*, int, float, float*, int);
+template void gemm_cm<double>(cublasHandle_t, cublasOperation_t, cublasOperation_t, int, int, int, double,
+                              const double*, int, const double*, int, double, double*, int);
 
 template <class T>
 void gemm_rm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const T* A,
              const T* B, T* C, double beta) {
   // Row-major C = op(A) op(B) is column-major Cᵀ = op(B)ᵀ op(A)ᵀ: swap the operands.
-  gemm<T>(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, to_int(N, "N"), to_int(M, "M"),
+  gemm_cm<T>(h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, to_int(N, "N"), to_int(M, "M"),
           to_int(K, "K"), T(1), B, to_int(tb ? K : N, "ldb"), A, to_int(ta ? M : K, "lda"), static_cast<T>(beta), C,
           to_int(N, "ldc"));
 }
@@ -90,7 +95,7 @@ void linear_forward(T* out, const T* inp, const T* W, const T* bias, std::int64_
   if (n == 0 || oc == 0) return;
   check_handle_stream(h, stream);
   // out_cm (OC x N) = W_cmᵀ (OC x C) · inp_cm (C x N)
-  gemm<T>(h, CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, T(1), W, c > 0 ? c : 1, inp, c > 0 ? c : 1, T(0), out, oc);
+  gemm_cm<T>(h, CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, T(1), W, c > 0 ? c : 1, inp, c > 0 ? c : 1, T(0), out, oc);
   if (bias) {
     bias_add_kernel<T><<<dev::elem_blocks(N * OC), dev::kElemThreads, 0, stream>>>(out, bias, N, OC);
     MEMCAP_CUDA_CHECK_LAUNCH("bias_add_kernel");
@@ -104,9 +109,9 @@ void linear_backward(T* dinp, T* dW, T* dbias, const T* dout, const T* inp, cons
   check_handle_stream(h, stream);
   const int ldc = c > 0 ? c : 1, ldo = oc > 0 ? oc : 1;
   // dinp_cm (C x N) = W_cm (C x OC) · dout_cm (OC x N)
-  if (dinp && n > 0 && c > 0) gemm<T>(h, CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, T(1), W, ldc, dout, ldo, T(0), dinp, ldc);
+  if (dinp && n > 0 && c > 0) gemm_cm<T>(h, CUBLAS_OP_N, CUBLAS_OP_N, c, n, oc, T(1), W, ldc, dout, ldo, T(0), dinp, ldc);
   // dW_cm (C x OC) += inp_cm (C x N) · dout_cmᵀ (N x OC)
-  if (dW && c > 0 && oc > 0) gemm<T>(h, CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, T(1), inp, ldc, dout, ldo, T(1), dW, ldc);
+  if (dW && c > 0 && oc > 0) gemm_cm<T>(h, CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, T(1), inp, ldc, dout, ldo, T(1), dW, ldc);
   if (dbias && oc > 0 && n > 0) {
     const dim3 grid(static_cast<unsigned>((OC + 31) / 32)), block(32, 32);
     bias_grad_kernel<T><<<grid, block, 0, stream>>>(dbias, dout, N, OC);

@@ -11,70 +11,15 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "core/threads.hpp"
+#include "nn_test_util.hpp"
 #include "nn/arena.hpp"
 #include "nn/layers.hpp"
 
 using namespace memcap;
 using namespace memcap::nn;
+using namespace memcap::test;
 
 namespace {
-
-constexpr double kFdStep = 1e-6;      // central-difference step
-constexpr double kFdRelTol = 1e-6;    // ||analytic − FD|| / ||FD||, float64
-constexpr double kExactRelTol = 1e-13;  // round-off level agreement (same math, other order)
-constexpr std::int64_t kMaxFdEntries = 48;  // FD-checked entries per tensor (all when fewer)
-
-std::vector<double> randu(std::int64_t n, std::uint64_t seed, double lo = -1, double hi = 1) {
-  std::vector<double> v(static_cast<std::size_t>(n));
-  for (std::int64_t i = 0; i < n; ++i)
-    v[static_cast<std::size_t>(i)] = lo + (hi - lo) * rng::uniform(seed, rng::kUser, static_cast<std::uint64_t>(i));
-  return v;
-}
-
-double norm(const std::vector<double>& v) {
-  double s = 0;
-  for (double x : v) s += x * x;
-  return std::sqrt(s);
-}
-
-double rel_err(const std::vector<double>& a, const std::vector<double>& b) {
-  std::vector<double> d(a.size());
-  for (std::size_t i = 0; i < a.size(); ++i) d[i] = a[i] - b[i];
-  return norm(d) / std::max(norm(b), 1e-300);
-}
-
-// Compare the analytic gradient `grad` of f with central differences on up to kMaxFdEntries
-// entries of x (f reads x).
-double fd_check(const std::function<double()>& f, std::vector<double>& x, const std::vector<double>& grad,
-                std::uint64_t seed) {
-  const auto n = static_cast<std::int64_t>(x.size());
-  std::vector<std::int64_t> idx;
-  if (n <= kMaxFdEntries) {
-    for (std::int64_t i = 0; i < n; ++i) idx.push_back(i);
-  } else {
-    for (std::int64_t k = 0; k < kMaxFdEntries; ++k)
-      idx.push_back(static_cast<std::int64_t>(rng::below(seed, rng::kUser + 7, static_cast<std::uint64_t>(k),
-                                                         static_cast<std::uint64_t>(n))));
-  }
-  std::vector<double> num, ana;
-  for (const auto i : idx) {
-    const double x0 = x[static_cast<std::size_t>(i)];
-    x[static_cast<std::size_t>(i)] = x0 + kFdStep;
-    const double fp = f();
-    x[static_cast<std::size_t>(i)] = x0 - kFdStep;
-    const double fm = f();
-    x[static_cast<std::size_t>(i)] = x0;
-    num.push_back((fp - fm) / (2 * kFdStep));
-    ana.push_back(grad[static_cast<std::size_t>(i)]);
-  }
-  return rel_err(ana, num);
-}
-
-double dot(const std::vector<double>& a, const std::vector<double>& b) {
-  double s = 0;
-  for (std::size_t i = 0; i < a.size(); ++i) s += a[i] * b[i];
-  return s;
-}
 
 struct Shape {
   std::int64_t N, C, OC;
