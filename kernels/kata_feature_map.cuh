@@ -24,6 +24,7 @@ struct DeviceMap {
   int n_features = 0;  // packed n_ψ
   int n_padded = 0;    // n_ψ rounded up to kFeatureBlock
   float eps = 0.f, scale = 1.f;
+  double eps_d = 0.0, scale_d = 1.0;  // the same constants in float64 (the Acc = double instantiations)
 };
 inline DeviceMap device_map(const MapParams& p) {
   DeviceMap dm;
@@ -35,6 +36,8 @@ inline DeviceMap device_map(const MapParams& p) {
   dm.n_padded = (dm.n_features + kFeatureBlock - 1) / kFeatureBlock * kFeatureBlock;
   dm.eps = static_cast<float>(p.eps);
   dm.scale = static_cast<float>(p.scale);
+  dm.eps_d = p.eps;
+  dm.scale_d = p.scale;
   return dm;
 }
 
@@ -46,6 +49,44 @@ template <> __device__ __forceinline__ __nv_bfloat16 from_f<__nv_bfloat16>(float
 
 constexpr float kSqrt2f = 1.41421356237309515f;
 constexpr float kInvSqrt2f = 0.70710678118654752f;
+
+// Arithmetic type Acc of the functions below: float (every kernel's default, bit-identical to the fp32
+// code) or double (the float64 twins of the MQAR mixer cores, tested against the CPU to 1e-10).
+template <class Acc, class E>
+__device__ __forceinline__ Acc to_acc(E x) {
+  if constexpr (std::is_same_v<Acc, float>) return to_f(x);
+  else return static_cast<Acc>(x);
+}
+template <class Acc>
+__device__ __forceinline__ Acc acc_sqrt(Acc x) {
+  if constexpr (std::is_same_v<Acc, float>) return sqrtf(x);
+  else return sqrt(x);
+}
+template <class Acc>
+__device__ __forceinline__ Acc acc_max(Acc a, Acc b) {
+  if constexpr (std::is_same_v<Acc, float>) return fmaxf(a, b);
+  else return fmax(a, b);
+}
+template <class Acc>
+__host__ __device__ __forceinline__ Acc map_eps(const DeviceMap& mp) {
+  if constexpr (std::is_same_v<Acc, float>) return mp.eps;
+  else return static_cast<Acc>(mp.eps_d);
+}
+template <class Acc>
+__host__ __device__ __forceinline__ Acc map_scale(const DeviceMap& mp) {
+  if constexpr (std::is_same_v<Acc, float>) return mp.scale;
+  else return static_cast<Acc>(mp.scale_d);
+}
+template <class Acc>
+__device__ __forceinline__ constexpr Acc sqrt2_of() {
+  if constexpr (std::is_same_v<Acc, float>) return kSqrt2f;
+  else return 1.41421356237309515;
+}
+template <class Acc>
+__device__ __forceinline__ constexpr Acc inv_sqrt2_of() {
+  if constexpr (std::is_same_v<Acc, float>) return kInvSqrt2f;
+  else return 0.70710678118654752;
+}
 
 // Packed index l of an m x m symmetric factor -> (i, j): l < m diagonal, then the upper triangle by rows.
 __host__ __device__ __forceinline__ void packed_pair(int m, int l, int& i, int& j) {
@@ -65,31 +106,33 @@ __host__ __device__ __forceinline__ void packed_pair(int m, int l, int& i, int& 
 }
 
 // Per-row scalar some maps need: Lorentz (L3) ‖x_{0..d-2}‖, LorentzLift / LorentzRay ‖x‖; 0 otherwise.
-template <MapKind K, class E>
-__device__ __forceinline__ float psi_aux(const DeviceMap& mp, const E* x) {
+template <MapKind K, class Acc = float, class E>
+__device__ __forceinline__ Acc psi_aux(const DeviceMap& mp, const E* x) {
   if constexpr (K == MapKind::Lorentz || K == MapKind::LorentzLift || K == MapKind::LorentzRay) {
     const int n = K == MapKind::Lorentz ? mp.d - 1 : mp.d;
-    float s = 0.f;
+    Acc s = Acc(0);
     for (int i = 0; i < n; ++i) {
-      const float v = to_f(x[i]);
+      const Acc v = to_acc<Acc>(x[i]);
       s += v * v;
     }
-    return sqrtf(s);
+    return acc_sqrt(s);
   } else {
-    return 0.f;
+    return Acc(0);
   }
 }
 
 // One feature column f, precomputed once: ψ_f(x) = mult · Σ_{a in [a0,a1)} x[a m + i] x[a m + j] + add (PSD
 // maps), or coordinate i of the elementwise maps. Inactive (padding, f >= n_ψ) evaluates to 0.
-struct FeatureSlot {
+template <class Acc = float>
+struct FeatureSlotT {
   int i = 0, j = 0, a0 = 0, a1 = 0;
-  float mult = 0.f, add = 0.f;
+  Acc mult = Acc(0), add = Acc(0);
   bool active = false;
 };
-template <MapKind K>
-__device__ __forceinline__ FeatureSlot make_slot(const DeviceMap& mp, int f) {
-  FeatureSlot s;
+using FeatureSlot = FeatureSlotT<float>;
+template <MapKind K, class Acc = float>
+__device__ __forceinline__ FeatureSlotT<Acc> make_slot(const DeviceMap& mp, int f) {
+  FeatureSlotT<Acc> s;
   if (f >= mp.n_features) return s;
   s.active = true;
   if constexpr (K == MapKind::BlockPsd || K == MapKind::SumPsd) {
@@ -103,82 +146,82 @@ __device__ __forceinline__ FeatureSlot make_slot(const DeviceMap& mp, int f) {
       l = f - s.a0 * np;
     }
     packed_pair(mp.m, l, s.i, s.j);
-    s.mult = (s.i != s.j ? kSqrt2f : 1.f) * (K == MapKind::SumPsd ? mp.scale : 1.f);
-    s.add = s.i == s.j ? mp.eps : 0.f;
+    s.mult = (s.i != s.j ? sqrt2_of<Acc>() : Acc(1)) * (K == MapKind::SumPsd ? map_scale<Acc>(mp) : Acc(1));
+    s.add = s.i == s.j ? map_eps<Acc>(mp) : Acc(0);
   } else {
     s.i = f;
-    s.add = K == MapKind::Orthant ? mp.eps : 0.f;
+    s.add = K == MapKind::Orthant ? map_eps<Acc>(mp) : Acc(0);
   }
   return s;
 }
 
 // ψ_f(x) from its slot; aux = psi_aux<K>(mp, x).
-template <MapKind K, class E>
-__device__ __forceinline__ float eval_slot(const DeviceMap& mp, const FeatureSlot& s, const E* x, float aux) {
-  if (!s.active) return 0.f;
+template <MapKind K, class Acc = float, class E>
+__device__ __forceinline__ Acc eval_slot(const DeviceMap& mp, const FeatureSlotT<Acc>& s, const E* x, Acc aux) {
+  if (!s.active) return Acc(0);
   if constexpr (K == MapKind::Linear) {
-    return to_f(x[s.i]);
+    return to_acc<Acc>(x[s.i]);
   } else if constexpr (K == MapKind::Orthant) {
-    return fmaxf(to_f(x[s.i]), 0.f) + s.add;
+    return acc_max(to_acc<Acc>(x[s.i]), Acc(0)) + s.add;
   } else if constexpr (K == MapKind::Lorentz) {
-    if (s.i < mp.d - 1) return to_f(x[s.i]);
-    const float z = to_f(x[mp.d - 1]);
-    return aux * (1.f + z * z);
+    if (s.i < mp.d - 1) return to_acc<Acc>(x[s.i]);
+    const Acc z = to_acc<Acc>(x[mp.d - 1]);
+    return aux * (Acc(1) + z * z);
   } else if constexpr (K == MapKind::LorentzLift) {
-    return s.i < mp.d ? to_f(x[s.i]) : aux;
+    return s.i < mp.d ? to_acc<Acc>(x[s.i]) : aux;
   } else if constexpr (K == MapKind::LorentzRay) {
-    return s.i < mp.d ? to_f(x[s.i]) * kInvSqrt2f / fmaxf(aux, 1e-30f) : kInvSqrt2f;
+    return s.i < mp.d ? to_acc<Acc>(x[s.i]) * inv_sqrt2_of<Acc>() / acc_max(aux, Acc(1e-30f)) : inv_sqrt2_of<Acc>();
   } else if constexpr (K == MapKind::BlockPsd) {
-    return s.mult * (to_f(x[s.a0 * mp.m + s.i]) * to_f(x[s.a0 * mp.m + s.j])) + s.add;
+    return s.mult * (to_acc<Acc>(x[s.a0 * mp.m + s.i]) * to_acc<Acc>(x[s.a0 * mp.m + s.j])) + s.add;
   } else if constexpr (K == MapKind::SumPsd) {
-    float acc = 0.f;
-    for (int a = 0; a < mp.g; ++a) acc += to_f(x[a * mp.m + s.i]) * to_f(x[a * mp.m + s.j]);
+    Acc acc = Acc(0);
+    for (int a = 0; a < mp.g; ++a) acc += to_acc<Acc>(x[a * mp.m + s.i]) * to_acc<Acc>(x[a * mp.m + s.j]);
     return s.mult * acc + s.add;
   } else {
-    return 0.f;  // EvenDegree / Softmax: no device ψ (capacity runs deg2 as M_1; softmax has no ψ)
+    return Acc(0);  // EvenDegree / Softmax: no device ψ (capacity runs deg2 as M_1; softmax has no ψ)
   }
 }
 
-// ψ_f(x) for one raw row x (width d) in fp32; 0 for padding features f >= n_ψ.
-template <MapKind K, class E>
-__device__ __forceinline__ float psi_value(const DeviceMap& mp, const E* x, int f, float aux) {
-  return eval_slot<K>(mp, make_slot<K>(mp, f), x, aux);
+// ψ_f(x) for one raw row x (width d) in Acc (fp32 by default); 0 for padding features f >= n_ψ.
+template <MapKind K, class Acc = float, class E>
+__device__ __forceinline__ Acc psi_value(const DeviceMap& mp, const E* x, int f, Acc aux) {
+  return eval_slot<K, Acc>(mp, make_slot<K, Acc>(mp, f), x, aux);
 }
 
-// VJP of ψ for one row: gx[0..d) = J_ψ(x)ᵀ gpsi (gpsi has n_ψ entries). One-sided choices where ψ is not
+// VJP of ψ for one row: gx[0..d) = J_ψ(x)ᵀ gpsi (gpsi has n_ψ entries), in Acc (fp32 by default). One-sided choices where ψ is not
 // differentiable, as on the CPU: ReLU'(0) = 0, ∂‖y‖ = 0 at y = 0.
-template <MapKind K, class E>
-__device__ void psi_vjp_row(const DeviceMap& mp, const E* x, const float* gpsi, float* gx) {
+template <MapKind K, class Acc = float, class E>
+__device__ void psi_vjp_row(const DeviceMap& mp, const E* x, const Acc* gpsi, Acc* gx) {
   const int d = mp.d;
   if constexpr (K == MapKind::Linear) {
     for (int i = 0; i < d; ++i) gx[i] = gpsi[i];
   } else if constexpr (K == MapKind::Orthant) {
-    for (int i = 0; i < d; ++i) gx[i] = to_f(x[i]) > 0.f ? gpsi[i] : 0.f;
+    for (int i = 0; i < d; ++i) gx[i] = to_acc<Acc>(x[i]) > Acc(0) ? gpsi[i] : Acc(0);
   } else if constexpr (K == MapKind::Lorentz) {
-    const float ny = psi_aux<K>(mp, x), s = to_f(x[d - 1]), gl = gpsi[d - 1];
-    for (int i = 0; i + 1 < d; ++i) gx[i] = gpsi[i] + (ny > 0.f ? gl * (1.f + s * s) * to_f(x[i]) / ny : 0.f);
-    gx[d - 1] = gl * ny * 2.f * s;
+    const Acc ny = psi_aux<K, Acc>(mp, x), s = to_acc<Acc>(x[d - 1]), gl = gpsi[d - 1];
+    for (int i = 0; i + 1 < d; ++i) gx[i] = gpsi[i] + (ny > Acc(0) ? gl * (Acc(1) + s * s) * to_acc<Acc>(x[i]) / ny : Acc(0));
+    gx[d - 1] = gl * ny * Acc(2) * s;
   } else if constexpr (K == MapKind::LorentzLift) {
-    const float n = psi_aux<K>(mp, x);
-    for (int i = 0; i < d; ++i) gx[i] = gpsi[i] + (n > 0.f ? gpsi[d] * to_f(x[i]) / n : 0.f);
+    const Acc n = psi_aux<K, Acc>(mp, x);
+    for (int i = 0; i < d; ++i) gx[i] = gpsi[i] + (n > Acc(0) ? gpsi[d] * to_acc<Acc>(x[i]) / n : Acc(0));
   } else if constexpr (K == MapKind::LorentzRay) {
-    const float n = psi_aux<K>(mp, x);
-    float dot = 0.f;
-    for (int i = 0; i < d; ++i) dot += to_f(x[i]) * gpsi[i];
-    for (int i = 0; i < d; ++i) gx[i] = n > 0.f ? kInvSqrt2f * (gpsi[i] - dot * to_f(x[i]) / (n * n)) / n : 0.f;
+    const Acc n = psi_aux<K, Acc>(mp, x);
+    Acc dot = Acc(0);
+    for (int i = 0; i < d; ++i) dot += to_acc<Acc>(x[i]) * gpsi[i];
+    for (int i = 0; i < d; ++i) gx[i] = n > Acc(0) ? inv_sqrt2_of<Acc>() * (gpsi[i] - dot * to_acc<Acc>(x[i]) / (n * n)) / n : Acc(0);
   } else if constexpr (K == MapKind::BlockPsd || K == MapKind::SumPsd) {
-    for (int i = 0; i < d; ++i) gx[i] = 0.f;
+    for (int i = 0; i < d; ++i) gx[i] = Acc(0);
     for (int f = 0; f < mp.n_features; ++f) {
-      const FeatureSlot s = make_slot<K>(mp, f);
-      const float w = s.mult * gpsi[f];
+      const FeatureSlotT<Acc> s = make_slot<K, Acc>(mp, f);
+      const Acc w = s.mult * gpsi[f];
       for (int a = s.a0; a < s.a1; ++a) {
         const int ii = a * mp.m + s.i, jj = a * mp.m + s.j;
-        gx[ii] += w * to_f(x[jj]);
-        gx[jj] += w * to_f(x[ii]);  // i == j: the two terms give 2 x_i
+        gx[ii] += w * to_acc<Acc>(x[jj]);
+        gx[jj] += w * to_acc<Acc>(x[ii]);  // i == j: the two terms give 2 x_i
       }
     }
   } else {
-    for (int i = 0; i < d; ++i) gx[i] = 0.f;
+    for (int i = 0; i < d; ++i) gx[i] = Acc(0);
   }
 }
 

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <omp.h>
 
+#include <algorithm>
 #include <cmath>
 #include <vector>
 
@@ -145,4 +146,31 @@ TEST_CASE("bad training configurations are refused") {
   c = tiny_config("m2");
   c.train.clear();
   CHECK_THROWS_AS(train_mqar(c), UserError);
+  c = tiny_config("m2");
+  c.device = "tpu";
+  CHECK_THROWS_AS(train_mqar(c), UserError);
+}
+
+TEST_CASE("epoch plan (shared by the CPU and GPU trainers): every example once, batches shuffled per epoch") {
+  MqarTrainConfig c = tiny_config("m2");
+  TaskSlice s2 = c.train[0];
+  s2.examples = 50;  // 2 batches of 32 and 18
+  c.train.push_back(s2);
+  const MqarEpochPlan a = mqar_epoch_plan(c, 0), b = mqar_epoch_plan(c, 1);
+  REQUIRE(a.batches.size() == 5);  // 3 + 2
+  CHECK(a.batches.size() == static_cast<std::size_t>(c.steps_per_epoch()));
+  REQUIRE(a.order.size() == 5);
+  std::vector<std::int64_t> seen(5, 0);
+  for (std::int64_t i : a.order) ++seen[static_cast<std::size_t>(i)];
+  CHECK(seen == std::vector<std::int64_t>(5, 1));
+  for (std::size_t s = 0; s < 2; ++s) {
+    std::vector<std::int64_t> p = a.perm[s];
+    CHECK(static_cast<std::int64_t>(p.size()) == c.train[s].examples);
+    std::sort(p.begin(), p.end());
+    for (std::size_t i = 0; i < p.size(); ++i) CHECK(p[i] == static_cast<std::int64_t>(i));
+  }
+  CHECK(a.perm[0] != b.perm[0]);  // a new order each epoch
+  const MqarEpochPlan a2 = mqar_epoch_plan(c, 0);
+  CHECK(a2.order == a.order);  // a pure function of (seed, epoch)
+  CHECK(a2.perm == a.perm);
 }

@@ -1,6 +1,6 @@
 // `kata mqar train`: train the Zoology-style MQAR language model of the KATA paper (spec kata.md §4.1–4.5)
-// with one sequence mixer at one learning rate on the CPU, evaluate it per slice, and write the curves,
-// the per-slice accuracy, cap_0.99 / cap_0.90, the parameter count and the state size (docs/kata-mqar.md).
+// with one sequence mixer at one learning rate on the CPU or the GPU, evaluate it per slice, and write the
+// curves, the per-slice accuracy, cap_0.99 / cap_0.90, the parameter count and the state size (docs/kata-mqar.md).
 #include <fmt/format.h>
 
 #include <algorithm>
@@ -10,9 +10,13 @@
 
 #include "cli/app.hpp"
 #include "core/error.hpp"
+#include "core/device.hpp"
+#include "core/gpu.hpp"
 #include "core/threads.hpp"
 #include "io/output_file.hpp"
 #include "kata/mqar_train.hpp"
+#include "kata/mqar_train_cuda.hpp"
+#include "mqar_sweeps.hpp"
 #include "sweep/progress.hpp"
 #include "sweep/sweep.hpp"
 
@@ -100,21 +104,19 @@ void print_plan(const MqarState& st, const MqarModel& model, std::int64_t state,
              c.beta2, c.weight_decay, c.clip);
   fmt::print("  schedule  batch {}  epochs {}  steps/epoch {}  steps {}  eval every {} epoch(s)  early stop {}\n",
              c.batch, c.epochs, c.steps_per_epoch(), c.steps_per_epoch() * c.epochs, c.eval_every, c.early_stop);
-  fmt::print("  compute   cpu:{}  micro-batch {} tokens  threads {}  memory ~{:.0f} MB\n", c.precision, c.micro_tokens,
-             max_threads(), bytes / 1e6);
+  if (c.device == "cuda")
+    fmt::print("  compute   cuda:{}  one CUDA graph per batch shape  GPU memory ~{:.0f} MB\n", c.precision, bytes / 1e6);
+  else
+    fmt::print("  compute   cpu:{}  micro-batch {} tokens  threads {}  memory ~{:.0f} MB\n", c.precision, c.micro_tokens,
+               max_threads(), bytes / 1e6);
   fmt::print("  output    {}\n", st.common.out.empty() ? std::string("(none: give --out)") : st.common.out);
 }
 
 void run_mqar_train(CLI::App* sub, MqarState& st) {
-  if (st.common.device == "cuda")
-    throw DeviceError("the CUDA training path of kata mqar train is not built yet; use --device cpu (or auto, which "
-                      "runs on the CPU)");
-  cli::CommonOptions common = st.common;
-  common.device = "cpu";  // the only path: auto says so below instead of naming a GPU it will not use
-  const auto prep = cli::prepare(sub, common);
+  const auto prep = cli::prepare(sub, st.common);  // auto: the GPU when one is usable (says which)
   if (prep.done) return;
-  if (st.common.device == "auto" && cli::verbosity() >= 0)
-    fmt::print(stderr, "device: cpu (kata mqar train has a CPU path only)\n");
+  const bool on_gpu = prep.ctx.device.device == Device::cuda;
+  st.cfg.device = on_gpu ? "cuda" : "cpu";
   st.cfg.model.validate();  // model flags first: their messages name the flag (--vocab, --d-model, ...)
   resolve_slices(sub, st);
   st.cfg.seed = st.common.seed;
@@ -122,14 +124,22 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
   const MqarModel model = MqarModel::build(st.cfg.model);
   const std::int64_t longest = st.cfg.eval.empty() ? st.cfg.train.back().seq_len : st.cfg.eval.back().seq_len;
   const std::int64_t state = model.state_size(longest);
-  const double bytes = mqar_memory_bytes(st.cfg, max_threads());
+  const double bytes =
+      on_gpu ? static_cast<double>(mqar_cuda_memory_bytes(st.cfg)) : mqar_memory_bytes(st.cfg, max_threads());
   if (st.dry_run) {
     print_plan(st, model, state, bytes);
     return;
   }
   require(!st.common.out.empty(), "--out FILE.h5 is required (where the curves and per-slice accuracy are written)");
   io::check_output_path(st.common.out);
-  sweep::require_memory(bytes, fmt::format("kata mqar train --mixer {}", st.cfg.model.mixer));
+  if (on_gpu) {
+#ifdef MEMCAP_HAVE_CUDA
+    gpu::require_device_memory(static_cast<std::size_t>(bytes),
+                               fmt::format("kata mqar train --mixer {} on the GPU", st.cfg.model.mixer));
+#endif
+  } else {
+    sweep::require_memory(bytes, fmt::format("kata mqar train --mixer {}", st.cfg.model.mixer));
+  }
 
   sweep::Progress progress(st.cfg.steps_per_epoch() * st.cfg.epochs, st.progress, "kata mqar train", "steps");
   st.cfg.on_step = [&progress](std::int64_t done, std::int64_t, double loss, double acc) {
@@ -265,7 +275,8 @@ void add_train(CLI::App* mqar) {
       "train",
       "Train the MQAR language model of the KATA paper (spec kata.md §4.4: tied embedding, 2 pre-norm blocks,\n"
       "BaseConv(k=3) in layer 0, the mixer in layer 1, no positional embeddings) with one mixer at one learning\n"
-      "rate on the CPU, then evaluate it per slice. Mixers: softmax (MHA, 1 head by default), m1, m2, m4, sigma2,\n"
+      "rate on the CPU or the GPU (--device: CUDA graphs, fp32 master weights), then evaluate it per slice.\n"
+      "Mixers: softmax (MHA, 1 head by default), m1, m2, m4, sigma2,\n"
       "sigma4, orthant, lorentz (normalized KATA, quadratic form, ShortConv(k=4) on q/k/v, per-head output\n"
       "RMSNorm, eps 1e-4 PSD / 1e-6 orthant), delta-m1, delta-m2 (DeltaKATA: delta rule on psi of l2-normalized\n"
       "q, k, beta = sigmoid(W_beta x), chunked with the Neumann-doubling inverse). Data (§4.1): without\n"
@@ -313,7 +324,8 @@ void add_train(CLI::App* mqar) {
       ->capture_default_str();
   sub->add_option("--early-stop", c.early_stop, "Stop once every evaluation slice reaches this accuracy (>1 = never)")
       ->capture_default_str();
-  sub->add_option("--precision", c.precision, "Forward/backward precision on the CPU: f32 or f64 (float64 reference)")
+  sub->add_option("--precision", c.precision,
+                  "Forward/backward precision: f32 or f64 (float64 reference; on the GPU f64 keeps float64 weights)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f64"}));
   sub->add_option("--micro-tokens", c.micro_tokens, "Tokens per micro-batch (parallel unit; results do not depend on "
@@ -331,9 +343,11 @@ memcap::cli::Register reg("kata", 70, [](CLI::App& tool) {
   auto* mqar = tool.add_subcommand(
       "mqar",
       "Trained recall capacity of KATA mixers on MQAR (spec kata.md §4): a Zoology-style 2-layer language model\n"
-      "trained on multi-query associative recall. Subcommands: train (one mixer, one learning rate, CPU).");
+      "trained on multi-query associative recall. Subcommands: train (one mixer, one learning rate, CPU or GPU), table2\n"
+      "(the Table 2 sweep: mixers x learning rates x seeds, best learning rate per row).");
   mqar->require_subcommand(1);
   add_train(mqar);
+  memcap::kata_app::add_mqar_table2(mqar);
 });
 
 }  // namespace

@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "core/threads.hpp"
+#include "kata/mqar_train_cuda.hpp"
 #include "nn/layers.hpp"
 
 namespace memcap::kata {
@@ -193,6 +194,46 @@ struct Trainer {
     return r;
   }
 
+  // Continue from a checkpoint: arenas, position and the result so far.
+  void restore(const MqarCheckpoint& ck, MqarTrainResult& res, std::int64_t& t, std::int64_t& epoch,
+               std::int64_t& skip) {
+    require(ck.params.size() == params.size() && ck.m.size() == params.size() && ck.v.size() == params.size(),
+            "the checkpoint holds {} parameters but the model has {}", ck.params.size(), params.size());
+    require(ck.steps >= 0 && ck.epoch >= 0 && ck.epoch <= cfg.epochs && ck.batch_in_epoch >= 0 &&
+                ck.steps <= res.planned_steps,
+            "the checkpoint's position (step {}, epoch {}) does not fit this training", ck.steps, ck.epoch);
+    params = ck.params;
+    m = ck.m;
+    v = ck.v;
+    work.assign(params.begin(), params.end());
+    MqarTrainResult r = ck.partial;
+    r.path = res.path;
+    r.params = res.params;
+    r.planned_steps = res.planned_steps;
+    res = std::move(r);
+    t = ck.steps;
+    epoch = ck.epoch;
+    skip = ck.batch_in_epoch;
+  }
+
+  // Hands the state after step t (epoch `epoch`, `pos` batches of its order done) to cfg.on_checkpoint.
+  void checkpoint(const MqarTrainResult& res, std::int64_t t, std::int64_t epoch, std::int64_t pos,
+                  double epoch_s) const {
+    MqarCheckpoint ck;
+    ck.params = params;
+    ck.m = m;
+    ck.v = v;
+    ck.steps = t;
+    ck.epoch = epoch;
+    ck.batch_in_epoch = pos;
+    ck.partial = res;
+    ck.partial.steps = t;
+    ck.partial.train_s += epoch_s;
+    ck.partial.final_eval.clear();
+    ck.partial.final_params.clear();
+    cfg.on_checkpoint(ck);
+  }
+
   MqarTrainResult run() {
     MqarTrainResult res;
     res.path = std::string("cpu:") + cfg.precision;
@@ -203,8 +244,9 @@ struct Trainer {
     std::vector<std::uint64_t> tseed, eseed;
     for (std::size_t i = 0; i < cfg.train.size(); ++i) tseed.push_back(slice_seed(cfg.seed, "train", cfg.train[i], i));
     for (std::size_t i = 0; i < cfg.eval.size(); ++i) eseed.push_back(slice_seed(cfg.seed, "eval", cfg.eval[i], i));
-    std::int64_t t = 0;
-    for (std::int64_t epoch = 0; epoch < cfg.epochs; ++epoch) {
+    std::int64_t t = 0, epoch0 = 0, skip = 0;
+    if (cfg.resume) restore(*cfg.resume, res, t, epoch0, skip);
+    for (std::int64_t epoch = epoch0; epoch < cfg.epochs; ++epoch) {
       const auto t0 = std::chrono::steady_clock::now();
       // This epoch's example order per slice and the order of all batches.
       std::vector<std::vector<std::int64_t>> perm(cfg.train.size());
@@ -216,8 +258,8 @@ struct Trainer {
       }
       const auto order = permutation(shuffle_seed, kShuffleStream ^ ((static_cast<std::uint64_t>(epoch) << 20) | 0xF),
                                      static_cast<std::int64_t>(batches.size()));
-      for (std::int64_t bi : order) {
-        const auto [s, b] = batches[static_cast<std::size_t>(bi)];
+      for (auto pos = epoch == epoch0 ? skip : 0; pos < static_cast<std::int64_t>(order.size()); ++pos) {
+        const auto [s, b] = batches[static_cast<std::size_t>(order[static_cast<std::size_t>(pos)])];
         const std::int64_t e0 = b * cfg.batch, nb = std::min(cfg.train[s].examples, e0 + cfg.batch) - e0;
         const double lr = nn::cosine_lr(cfg.lr, cfg.lr_min, t, res.planned_steps);
         const auto [loss, acc, gn] = step(cfg.train[s], tseed[s], perm[s].data() + e0, nb, lr, t + 1);
@@ -228,6 +270,8 @@ struct Trainer {
         res.lr.push_back(lr);
         res.grad_norm.push_back(gn);
         if (cfg.on_step) cfg.on_step(t, res.planned_steps, loss, acc);
+        if (cfg.on_checkpoint && cfg.checkpoint_every > 0 && t % cfg.checkpoint_every == 0)
+          checkpoint(res, t, epoch, pos + 1, seconds_since(t0));
       }
       res.train_s += seconds_since(t0);
       res.epochs_run = epoch + 1;
@@ -252,6 +296,7 @@ struct Trainer {
         res.stopped_early = true;
         break;
       }
+      if (!last && cfg.on_checkpoint) checkpoint(res, t, epoch + 1, 0, 0.0);
     }
     res.steps = t;
     res.final_params = params;
@@ -288,7 +333,10 @@ void MqarTrainConfig::validate() const {
   require(eval_every >= 1, "--eval-every {} must be >= 1 epoch", eval_every);
   require(std::isfinite(early_stop) && early_stop >= 0, "--early-stop {} must be >= 0 (> 1 never stops)", early_stop);
   require(micro_tokens >= 1, "--micro-tokens {} must be >= 1", micro_tokens);
+  require(checkpoint_every >= 0, "--checkpoint-every {} must be >= 0 steps (0 = after evaluations only)",
+          checkpoint_every);
   require(precision == "f32" || precision == "f64", "--precision '{}': use f32 or f64", precision);
+  require(device == "cpu" || device == "cuda", "device '{}': use cpu or cuda", device);
 }
 
 std::int64_t MqarTrainConfig::steps_per_epoch() const {
@@ -301,8 +349,23 @@ std::uint64_t slice_seed(std::uint64_t seed, const char* role, const TaskSlice& 
   return rng::derive_seed(seed, fmt::format("mqar/{}/{}/{}/{}", role, to_string(s.kind), s.name(), index));
 }
 
+MqarEpochPlan mqar_epoch_plan(const MqarTrainConfig& cfg, std::int64_t epoch) {
+  const std::uint64_t shuffle_seed = rng::derive_seed(cfg.seed, "mqar/shuffle");
+  MqarEpochPlan p;
+  p.perm.resize(cfg.train.size());
+  for (std::size_t s = 0; s < cfg.train.size(); ++s) {
+    const auto stream = kShuffleStream ^ ((static_cast<std::uint64_t>(epoch) << 20) | (s << 4));
+    p.perm[s] = permutation(shuffle_seed, stream, cfg.train[s].examples);
+    for (std::int64_t b = 0; b * cfg.batch < cfg.train[s].examples; ++b) p.batches.emplace_back(s, b);
+  }
+  p.order = permutation(shuffle_seed, kShuffleStream ^ ((static_cast<std::uint64_t>(epoch) << 20) | 0xF),
+                        static_cast<std::int64_t>(p.batches.size()));
+  return p;
+}
+
 MqarTrainResult train_mqar(const MqarTrainConfig& cfg) {
   cfg.validate();
+  if (cfg.device == "cuda") return train_mqar_cuda(cfg);
   set_threads(0);  // BLAS single-threaded (results independent of --threads); OpenMP setting unchanged
   const MqarModel model = MqarModel::build(cfg.model);
   if (cfg.precision == "f64") return Trainer<double>(cfg, model).run();
@@ -310,7 +373,8 @@ MqarTrainResult train_mqar(const MqarTrainConfig& cfg) {
 }
 
 SliceResult evaluate_mqar(const MqarModel& model, const std::vector<double>& params, const TaskSlice& slice,
-                          std::uint64_t seed, const std::string& precision, std::int64_t micro_tokens) {
+                          std::uint64_t seed, const std::string& precision, std::int64_t micro_tokens,
+                          const std::string& device) {
   slice.validate();
   require(static_cast<std::int64_t>(params.size()) == model.param_count(), "evaluate_mqar: {} parameters, model has {}",
           params.size(), model.param_count());
@@ -318,6 +382,8 @@ SliceResult evaluate_mqar(const MqarModel& model, const std::vector<double>& par
   c.model = model.cfg;
   c.micro_tokens = micro_tokens;
   c.precision = precision;
+  if (device == "cuda") return evaluate_mqar_cuda(model, params, slice, seed, precision);
+  require(device == "cpu", "evaluate_mqar: device '{}': use cpu or cuda", device);
   set_threads(0);
   if (precision == "f64") {
     Trainer<double> tr(c, model);

@@ -10,12 +10,15 @@
 #include <cstdint>
 #include <functional>
 #include <string>
+#include <utility>
 #include <vector>
 
 #include "kata/mqar_model.hpp"
 #include "kata/mqar_task.hpp"
 
 namespace memcap::kata {
+
+struct MqarCheckpoint;
 
 struct MqarTrainConfig {
   MqarModelConfig model;
@@ -30,11 +33,20 @@ struct MqarTrainConfig {
   double early_stop = 0.999;      // stop once every evaluation slice reaches this accuracy (> 1 = never)
   std::int64_t micro_tokens = 1024;  // tokens per micro-batch (>= one sequence)
   std::string precision = "f32";  // f32 | f64 forward/backward
+  // cpu | cuda (mqar_train_cuda.hpp: the whole step on the current GPU, fp32 master weights for f32).
+  std::string device = "cpu";
   std::uint64_t seed = 0;
   // Called after every optimizer step (step count so far, planned total, loss, batch accuracy).
   std::function<void(std::int64_t, std::int64_t, double, double)> on_step;
   // Called after every evaluation (epoch, accuracy per evaluation slice).
   std::function<void(std::int64_t, const std::vector<double>&)> on_eval;
+  // Checkpoints (kata/mqar_checkpoint.hpp writes them crash-safely): when set, called with the training
+  // state every `checkpoint_every` steps (0 = never mid-epoch) and after every evaluation but the last.
+  std::function<void(const MqarCheckpoint&)> on_checkpoint;
+  std::int64_t checkpoint_every = 0;
+  // Continue from this state (a checkpoint of a run with the same configuration): the result is
+  // bit-identical to the uninterrupted run.
+  const MqarCheckpoint* resume = nullptr;
   void validate() const;  // UserError naming the bad field
   std::int64_t steps_per_epoch() const;
 };
@@ -59,14 +71,34 @@ struct MqarTrainResult {
   double train_s = 0, eval_s = 0;
 };
 
+// The training state between two steps: float64 parameters and Adam moments, the position (steps done,
+// epoch, batches of that epoch's order done) and the result so far (curves, evaluation history, times).
+struct MqarCheckpoint {
+  std::vector<double> params, m, v;
+  std::int64_t steps = 0, epoch = 0, batch_in_epoch = 0;
+  MqarTrainResult partial;  // final_eval and final_params are not kept
+};
+
 // Seeds of the slices: derive_seed(seed, "mqar/<train|eval>/<task>/T=..,K=../<index>").
 std::uint64_t slice_seed(std::uint64_t seed, const char* role, const TaskSlice& s, std::size_t index);
 
+// Runs on cfg.device (cuda: train_mqar_cuda; DeviceError when the build has no CUDA).
 MqarTrainResult train_mqar(const MqarTrainConfig& cfg);
+
+// The batches of one epoch in training order (both trainers): example order perm[slice] and the
+// (slice, batch index) list `batches`, visited in `order`; batch b of slice s holds the examples
+// perm[s][b·batch .. min(examples, (b+1)·batch)).
+struct MqarEpochPlan {
+  std::vector<std::vector<std::int64_t>> perm;
+  std::vector<std::pair<std::size_t, std::int64_t>> batches;
+  std::vector<std::int64_t> order;
+};
+MqarEpochPlan mqar_epoch_plan(const MqarTrainConfig& cfg, std::int64_t epoch);
 
 // Accuracy and loss of `params` (float64 arena) on `count` examples of a slice, forward in `precision`.
 SliceResult evaluate_mqar(const MqarModel& model, const std::vector<double>& params, const TaskSlice& slice,
-                          std::uint64_t seed, const std::string& precision, std::int64_t micro_tokens);
+                          std::uint64_t seed, const std::string& precision, std::int64_t micro_tokens,
+                          const std::string& device = "cpu");
 
 // Peak host memory of a training run in bytes (master arenas, per-micro-batch gradient buffers, per-thread
 // activations, logits and T×T / chunk-state scratch), for sweep::require_memory before anything is written.

@@ -50,7 +50,8 @@ std::map<std::string, Finalizer>& finalizers() {
 // Options that may differ between a run and its resume, or between shards of one sweep.
 const std::set<std::string> kVolatileKeys = {"out", "shard", "resume", "progress", "threads", "dry-run",
                                              "print-config", "config", "device", "help", "devices",
-                                             "jobs-per-gpu", "cpu-max-tflop", "merged_from"};
+                                             "jobs-per-gpu", "jobs", "checkpoint-every", "cpu-max-tflop",
+                                             "merged_from"};
 
 nlohmann::json stable_config(const nlohmann::json& c) {
   nlohmann::json s = nlohmann::json::object();

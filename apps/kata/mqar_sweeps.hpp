@@ -1,0 +1,77 @@
+// Shared plumbing of the MQAR sweeps `kata mqar table2` (mqar_table2.cpp) and `kata induction`
+// (induction.cpp): their common flags, preset and device handling, the plan printout and memory check,
+// and the sweep-engine loop that runs one MQAR training per job (kata/mqar_jobs.hpp) on the CPU or on
+// the GPUs of --devices, --jobs at once.
+#pragma once
+#include <CLI/CLI.hpp>
+
+#include <cstdint>
+#include <functional>
+#include <string>
+#include <vector>
+
+#include "cli/app.hpp"
+#include "io/table.hpp"
+#include "kata/mqar_jobs.hpp"
+#include "kata/mqar_train.hpp"
+#include "sweep/sweep.hpp"
+
+namespace memcap::kata_app {
+
+using kata::MqarTrainConfig;
+using kata::TaskSlice;
+
+// Flags both sweeps have.
+struct SweepState {
+  cli::CommonOptions common;
+  sweep::Options sweep;
+  std::string preset;
+  MqarTrainConfig cfg;  // model, optimizer and schedule of every job (slices, lr, seed set per job)
+  std::vector<std::string> mixers;
+  std::vector<double> lrs;
+  int seeds = 1;
+  std::string devices = "all";
+  int jobs = 1;
+  std::int64_t eval_examples = 1000;
+  // table2
+  std::vector<std::string> ow_mixers = {"softmax", "m2", "delta-m2"};
+  std::string train_slices, eval_slices, ow_train_slices, ow_eval_slices;
+  std::int64_t eval_max_len = 4096;
+  // induction
+  std::vector<std::int64_t> lengths = {128, 256, 512, 1024, 2048};
+  std::int64_t steps = 8000, eval_steps = 250;
+  double phase_threshold = 0.99;
+};
+
+struct JobSpec {
+  std::string task;     // mqar | overwrite | induction
+  MqarTrainConfig cfg;  // complete
+};
+
+struct Prepared {
+  io::RunContext ctx;
+  std::vector<int> ords;
+  bool done = false;
+};
+
+// --mixers, --lrs, --seeds, --devices, --jobs, the model and optimizer flags, --checkpoint-every.
+void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out);
+// Preset, common flags and the shared checks (nothing created yet); --device cuda needs the CUDA trainer,
+// auto falls back to the CPU (and says so) when the build has none.
+Prepared prepare_sweep(CLI::App* sub, SweepState& st, const char* what);
+// The job's complete training configuration (validated).
+MqarTrainConfig job_config(const SweepState& st, const std::string& mixer, double lr, std::uint64_t seed,
+                           std::vector<TaskSlice> train, std::vector<TaskSlice> eval);
+// Dry run: prints per task and mixer the parameters, state, steps, slices and memory. Real run: refuses
+// a plan whose largest training does not fit (--jobs of them per device).
+void plan_models(const SweepState& st, const Prepared& p, const std::vector<JobSpec>& specs, const char* what);
+// Runs the plan on the sweep engine; row_of builds a job's summary row (status and path are added).
+int run_specs(SweepState& st, const Prepared& p, const sweep::Plan& plan, const std::vector<JobSpec>& specs,
+              const std::function<io::Row(const JobSpec&, const kata::MqarJobRun&)>& row_of);
+// Seed of the i-th seed of a row: --seed + i.
+std::uint64_t seed_of(const SweepState& st, int i);
+
+// `kata mqar table2` under `kata mqar`.
+void add_mqar_table2(CLI::App* mqar);
+
+}  // namespace memcap::kata_app

@@ -1,0 +1,55 @@
+#!/usr/bin/env bash
+# MQAR training speed on one GPU (issue 12, acceptance 3): one epoch of the §4.1 training mixture (707 steps of
+# 256 sequences) plus one evaluation of the diagonal (T = 512..4096, K = T/4, 1000 examples each) with
+# `kata mqar train --device cuda` for each mixer in MIXERS, and the same epoch + evaluation of the PyTorch script
+# experiments/bench/mqar_torch.py (softmax mixer, SDPA, fp32) in the same call; prints seconds and the ratio.
+# A Table 2 row is 3 learning rates x up to 32 epochs (early stop at 0.999): row time ≈ 3 x 32 x (epoch + eval).
+#   experiments/bench/mqar_device.sh BUILD_DIR OUTDIR
+#   env: MIXERS ("softmax m2 delta-m2"), EPOCHS (1), TORCH_PYTHON
+set -uo pipefail
+BUILD=${1:?usage: mqar_device.sh BUILD_DIR OUTDIR}
+OUTDIR=${2:?usage: mqar_device.sh BUILD_DIR OUTDIR}
+HERE=$(cd "$(dirname "$0")" && pwd)
+MIXERS=${MIXERS:-softmax m2 delta-m2}
+EPOCHS=${EPOCHS:-1}
+mkdir -p "$OUTDIR"
+H5PY=""
+for py in /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do
+  [ -n "$py" ] && [ -x "$py" ] && "$py" -c 'import h5py' >/dev/null 2>&1 && { H5PY=$py; break; }
+done
+TPY=""
+for py in "${TORCH_PYTHON:-}" "$(command -v python3 2>/dev/null)" /usr/bin/python3; do
+  [ -n "$py" ] && [ -x "$py" ] && "$py" -c 'import torch' >/dev/null 2>&1 && { TPY=$py; break; }
+done
+declare -A T_S
+for mx in $MIXERS; do
+  f=$OUTDIR/epoch_$mx.h5
+  rm -f "$f"
+  if timeout "${LIMIT:-200}" "$BUILD/kata" mqar train --device cuda --mixer "$mx" --epochs "$EPOCHS" --lr 1e-3 \
+       --progress none --out "$f" > "$OUTDIR/epoch_$mx.log" 2>&1 && [ -n "$H5PY" ]; then
+    line=$("$H5PY" - "$f" <<'PYEOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as h:
+    s = h["summary"]
+    g = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else v)(s[k][()][0])
+    accs = [k for k in s.keys() if k.startswith("acc_")]
+    print(g("train_s"), g("eval_s"), g("steps"), g("path"), " ".join(f"{k}={g(k):.3f}" for k in sorted(accs)))
+PYEOF
+)
+    read -r tr ev st path rest <<< "$line"
+    T_S[$mx]=$(awk -v a="$tr" -v b="$ev" 'BEGIN { print a + b }')
+    printf 'memcap %-9s %s  epochs %s  steps %s  train %.2f s  eval %.2f s  %s\n' "$mx" "$path" "$EPOCHS" "$st" "$tr" "$ev" "$rest"
+  else
+    echo "memcap $mx: failed (rc $?)"; tail -5 "$OUTDIR/epoch_$mx.log"
+  fi
+done
+if [ -n "$TPY" ]; then
+  j=$(timeout "${LIMIT:-200}" "$TPY" "$HERE/mqar_torch.py" --epochs "$EPOCHS" 2> "$OUTDIR/torch.err" | tail -1)
+  echo "torch   $j"
+  te=$(echo "$j" | "$TPY" -c 'import json,sys; d=json.loads(sys.stdin.read()); print(d["epoch_s"] * d["epochs"] + d["eval_s"])' 2>/dev/null)
+  if [ -n "$te" ] && [ -n "${T_S[softmax]:-}" ]; then
+    awk -v t="$te" -v m="${T_S[softmax]}" 'BEGIN { printf "ratio torch / memcap (softmax, epoch + eval) = %.2fx (acceptance: >= 5x)\n", t / m }'
+  fi
+else
+  echo "no python with torch: no baseline"
+fi

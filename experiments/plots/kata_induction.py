@@ -1,0 +1,66 @@
+#!/usr/bin/env python3
+"""Induction-head probe (KATA paper E.2) from a `kata induction` result: left, held-out accuracy
+against training step per (mixer, T) training with the phase step marked; right, the phase step
+(first evaluation with accuracy >= the threshold, /induction) against T per mixer.
+
+Usage: experiments/plots/with_python.sh experiments/plots/kata_induction.py RESULT.h5 [-o kata_induction.png]
+"""
+import argparse
+
+import numpy as np
+
+from memcap_plot import open_result, pyplot, text, texts
+
+plt = pyplot()
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("results", help="HDF5 file written by kata induction")
+    ap.add_argument("-o", "--out", default="kata_induction.png", help="PNG to write (default: %(default)s)")
+    ap.add_argument("--dpi", type=int, default=150)
+    a = ap.parse_args()
+    with open_result(a.results, ("summary", "runs", "induction"), "kata induction") as f:
+        s = f["summary"]
+        jobs, status = texts(s["job"][()]), texts(s["status"][()])
+        mix, T, ph = texts(s["mixer"][()]), s["seq_len"][()], s["phase_step"][()]
+        curves = []
+        for j, st, m, t, p in zip(jobs, status, mix, T, ph):
+            if st != "done":
+                continue
+            g = f["runs"][j.replace("/", ",").replace(".", "p")]
+            curves.append((m, int(t), int(p), g["eval_step"][()], g["eval_accuracy"][()][:, 0]))
+        ind = f["induction"]
+        table = {k: ind[k][()] for k in ind}
+    fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
+    for m, t, p, step, acc in curves:
+        line, = a1.plot(step, acc, label=f"{m} T={t}")
+        if p >= 0:
+            a1.axvline(p, color=line.get_color(), ls=":", lw=0.8)
+    a1.set_xlabel("training step")
+    a1.set_ylabel("held-out accuracy")
+    a1.set_ylim(-0.02, 1.02)
+    a1.grid(alpha=0.3)
+    a1.legend(fontsize=7)
+    mixers = [text(m) for m in table["mixer"]]
+    for m in dict.fromkeys(mixers):
+        idx = [i for i, x in enumerate(mixers) if x == m]
+        t = np.array([table["seq_len"][i] for i in idx])
+        p = np.array([table["phase_step"][i] for i in idx], dtype=float)
+        p[p < 0] = np.nan
+        a2.plot(t, p, marker="o", label=m)
+        for i in idx:
+            print(f"{m:<10} T={int(table['seq_len'][i]):<6} acc {table['final_acc'][i]:.3f}  phase step "
+                  f"{'-' if table['phase_step'][i] < 0 else int(table['phase_step'][i])}")
+    a2.set_xscale("log", base=2)
+    a2.set_xlabel("sequence length T")
+    a2.set_ylabel("phase step")
+    a2.grid(alpha=0.3)
+    a2.legend(fontsize=7)
+    fig.tight_layout()
+    fig.savefig(a.out, dpi=a.dpi)
+    print(f"wrote {a.out}")
+
+
+if __name__ == "__main__":
+    main()

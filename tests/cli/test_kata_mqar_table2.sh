@@ -1,0 +1,234 @@
+#!/usr/bin/env bash
+# End-to-end `kata mqar table2` and `kata induction` on the CPU (issue 12): the full preset's dry run
+# (33 trainings; Table 2's parameter counts and state sizes; no file); the smoke preset (22 tiny
+# trainings, two at once) with /summary, /runs and the best-learning-rate table /best read back; shards
+# 0/2 and 1/2 merged equal the full run; a training killed (SIGKILL) after a checkpoint and resumed with
+# --resume continues from that checkpoint and ends with the uninterrupted run's numbers (bit-identical
+# on the CPU); the induction smoke run with its phase-step table; the two plot scripts.
+set -u
+: "${KATA:?set KATA to the kata executable}"
+SRC=${MEMCAP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
+export MEMCAP_PRESETS="$SRC/experiments/presets"
+# shellcheck source=lib.sh
+source "$(dirname "$0")/lib.sh"
+PY="$SRC/experiments/plots/with_python.sh"
+py() {  # py SCRIPT ARGS...: runs an h5py check; exit 77 (no h5py) is a note, anything else must be 0
+  bash "$PY" "$@" >"$T/py.txt" 2>&1
+  local rc=$?
+  if [ $rc -eq 77 ]; then echo "note: no h5py, HDF5 checks skipped"; return 0; fi
+  [ $rc -eq 0 ] || { echo "FAIL: $* -> $(cat "$T/py.txt")"; fail=1; }
+  cat "$T/py.txt"
+}
+
+# 1. The paper's preset, planned only.
+"$KATA" mqar table2 --preset table2 --device cpu --dry-run --out "$T/full.h5" >"$T/dry.txt" 2>"$T/dry.err"
+rc=$?
+check '[ $rc -eq 0 ]' "table2 dry run failed (exit $rc): $(cat "$T/dry.err")"
+check 'grep -q "kata mqar table2 plan: 33 trainings" "$T/dry.txt"' "dry run: not 33 trainings: $(head -3 "$T/dry.txt")"
+check 'grep -q "jobs: 33 in the plan" "$T/dry.txt"' "dry run: no job list"
+for row in "softmax 1132928 1048576" "m1 1134016 266240" "m2 1134016 135168" "sigma2 1134016 67584" \
+  "m4 1134016 69632" "sigma4 1134016 17408" "delta-m1 1134272 266240" "delta-m2 1134272 135168"; do
+  read -r mixer want_params want_state <<<"$row"
+  check 'grep -Eq "^  mqar +$mixer +params +$want_params +state +$want_state " "$T/dry.txt"' \
+    "dry run: $mixer not params $want_params state $want_state"
+done
+check 'grep -Eq "^  overwrite +delta-m2 " "$T/dry.txt"' "dry run: no overwrite row for delta-m2"
+check 'grep -q "task=mqar/mixer=sigma4/lr=0.003/seed=0" "$T/dry.txt"' "dry run: job key missing"
+check 'grep -q "steps 22624 (32 epochs x 707)" "$T/dry.txt"' "dry run: not 32 epochs of 707 steps"
+check '[ ! -e "$T/full.h5" ] && [ ! -e "$T/full.h5.partial" ]' "a dry run wrote a file"
+
+# 2. The smoke preset: 8 MQAR rows x 2 learning rates + 3 overwrite rows x 2, two trainings at once.
+SMOKE=(--preset table2-smoke --device cpu --progress none)
+t0=$(date +%s.%N)
+"$KATA" mqar table2 "${SMOKE[@]}" --jobs 2 --out "$T/t2.h5" >"$T/t2.txt" 2>"$T/t2.err"
+rc=$?
+t1=$(date +%s.%N)
+echo "table2 smoke: exit $rc in $(awk -v a="$t0" -v b="$t1" 'BEGIN {printf "%.1f", b - a}') s"
+check '[ $rc -eq 0 ] && [ -s "$T/t2.h5" ]' "table2 smoke failed (exit $rc): $(tail -3 "$T/t2.err")"
+check 'grep -q "^Table 2 (best learning rate per row" "$T/t2.txt"' "no Table 2 printed"
+check '[ "$(grep -Ec "^(softmax|m1|m2|sigma2|m4|sigma4|delta-m1|delta-m2) " "$T/t2.txt")" -eq 8 ]' \
+  "Table 2 printout has not 8 rows: $(cat "$T/t2.txt")"
+cat >"$T/t2.py" <<'PYEOF'
+import math, sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    s, b = f["summary"], f["best"]
+    n = len(s["job"])
+    assert n == 22, n
+    task = [x.decode() for x in s["task"][()]]
+    mixer = [x.decode() for x in s["mixer"][()]]
+    status = [x.decode() for x in s["status"][()]]
+    assert task.count("mqar") == 16 and task.count("overwrite") == 6
+    assert all(x in ("done", "diverged") for x in status), status
+    for c in ["lr", "params", "state", "eval_avg", "ood_avg", "cap_0.99", "cap_0.90", "acc_T32_K8", "acc_T48_K12",
+              "ow_acc_T48_K6", "resumed_step", "steps", "path"]:
+        assert c in s and s[c].shape == (n,), c
+    for i in range(n):
+        mq = task[i] == "mqar"
+        if status[i] != "done":
+            continue
+        a = [s["acc_T32_K8"][i], s["acc_T48_K12"][i]] if mq else [s["ow_acc_T48_K6"][i]]
+        assert all(0 <= x <= 1 for x in a), (i, a)
+        assert abs(s["eval_avg"][i] - sum(a) / len(a)) < 1e-12
+        assert math.isnan(s["ow_acc_T48_K6"][i] if mq else s["acc_T32_K8"][i])
+        assert s["steps"][i] == 8 and s["resumed_step"][i] == 0
+        assert s["path"][i].decode() == "cpu:f32"
+        g = f["runs"][s["job"][i].decode().replace("/", ",").replace(".", "p")]
+        assert g["loss"].shape == (8,) and g["eval_accuracy"].shape == (2, len(a))
+        assert abs(g["eval_accuracy"][-1, 0] - a[0]) < 1e-15
+    bm = [x.decode() for x in b["mixer"][()]]
+    assert bm == ["softmax", "m1", "m2", "sigma2", "m4", "sigma4", "delta-m1", "delta-m2"], bm
+    for i, m in enumerate(bm):
+        rows = [k for k in range(n) if mixer[k] == m and task[k] == "mqar" and status[k] == "done"]
+        best = max(rows, key=lambda k: s["eval_avg"][k])
+        assert b["mqar_lr"][i] == s["lr"][best] and b["acc_T32_K8"][i] == s["acc_T32_K8"][best], m
+        assert b["params"][i] == s["params"][rows[0]] and b["state"][i] == s["state"][rows[0]]
+        has_ow = m in ("softmax", "m2", "delta-m2")
+        assert (b["ow_seeds"][i] == 1) == has_ow and math.isnan(b["ow_avg"][i]) != has_ow, m
+    print("table2 smoke: 22 rows, /best", ", ".join(f"{m} {b['ood_avg'][i]:.3f}" for i, m in enumerate(bm)))
+PYEOF
+py "$T/t2.py" "$T/t2.h5"
+
+# 3. Shards 0/2 and 1/2 (one training at a time), merged: the same table as the full run.
+for i in 0 1; do
+  "$KATA" mqar table2 "${SMOKE[@]}" --shard "$i/2" --out "$T/sh.h5" >"$T/sh$i.txt" 2>"$T/sh$i.err"
+  rc=$?
+  check '[ $rc -eq 0 ] && [ -s "$T/sh.shard${i}of2.h5" ]' "shard $i/2 failed (exit $rc): $(tail -2 "$T/sh$i.err")"
+done
+"$KATA" merge "$T/sh.shard0of2.h5" "$T/sh.shard1of2.h5" --out "$T/merged.h5" >"$T/merge.txt" 2>"$T/merge.err"
+rc=$?
+check '[ $rc -eq 0 ] && [ -s "$T/merged.h5" ]' "merge failed (exit $rc): $(cat "$T/merge.err")"
+cat >"$T/same.py" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+skip = {"wall_s", "train_s", "eval_s"}
+for g in ("summary", "best"):
+    ka, kb = set(a[g]) - skip, set(b[g]) - skip
+    assert ka == kb, (g, ka ^ kb)
+    for k in ka:
+        x, y = a[g][k][()], b[g][k][()]
+        assert x.shape == y.shape and (np.array_equal(x, y) if x.dtype.kind in "SOU" else np.array_equal(x, y, equal_nan=True)), (g, k)
+for j in a["runs"]:
+    for k in ("loss", "eval_accuracy", "grad_norm"):
+        assert np.array_equal(a["runs"][j][k][()], b["runs"][j][k][()]), (j, k)
+print(f"{sys.argv[2]} equals {sys.argv[1]}: /summary, /best and the curves of {len(a['runs'])} runs")
+PYEOF
+py "$T/same.py" "$T/t2.h5" "$T/merged.h5"
+
+# 4. Kill a training after its first checkpoint, resume: the same numbers as the uninterrupted run.
+ONE=("${SMOKE[@]}" --mixers delta-m2 --ow-mixers none --lrs 1e-2 --epochs 24 --checkpoint-every 4)
+"$KATA" mqar table2 "${ONE[@]}" --out "$T/ref.h5" >/dev/null 2>"$T/ref.err"
+check '[ $? -eq 0 ]' "uninterrupted run failed: $(tail -2 "$T/ref.err")"
+"$KATA" mqar table2 "${ONE[@]}" --out "$T/kill.h5" >/dev/null 2>"$T/kill.err" &
+pid=$!
+for _ in $(seq 1 1000); do
+  ls "$T/kill.h5.partial"/scratch-*-ckpt >/dev/null 2>&1 && break
+  kill -0 $pid 2>/dev/null || break
+  sleep 0.01
+done
+kill -9 $pid 2>/dev/null
+killed=$?
+wait $pid 2>/dev/null
+check '[ $killed -eq 0 ] && [ ! -e "$T/kill.h5" ] && ls "$T/kill.h5.partial"/scratch-*-ckpt >/dev/null 2>&1' \
+  "the training was not killed after a checkpoint (finished too early?)"
+"$KATA" mqar table2 "${ONE[@]}" --resume --out "$T/kill.h5" >/dev/null 2>"$T/resume.err"
+rc=$?
+check '[ $rc -eq 0 ] && [ -s "$T/kill.h5" ] && grep -q "resuming a delta-m2 training from its checkpoint at step" "$T/resume.err"' \
+  "resume failed or did not use the checkpoint (exit $rc): $(cat "$T/resume.err")"
+echo "kill and resume: $(grep -o 'checkpoint at step [0-9]*' "$T/resume.err")"
+cat >"$T/resumed.py" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+assert b["summary"]["resumed_step"][0] > 0 and a["summary"]["resumed_step"][0] == 0
+for k in ("acc_T32_K8", "acc_T48_K12", "eval_avg", "final_train_loss", "steps", "cap_0.90"):
+    assert a["summary"][k][0] == b["summary"][k][0], k
+ja, jb = list(a["runs"]), list(b["runs"])
+assert ja == jb and len(ja) == 1
+for k in ("loss", "accuracy", "lr", "grad_norm", "eval_step", "eval_accuracy", "eval_loss"):
+    assert np.array_equal(a["runs"][ja[0]][k][()], b["runs"][jb[0]][k][()]), k
+print(f"resumed from step {b['summary']['resumed_step'][0]}: final accuracy {b['summary']['eval_avg'][0]:.4f}, "
+      f"loss {b['summary']['final_train_loss'][0]:.6f}, curves identical to the uninterrupted run")
+PYEOF
+py "$T/resumed.py" "$T/ref.h5" "$T/kill.h5"
+
+# 5. Induction probe (smoke): phase steps per (mixer, T).
+"$KATA" induction --preset induction-smoke --device cpu --progress none --out "$T/ind.h5" >"$T/ind.txt" 2>"$T/ind.err"
+rc=$?
+check '[ $rc -eq 0 ] && [ -s "$T/ind.h5" ] && grep -q "^Induction phase steps" "$T/ind.txt"' \
+  "kata induction failed (exit $rc): $(tail -3 "$T/ind.err")"
+cat >"$T/ind.py" <<'PYEOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as f:
+    s, t = f["summary"], f["induction"]
+    assert len(s["job"]) == 4 and len(t["mixer"]) == 4
+    for i in range(4):
+        g = f["runs"][s["job"][i].decode().replace("/", ",").replace(".", "p")]
+        acc, step = g["eval_accuracy"][()][:, 0], g["eval_step"][()]
+        assert list(step) == [10, 20, 30, 40] and s["steps"][i] == 40
+        hit = [st for st, a in zip(step, acc) if a >= 0.99]
+        assert s["phase_step"][i] == (hit[0] if hit else -1)
+        assert s["final_acc"][i] == acc[-1]
+    print("induction smoke:", ", ".join(f"{m.decode()} T={T} acc {a:.3f}" for m, T, a in
+                                        zip(t["mixer"][()], t["seq_len"][()], t["final_acc"][()])))
+PYEOF
+py "$T/ind.py" "$T/ind.h5"
+
+# 6. The figure scripts.
+py "$SRC/experiments/plots/kata_table2.py" "$T/t2.h5" -o "$T/t2.png"
+check '[ -s "$T/t2.png" ] || grep -q "no python3" "$T/py.txt"' "kata_table2.py wrote no figure"
+py "$SRC/experiments/plots/kata_induction.py" "$T/ind.h5" -o "$T/ind.png"
+check '[ -s "$T/ind.png" ] || grep -q "no python3" "$T/py.txt"' "kata_induction.py wrote no figure"
+
+# 7. With a GPU (skipped otherwise): the smoke rows on the CUDA trainer, two trainings per GPU, and a GPU
+# training killed after a checkpoint and resumed.
+if command -v nvidia-smi >/dev/null 2>&1 && nvidia-smi -L >/dev/null 2>&1; then
+  GPU=(--preset table2-smoke --device cuda --progress none --mixers softmax,m2,delta-m2 --ow-mixers m2)
+  "$KATA" mqar table2 "${GPU[@]}" --jobs 2 --out "$T/gpu.h5" >"$T/gpu.txt" 2>"$T/gpu.err"
+  rc=$?
+  check '[ $rc -eq 0 ] && [ -s "$T/gpu.h5" ]' "GPU smoke failed (exit $rc): $(tail -3 "$T/gpu.err")"
+  cat >"$T/gpu.py" <<'PYEOF'
+import sys, h5py, numpy as np
+with h5py.File(sys.argv[1], "r") as f:
+    s = f["summary"]
+    paths = [p.decode() for p in s["path"][()]]
+    assert len(paths) == 8 and all(p.startswith("cuda") for p in paths), paths
+    assert all(x.decode() == "done" for x in s["status"][()])
+    assert np.all(np.isfinite(s["final_train_loss"][()]))
+    print("GPU smoke:", ", ".join(f"{m.decode()} {a:.3f}" for m, a in zip(s["mixer"][()], s["eval_avg"][()])))
+PYEOF
+  py "$T/gpu.py" "$T/gpu.h5"
+  ONEG=(--preset table2-smoke --device cuda --progress none --mixers m2 --ow-mixers none --lrs 1e-2 --epochs 400
+    --checkpoint-every 40)
+  "$KATA" mqar table2 "${ONEG[@]}" --out "$T/gref.h5" >/dev/null 2>"$T/gref.err"
+  check '[ $? -eq 0 ]' "GPU uninterrupted run failed: $(tail -2 "$T/gref.err")"
+  "$KATA" mqar table2 "${ONEG[@]}" --out "$T/gkill.h5" >/dev/null 2>"$T/gkill.err" &
+  pid=$!
+  for _ in $(seq 1 3000); do
+    ls "$T/gkill.h5.partial"/scratch-*-ckpt >/dev/null 2>&1 && break
+    kill -0 $pid 2>/dev/null || break
+    sleep 0.01
+  done
+  kill -9 $pid 2>/dev/null
+  killed=$?
+  wait $pid 2>/dev/null
+  if [ $killed -eq 0 ]; then
+    "$KATA" mqar table2 "${ONEG[@]}" --resume --out "$T/gkill.h5" >/dev/null 2>"$T/gresume.err"
+    rc=$?
+    check '[ $rc -eq 0 ] && grep -q "from its checkpoint at step" "$T/gresume.err"' \
+      "GPU resume failed or did not use the checkpoint (exit $rc): $(cat "$T/gresume.err")"
+    cat >"$T/gres.py" <<'PYEOF'
+import sys, h5py, numpy as np
+a, b = h5py.File(sys.argv[1], "r"), h5py.File(sys.argv[2], "r")
+assert b["summary"]["resumed_step"][0] > 0
+ja, jb = list(a["runs"]), list(b["runs"])
+la, lb = a["runs"][ja[0]]["loss"][()], b["runs"][jb[0]]["loss"][()]
+assert la.shape == lb.shape
+print(f"GPU resume from step {b['summary']['resumed_step'][0]}: max |loss difference| {np.max(np.abs(la - lb)):.3g}, "
+      f"accuracy {a['summary']['eval_avg'][0]:.4f} (uninterrupted) vs {b['summary']['eval_avg'][0]:.4f} (resumed)")
+PYEOF
+    py "$T/gres.py" "$T/gref.h5" "$T/gkill.h5"
+  else
+    echo "note: the GPU training ended before a checkpoint could be killed; GPU resume not exercised"
+  fi
+fi
+
+exit $fail

@@ -1,0 +1,497 @@
+// GPU mixer cores of the MQAR model (kernels/kata_mqar_mixers.cuh) against the float64 CPU reference
+// (src/kata/mqar_mixers.hpp), label gpu: causal softmax, normalized quadratic KATA for every map the CPU accepts
+// (m1, m2, m4, sigma2, sigma4, orthant, lorentz, lorentz-lift, lorentz-ray, linear) and the chunked delta rule
+// (m1, m2, plus orthant and lorentz), forward and backward, batched over (sequence, head) with packed q|k|v
+// (ld = 3·H·dh + 5 > H·dh) and T not a multiple of the 32-row tile nor of the delta chunk.
+// Inputs are drawn in double (std::mt19937_64, fixed seeds) and rounded to the GPU type first, so the error is
+// the kernels' own; outputs are NaN-poisoned (0xFF bytes), so an unwritten element cannot pass.
+// Tolerances, relative ‖gpu − cpu‖ / ‖cpu‖ per tensor: float64 1e-10 (the kernels run in float64; the residual is
+// summation order, ≤ 1e-14 measured); float32 kTolF32 = 1e-4 (fp32 accumulation over T·dh-term sums, with the
+// squared PSD scores, the 1/den of the normalized readout and, for the delta rule, the Neumann product and the
+// state carried over T/C chunks compounding the rounding, spec §7.1.9; measured ≤ 3e-6, values are printed).
+// Also: a CUDA-graph capture of forward + backward replays bit-identically to direct calls (no host sync or
+// allocation inside; fixed reduction order), and the cores are timed at the training / evaluation shapes.
+#include <doctest/doctest.h>
+
+#include <algorithm>
+#include <cmath>
+#include <cstdio>
+#include <cstring>
+#include <functional>
+#include <random>
+#include <string>
+#include <vector>
+
+#include "core/gpu.hpp"
+#include "kata/map_params.hpp"
+#include "kata/feature_map.hpp"
+#include "kata/mqar_mixers.hpp"
+#include "kata_mqar_mixers.cuh"
+
+using namespace memcap;
+using namespace memcap::kata;
+namespace mx = memcap::kata::mqar;
+namespace mc = memcap::kata::mqar::cuda;
+
+namespace {
+
+constexpr double kTolF64 = 1e-10, kTolF32 = 1e-4;
+
+template <class T>
+double tol_of() {
+  return sizeof(T) == 8 ? kTolF64 : kTolF32;
+}
+
+double rel_err(const std::vector<double>& gpu, const std::vector<double>& cpu) {
+  REQUIRE(gpu.size() == cpu.size());
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < gpu.size(); ++i) {
+    if (!std::isfinite(gpu[i])) return INFINITY;
+    num += (gpu[i] - cpu[i]) * (gpu[i] - cpu[i]);
+    den += cpu[i] * cpu[i];
+  }
+  return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
+}
+
+// A device array of n elements of T, NaN-poisoned on creation.
+template <class T>
+struct Dev {
+  gpu::Buffer buf;
+  std::size_t n = 0;
+  explicit Dev(std::size_t n_) : buf(std::max<std::size_t>(n_, 1) * sizeof(T)), n(n_) {
+    MEMCAP_CUDA_CHECK(cudaMemset(buf.get(), 0xFF, std::max<std::size_t>(n_, 1) * sizeof(T)));
+  }
+  T* p() const { return static_cast<T*>(buf.get()); }
+  void up(const std::vector<double>& x) {
+    std::vector<T> h(x.begin(), x.end());
+    MEMCAP_CUDA_CHECK(cudaMemcpy(p(), h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+  }
+  std::vector<double> down() const {
+    std::vector<T> h(n);
+    MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());
+    MEMCAP_CUDA_CHECK(cudaMemcpy(h.data(), p(), n * sizeof(T), cudaMemcpyDeviceToHost));
+    return {h.begin(), h.end()};
+  }
+};
+
+template <class T>
+std::vector<double> rounded(std::vector<double> x) {
+  for (auto& e : x) e = static_cast<double>(static_cast<T>(e));
+  return x;
+}
+
+std::vector<double> draw(std::size_t n, std::uint64_t seed, double scale, double offset = 0) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  std::vector<double> x(n);
+  for (auto& e : x) e = offset + scale * nd(gen);
+  return x;
+}
+
+// Packed row-major activations: token (b, t) row of width ld; head h columns [col0 + h·dh, col0 + (h+1)·dh).
+struct Packed {
+  mc::HeadShape s;
+  std::int64_t ld;
+  std::vector<double> data;
+  Packed(const mc::HeadShape& s_, std::int64_t ld_) : s(s_), ld(ld_), data(static_cast<std::size_t>(s_.B * s_.T * ld_), 0.0) {}
+  double& at(std::int64_t b, std::int64_t t, std::int64_t col) { return data[static_cast<std::size_t>((b * s.T + t) * ld + col)]; }
+  mx::Mat<double> head(std::int64_t b, std::int64_t h, std::int64_t col0) {
+    mx::Mat<double> m(s.T, s.dh);
+    for (std::int64_t t = 0; t < s.T; ++t)
+      for (std::int64_t j = 0; j < s.dh; ++j) m(t, j) = at(b, t, col0 + h * s.dh + j);
+    return m;
+  }
+  void set_head(std::int64_t b, std::int64_t h, std::int64_t col0, const mx::Mat<double>& m) {
+    for (std::int64_t t = 0; t < s.T; ++t)
+      for (std::int64_t j = 0; j < s.dh; ++j) at(b, t, col0 + h * s.dh + j) = m(t, j);
+  }
+  // Only the columns [col0, col0 + H·dh) of every row (what a kernel writes).
+  std::vector<double> cols(std::int64_t col0) const {
+    std::vector<double> out;
+    for (std::int64_t r = 0; r < s.B * s.T; ++r)
+      for (std::int64_t j = 0; j < s.H * s.dh; ++j) out.push_back(data[static_cast<std::size_t>(r * ld + col0 + j)]);
+    return out;
+  }
+};
+
+std::vector<double> cols_of(const std::vector<double>& x, std::int64_t rows, std::int64_t ld, std::int64_t col0,
+                            std::int64_t w) {
+  std::vector<double> out;
+  for (std::int64_t r = 0; r < rows; ++r)
+    for (std::int64_t j = 0; j < w; ++j) out.push_back(x[static_cast<std::size_t>(r * ld + col0 + j)]);
+  return out;
+}
+
+// Inputs of one case: packed q|k|v (ld = 3D + 5), dO (ld = D + 3).
+struct Case {
+  mc::HeadShape s;
+  std::int64_t D, ld, ldo;
+  Packed qkv, dout;
+  Case(const mc::HeadShape& s_, std::uint64_t seed, double scale, double offset, bool l2rows = false)
+      : s(s_), D(s_.H * s_.dh), ld(3 * D + 5), ldo(D + 3), qkv(s_, 3 * D + 5), dout(s_, D + 3) {
+    qkv.data = draw(qkv.data.size(), seed, scale, offset);
+    dout.data = draw(dout.data.size(), seed + 1, 1.0);
+    if (l2rows) {  // ℓ2-normalize every q and k head row (the delta rule's inputs)
+      for (std::int64_t b = 0; b < s.B; ++b)
+        for (std::int64_t t = 0; t < s.T; ++t)
+          for (std::int64_t part = 0; part < 2; ++part)
+            for (std::int64_t h = 0; h < s.H; ++h) {
+              double n = 0;
+              for (std::int64_t j = 0; j < s.dh; ++j) n += std::pow(qkv.at(b, t, part * D + h * s.dh + j), 2);
+              n = std::sqrt(n);
+              for (std::int64_t j = 0; j < s.dh; ++j) qkv.at(b, t, part * D + h * s.dh + j) /= n;
+            }
+    }
+  }
+};
+
+void report(const char* what, const char* dtype, const std::string& map, const mc::HeadShape& s, const char* tensor,
+            double err, double tol) {
+  std::printf("%-8s %-6s %-22s B=%lld T=%-4lld H=%lld dh=%-3lld %-5s relerr %.3e (tol %.0e)\n", what, dtype, map.c_str(),
+              (long long)s.B, (long long)s.T, (long long)s.H, (long long)s.dh, tensor, err, tol);
+  CHECK(err <= tol);
+}
+
+template <class T>
+const char* tname() {
+  return sizeof(T) == 8 ? "f64" : "f32";
+}
+
+// ---------------------------------------------------------------------------------------------- softmax
+
+template <class T>
+void check_softmax(const mc::HeadShape& s, std::uint64_t seed) {
+  Case c(s, seed, 1.0, 0.0);
+  c.qkv.data = rounded<T>(c.qkv.data);
+  c.dout.data = rounded<T>(c.dout.data);
+  const double scale = 1.0 / std::sqrt(static_cast<double>(s.dh));
+  const std::int64_t D = c.D, N = s.B * s.T;
+  // CPU reference per head.
+  Packed o_ref(s, D), dqkv_ref(s, 3 * D);
+  std::vector<double> lse_ref(static_cast<std::size_t>(s.B * s.H * s.T));
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.H; ++h) {
+      const auto q = c.qkv.head(b, h, 0), k = c.qkv.head(b, h, D), v = c.qkv.head(b, h, 2 * D);
+      mx::Mat<double> o, dq, dk, dv;
+      mx::Vec<double> lse;
+      mx::softmax_head_forward(o, lse, q, k, v, scale);
+      const auto dO = c.dout.head(b, h, 0);
+      mx::softmax_head_backward(dq, dk, dv, dO, q, k, v, o, lse, scale);
+      o_ref.set_head(b, h, 0, o);
+      dqkv_ref.set_head(b, h, 0, dq);
+      dqkv_ref.set_head(b, h, D, dk);
+      dqkv_ref.set_head(b, h, 2 * D, dv);
+      for (std::int64_t t = 0; t < s.T; ++t) lse_ref[static_cast<std::size_t>((b * s.H + h) * s.T + t)] = lse(t);
+    }
+  // GPU.
+  gpu::Stream st;
+  Dev<T> qkv(c.qkv.data.size()), dout(c.dout.data.size()), o(static_cast<std::size_t>(N * c.ldo)),
+      lse(lse_ref.size()), dqkv(static_cast<std::size_t>(N * 3 * D));
+  Dev<unsigned char> ws(mc::softmax_heads_backward_workspace_bytes(s, sizeof(T)));
+  qkv.up(c.qkv.data);
+  dout.up(c.dout.data);
+  mc::softmax_heads_forward<T>(o.p(), c.ldo, lse.p(), qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s, scale, st.get());
+  mc::softmax_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, qkv.p(),
+                                qkv.p() + D, qkv.p() + 2 * D, c.ld, lse.p(), s, scale, ws.p(), st.get());
+  st.synchronize();
+  const double tol = tol_of<T>();
+  const auto og = o.down(), dg = dqkv.down();
+  report("softmax", tname<T>(), "-", s, "o", rel_err(cols_of(og, N, c.ldo, 0, D), o_ref.cols(0)), tol);
+  report("softmax", tname<T>(), "-", s, "lse", rel_err(lse.down(), lse_ref), tol);
+  report("softmax", tname<T>(), "-", s, "dq", rel_err(cols_of(dg, N, 3 * D, 0, D), dqkv_ref.cols(0)), tol);
+  report("softmax", tname<T>(), "-", s, "dk", rel_err(cols_of(dg, N, 3 * D, D, D), dqkv_ref.cols(D)), tol);
+  report("softmax", tname<T>(), "-", s, "dv", rel_err(cols_of(dg, N, 3 * D, 2 * D, D), dqkv_ref.cols(2 * D)), tol);
+}
+
+// ---------------------------------------------------------------------------------------------- KATA
+
+// zero_rows: q rows set to zero (row t of head 0 of sequence 0) to exercise the zero denominator (linear map).
+template <class T>
+void check_kata(const std::string& spec, const mc::HeadShape& s, std::uint64_t seed, bool zero_rows = false) {
+  const FeatureMap map = FeatureMap::parse(spec, s.dh);
+  const bool linear = map.kind() == MapKind::Linear;
+  // linear: an offset keeps q·k (the denominator) away from zero; the other maps are cones.
+  Case c(s, seed, linear ? 0.3 : 0.5, linear ? 0.5 : 0.0);
+  const std::int64_t D = c.D, N = s.B * s.T;
+  if (zero_rows)
+    for (std::int64_t t : {std::int64_t(0), s.T / 2})
+      for (std::int64_t j = 0; j < s.dh; ++j) c.qkv.at(0, t, j) = 0;
+  c.qkv.data = rounded<T>(c.qkv.data);
+  c.dout.data = rounded<T>(c.dout.data);
+  Packed o_ref(s, D), dqkv_ref(s, 3 * D);
+  std::vector<double> den_ref(static_cast<std::size_t>(s.B * s.H * s.T));
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.H; ++h) {
+      const auto q = c.qkv.head(b, h, 0), k = c.qkv.head(b, h, D), v = c.qkv.head(b, h, 2 * D);
+      mx::Mat<double> o, dq, dk, dv;
+      mx::Vec<double> den;
+      mx::kata_head_forward(o, den, map, q, k, v);
+      mx::kata_head_backward(dq, dk, dv, c.dout.head(b, h, 0), map, q, k, v, o, den);
+      o_ref.set_head(b, h, 0, o);
+      dqkv_ref.set_head(b, h, 0, dq);
+      dqkv_ref.set_head(b, h, D, dk);
+      dqkv_ref.set_head(b, h, 2 * D, dv);
+      for (std::int64_t t = 0; t < s.T; ++t) den_ref[static_cast<std::size_t>((b * s.H + h) * s.T + t)] = den(t);
+    }
+  if (zero_rows) REQUIRE(den_ref[0] == 0.0);
+  gpu::Stream st;
+  const MapParams mp = map.params();
+  Dev<T> qkv(c.qkv.data.size()), dout(c.dout.data.size()), o(static_cast<std::size_t>(N * c.ldo)),
+      den(den_ref.size()), dqkv(static_cast<std::size_t>(N * 3 * D));
+  Dev<unsigned char> ws(mc::kata_heads_backward_workspace_bytes(mp, s, sizeof(T)));
+  qkv.up(c.qkv.data);
+  dout.up(c.dout.data);
+  mc::kata_heads_forward<T>(o.p(), c.ldo, den.p(), mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s, st.get());
+  mc::kata_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, mp, qkv.p(),
+                             qkv.p() + D, qkv.p() + 2 * D, c.ld, den.p(), s, ws.p(), st.get());
+  st.synchronize();
+  const double tol = tol_of<T>();
+  const auto og = o.down(), dg = dqkv.down(), deng = den.down();
+  const std::string name = spec + (zero_rows ? " (den=0 rows)" : "");
+  report("kata", tname<T>(), name, s, "o", rel_err(cols_of(og, N, c.ldo, 0, D), o_ref.cols(0)), tol);
+  report("kata", tname<T>(), name, s, "den", rel_err(deng, den_ref), tol);
+  report("kata", tname<T>(), name, s, "dq", rel_err(cols_of(dg, N, 3 * D, 0, D), dqkv_ref.cols(0)), tol);
+  report("kata", tname<T>(), name, s, "dk", rel_err(cols_of(dg, N, 3 * D, D, D), dqkv_ref.cols(D)), tol);
+  report("kata", tname<T>(), name, s, "dv", rel_err(cols_of(dg, N, 3 * D, 2 * D, D), dqkv_ref.cols(2 * D)), tol);
+  if (zero_rows) {  // o = 0 exactly and no gradient into the zero-denominator query rows
+    CHECK(deng[0] == 0.0);
+    for (std::int64_t j = 0; j < s.dh; ++j) {
+      CHECK(og[static_cast<std::size_t>(j)] == 0.0);
+      CHECK(dg[static_cast<std::size_t>(j)] == 0.0);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- delta rule
+
+template <class T>
+void check_delta(const std::string& spec, const mc::HeadShape& s, std::int64_t chunk, std::uint64_t seed) {
+  const FeatureMap map = FeatureMap::parse(spec, s.dh);
+  Case c(s, seed, 1.0, 0.0, /*l2rows=*/true);
+  const std::int64_t D = c.D, N = s.B * s.T;
+  c.qkv.data = rounded<T>(c.qkv.data);
+  c.dout.data = rounded<T>(c.dout.data);
+  std::mt19937_64 gen(seed + 7);
+  std::uniform_real_distribution<double> ud(0.05, 0.95);
+  std::vector<double> beta(static_cast<std::size_t>(N * s.H));
+  // β in (0.05, 0.95): with unit q̂, k̂ the M_g / orthant / Lorentz features keep β‖ψ(k̂)‖² < 2 (stable, §7.1.4).
+  for (auto& b : beta) b = static_cast<double>(static_cast<T>(ud(gen)));
+  Packed o_ref(s, D), dqkv_ref(s, 3 * D);
+  std::vector<double> dbeta_ref(beta.size());
+  for (std::int64_t b = 0; b < s.B; ++b)
+    for (std::int64_t h = 0; h < s.H; ++h) {
+      const auto q = c.qkv.head(b, h, 0), k = c.qkv.head(b, h, D), v = c.qkv.head(b, h, 2 * D);
+      const Eigen::MatrixXd qd = q, kd = k;
+      const mx::Mat<double> pq = map.apply(qd), pk = map.apply(kd);
+      mx::Vec<double> bt(s.T);
+      for (std::int64_t t = 0; t < s.T; ++t) bt(t) = beta[static_cast<std::size_t>((b * s.T + t) * s.H + h)];
+      mx::Mat<double> o, dpq, dpk, dv;
+      mx::Vec<double> dbt;
+      mx::delta_head_forward(o, pq, pk, v, bt, chunk);
+      mx::delta_head_backward(dpq, dpk, dv, dbt, c.dout.head(b, h, 0), pq, pk, v, bt, chunk);
+      const Eigen::MatrixXd gq = dpq, gk = dpk;
+      const mx::Mat<double> dq = map.vjp(qd, gq), dk = map.vjp(kd, gk);
+      o_ref.set_head(b, h, 0, o);
+      dqkv_ref.set_head(b, h, 0, dq);
+      dqkv_ref.set_head(b, h, D, dk);
+      dqkv_ref.set_head(b, h, 2 * D, dv);
+      for (std::int64_t t = 0; t < s.T; ++t) dbeta_ref[static_cast<std::size_t>((b * s.T + t) * s.H + h)] = dbt(t);
+    }
+  gpu::Stream st;
+  const MapParams mp = map.params();
+  Dev<T> qkv(c.qkv.data.size()), dout(c.dout.data.size()), o(static_cast<std::size_t>(N * c.ldo)),
+      bet(beta.size()), dbeta(beta.size()), dqkv(static_cast<std::size_t>(N * 3 * D));
+  Dev<unsigned char> wsf(mc::delta_heads_forward_workspace_bytes(mp, s, chunk, sizeof(T)));
+  Dev<unsigned char> wsb(mc::delta_heads_backward_workspace_bytes(mp, s, chunk, sizeof(T)));
+  qkv.up(c.qkv.data);
+  dout.up(c.dout.data);
+  bet.up(beta);
+  mc::delta_heads_forward<T>(o.p(), c.ldo, mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, bet.p(), s, chunk, wsf.p(),
+                             st.get());
+  mc::delta_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dbeta.p(), dout.p(), c.ldo, mp, qkv.p(),
+                              qkv.p() + D, qkv.p() + 2 * D, c.ld, bet.p(), s, chunk, wsb.p(), st.get());
+  st.synchronize();
+  const double tol = tol_of<T>();
+  const auto og = o.down(), dg = dqkv.down();
+  const std::string name = spec + " C=" + std::to_string(chunk);
+  report("delta", tname<T>(), name, s, "o", rel_err(cols_of(og, N, c.ldo, 0, D), o_ref.cols(0)), tol);
+  report("delta", tname<T>(), name, s, "dq", rel_err(cols_of(dg, N, 3 * D, 0, D), dqkv_ref.cols(0)), tol);
+  report("delta", tname<T>(), name, s, "dk", rel_err(cols_of(dg, N, 3 * D, D, D), dqkv_ref.cols(D)), tol);
+  report("delta", tname<T>(), name, s, "dv", rel_err(cols_of(dg, N, 3 * D, 2 * D, D), dqkv_ref.cols(2 * D)), tol);
+  report("delta", tname<T>(), name, s, "dbeta", rel_err(dbeta.down(), dbeta_ref), tol);
+}
+
+const char* kKataMaps[] = {"m1:eps=1e-4",  "m2:eps=1e-4", "m4:eps=1e-4", "sigma2:eps=1e-4", "sigma4:eps=1e-4",
+                           "orthant:eps=1e-6", "lorentz", "lorentz-lift", "lorentz-ray", "linear"};
+
+}  // namespace
+
+TEST_CASE("softmax mixer core: GPU = CPU float64 reference, forward and backward") {
+  for (const mc::HeadShape& s : {mc::HeadShape{2, 37, 2, 16}, mc::HeadShape{1, 70, 3, 32}, mc::HeadShape{3, 65, 2, 64},
+                                 mc::HeadShape{1, 33, 1, 128}, mc::HeadShape{2, 5, 2, 24}}) {
+    check_softmax<double>(s, 11);
+    check_softmax<float>(s, 12);
+  }
+}
+
+TEST_CASE("KATA quadratic mixer core: GPU = CPU float64 reference for every map, forward and backward") {
+  for (const char* spec : kKataMaps)
+    for (const mc::HeadShape& s : {mc::HeadShape{2, 37, 2, 16}, mc::HeadShape{3, 65, 2, 64}, mc::HeadShape{1, 70, 1, 32}}) {
+      check_kata<double>(spec, s, 21);
+      check_kata<float>(spec, s, 22);
+    }
+  // d_head 128 (the widest instantiation): closed form in both types, explicit ψ in float.
+  check_kata<double>("m2:eps=1e-4", mc::HeadShape{1, 40, 2, 128}, 26);
+  check_kata<float>("m2:eps=1e-4", mc::HeadShape{1, 40, 2, 128}, 27);
+  check_kata<float>("orthant:eps=1e-6", mc::HeadShape{1, 40, 2, 128}, 28);
+  // Zero denominators (linear map, zero query rows): o = 0 and no gradient, as on the CPU.
+  check_kata<double>("linear", mc::HeadShape{2, 37, 2, 16}, 23, true);
+  check_kata<float>("linear", mc::HeadShape{2, 37, 2, 16}, 24, true);
+  check_kata<double>("m2:eps=0", mc::HeadShape{1, 40, 2, 16}, 25, true);
+}
+
+TEST_CASE("delta-rule mixer core: GPU = CPU float64 reference (chunked, Neumann inverse), forward and backward") {
+  // T not a multiple of C; B·H > 1; M1 / M2 at d_head 16 and 64 (n_ψ 136 / 2080, 72 / 1056).
+  check_delta<double>("m1:eps=1e-4", mc::HeadShape{2, 45, 2, 16}, 16, 31);
+  check_delta<double>("m2:eps=1e-4", mc::HeadShape{2, 45, 2, 16}, 13, 32);
+  check_delta<double>("m1:eps=1e-4", mc::HeadShape{1, 40, 2, 64}, 16, 33);
+  check_delta<double>("m2:eps=1e-4", mc::HeadShape{2, 70, 1, 64}, 32, 34);
+  check_delta<double>("orthant:eps=1e-6", mc::HeadShape{2, 21, 2, 32}, 8, 35);
+  check_delta<double>("lorentz", mc::HeadShape{1, 21, 2, 32}, 5, 36);
+  check_delta<float>("m1:eps=1e-4", mc::HeadShape{2, 100, 2, 64}, 64, 37);
+  check_delta<float>("m2:eps=1e-4", mc::HeadShape{3, 130, 2, 64}, 64, 38);
+  check_delta<float>("m2:eps=1e-4", mc::HeadShape{2, 45, 2, 16}, 13, 39);
+}
+
+#ifndef MEMCAP_MQAR_EMULATION  // the host emulation used during development has no graphs or events
+
+namespace {
+
+// One float training step's mixer work (forward + backward) for softmax, KATA-M2 and DeltaKATA-M2 on one stream.
+struct StepBuffers {
+  mc::HeadShape s;
+  std::int64_t D;
+  MapParams m2;
+  Dev<float> qkv, dout, o, stat, dqkv, beta, dbeta;
+  Dev<unsigned char> ws;
+  StepBuffers(const mc::HeadShape& s_, std::int64_t chunk)
+      : s(s_), D(s_.H * s_.dh), m2(FeatureMap::parse("m2:eps=1e-4", s_.dh).params()),
+        qkv(static_cast<std::size_t>(s_.B * s_.T * 3 * D)), dout(static_cast<std::size_t>(s_.B * s_.T * D)),
+        o(static_cast<std::size_t>(s_.B * s_.T * D)), stat(static_cast<std::size_t>(s_.B * s_.H * s_.T)),
+        dqkv(static_cast<std::size_t>(s_.B * s_.T * 3 * D)), beta(static_cast<std::size_t>(s_.B * s_.T * s_.H)),
+        dbeta(static_cast<std::size_t>(s_.B * s_.T * s_.H)),
+        ws(std::max({mc::softmax_heads_backward_workspace_bytes(s_, 4), mc::kata_heads_backward_workspace_bytes(m2, s_, 4),
+                     mc::delta_heads_forward_workspace_bytes(m2, s_, chunk, 4),
+                     mc::delta_heads_backward_workspace_bytes(m2, s_, chunk, 4)})) {
+    auto x = draw(qkv.n, 51, 0.5);
+    for (std::int64_t r = 0; r < s.B * s.T; ++r)  // unit q, k head rows (the delta rule's inputs)
+      for (std::int64_t part = 0; part < 2; ++part)
+        for (std::int64_t h = 0; h < s.H; ++h) {
+          double n = 0;
+          for (std::int64_t j = 0; j < s.dh; ++j) n += std::pow(x[static_cast<std::size_t>(r * 3 * D + part * D + h * s.dh + j)], 2);
+          for (std::int64_t j = 0; j < s.dh; ++j) x[static_cast<std::size_t>(r * 3 * D + part * D + h * s.dh + j)] /= std::sqrt(n);
+        }
+    qkv.up(x);
+    dout.up(draw(dout.n, 52, 1.0));
+    beta.up(std::vector<double>(beta.n, 0.5));
+  }
+  const float* q() const { return qkv.p(); }
+  const float* k() const { return qkv.p() + D; }
+  const float* v() const { return qkv.p() + 2 * D; }
+  void softmax(cudaStream_t st) {
+    const double sc = 1.0 / std::sqrt(static_cast<double>(s.dh));
+    mc::softmax_heads_forward<float>(o.p(), D, stat.p(), q(), k(), v(), 3 * D, s, sc, st);
+    mc::softmax_heads_backward<float>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), D, q(), k(), v(),
+                                      3 * D, stat.p(), s, sc, ws.p(), st);
+  }
+  void kata(cudaStream_t st) {
+    mc::kata_heads_forward<float>(o.p(), D, stat.p(), m2, q(), k(), v(), 3 * D, s, st);
+    mc::kata_heads_backward<float>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), D, m2, q(), k(), v(),
+                                   3 * D, stat.p(), s, ws.p(), st);
+  }
+  void delta(cudaStream_t st, std::int64_t chunk) {
+    mc::delta_heads_forward<float>(o.p(), D, m2, q(), k(), v(), 3 * D, beta.p(), s, chunk, ws.p(), st);
+    mc::delta_heads_backward<float>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dbeta.p(), dout.p(), D, m2, q(), k(),
+                                    v(), 3 * D, beta.p(), s, chunk, ws.p(), st);
+  }
+};
+
+bool all_finite(const std::vector<double>& x) {
+  for (double e : x)
+    if (!std::isfinite(e)) return false;
+  return true;
+}
+
+}  // namespace
+
+TEST_CASE("mixer cores: CUDA-graph capture replays bit-identically; repeated calls are deterministic") {
+  const mc::HeadShape s{3, 77, 2, 64};
+  const std::int64_t chunk = 16;
+  gpu::Stream st;
+  for (int which = 0; which < 3; ++which) {
+    StepBuffers b(s, chunk);
+    auto body = [&] {
+      if (which == 0) b.softmax(st.get());
+      if (which == 1) b.kata(st.get());
+      if (which == 2) b.delta(st.get(), chunk);
+    };
+    body();
+    st.synchronize();
+    const auto o1 = b.o.down(), d1 = b.dqkv.down(), db1 = b.dbeta.down();
+    REQUIRE(all_finite(o1));
+    REQUIRE(all_finite(d1));
+    body();
+    st.synchronize();
+    CHECK(b.dqkv.down() == d1);  // deterministic: same bits
+    MEMCAP_CUDA_CHECK(cudaMemset(b.o.p(), 0xFF, b.o.n * sizeof(float)));
+    MEMCAP_CUDA_CHECK(cudaMemset(b.dqkv.p(), 0xFF, b.dqkv.n * sizeof(float)));
+    gpu::Graph g;
+    g.capture(st, body);
+    g.launch(st);
+    st.synchronize();
+    CHECK(b.o.down() == o1);
+    CHECK(b.dqkv.down() == d1);
+    if (which == 2) CHECK(b.dbeta.down() == db1);
+    std::printf("graph replay %s: bit-identical\n", which == 0 ? "softmax" : which == 1 ? "kata-m2" : "delta-m2");
+  }
+}
+
+TEST_CASE("mixer cores: timing at the training shape (B 256, T 256, H 2, dh 64) and evaluation forward (T 4096)") {
+  gpu::Stream st;
+  auto time_ms = [&](const std::function<void()>& f) {
+    f();  // warm-up
+    gpu::Event a, z;
+    a.record(st);
+    for (int i = 0; i < 3; ++i) f();
+    z.record(st);
+    return gpu::Event::elapsed_ms(a, z) / 3.0;
+  };
+  {
+    const mc::HeadShape s{256, 256, 2, 64};
+    StepBuffers b(s, 64);
+    std::printf("train B=256 T=256 H=2 dh=64 fp32 fwd+bwd: softmax %.3f ms, kata-m2 %.3f ms, delta-m2 (C=64) %.3f ms\n",
+                time_ms([&] { b.softmax(st.get()); }), time_ms([&] { b.kata(st.get()); }),
+                time_ms([&] { b.delta(st.get(), 64); }));
+    CHECK(all_finite(b.dqkv.down()));
+  }
+  {
+    const mc::HeadShape s{128, 4096, 2, 64};
+    StepBuffers b(s, 64);
+    const double sc = 0.125;
+    const double t_sm = time_ms([&] {
+      mc::softmax_heads_forward<float>(b.o.p(), b.D, b.stat.p(), b.q(), b.k(), b.v(), 3 * b.D, s, sc, st.get());
+    });
+    const double t_k = time_ms([&] {
+      mc::kata_heads_forward<float>(b.o.p(), b.D, b.stat.p(), b.m2, b.q(), b.k(), b.v(), 3 * b.D, s, st.get());
+    });
+    const double t_d = time_ms([&] {
+      mc::delta_heads_forward<float>(b.o.p(), b.D, b.m2, b.q(), b.k(), b.v(), 3 * b.D, b.beta.p(), s, 64, b.ws.p(),
+                                     st.get());
+    });
+    std::printf("eval B=128 T=4096 H=2 dh=64 fp32 forward: softmax %.3f ms, kata-m2 %.3f ms, delta-m2 (C=64) %.3f ms\n",
+                t_sm, t_k, t_d);
+    CHECK(all_finite(b.o.down()));
+  }
+}
+
+#endif  // MEMCAP_MQAR_EMULATION
