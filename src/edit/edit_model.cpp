@@ -192,8 +192,10 @@ double EditModel::forward(EditActs& A, const std::int32_t* tokens, const std::in
   nn::cpu::rmsnorm_gain_forward(A.xt.data(), A.rstd_a.data(), A.a.data(), wf.data(), N, d, cfg_.rms_eps);
   nn::cpu::linear_forward(A.fu.data(), A.xt.data(), F.param("fact.U"), F.param("fact.bU"), N, d, hf);
   nn::cpu::linear_forward(A.fg.data(), A.xt.data(), F.param("fact.G"), F.param("fact.bG"), N, d, hf);
-  nn::cpu::gated_forward(A.fh.data(), A.fu.data(), A.fg.data(), N * hf, nn::Activation::silu);
+  nn::cpu::gated_forward(A.fh.data(), A.fu.data(), A.fg.data(), N * hf, cfg_.fact_gate);
   nn::cpu::linear_forward(A.f.data(), A.fh.data(), F.param("fact.D"), F.param("fact.bD"), N, hf, d);
+  if (static_cast<std::int64_t>(A.f_add.size()) == N * d)
+    for (std::int64_t i = 0; i < N * d; ++i) A.f[static_cast<std::size_t>(i)] += A.f_add[static_cast<std::size_t>(i)];
   // router on the pre-norm a, low-rank path, mix
   nn::cpu::linear_forward(A.rpre.data(), A.a.data(), P.param("router.w1"), P.param("router.b1"), N, d, d);
   nn::cpu::gelu_forward(A.rh.data(), A.rpre.data(), N * d);
@@ -230,7 +232,7 @@ void EditModel::backward(EditActs& A, const std::int32_t* targets) {
   // frozen fact expert (input gradient only) -> unit norm -> g_a
   nn::cpu::linear_backward(A.g_fh.data(), nullptr, nullptr, A.g_f.data(), A.fh.data(), F.param("fact.D"), N, hf, d);
   nn::cpu::gated_backward(A.g_fu.data(), A.g_fg.data(), A.g_fh.data(), A.fu.data(), A.fg.data(), N * hf,
-                          nn::Activation::silu);
+                          cfg_.fact_gate);
   nn::cpu::linear_backward(A.g_xt.data(), nullptr, nullptr, A.g_fu.data(), A.xt.data(), F.param("fact.U"), N, d, hf);
   nn::cpu::linear_backward(A.g_tmp.data(), nullptr, nullptr, A.g_fg.data(), A.xt.data(), F.param("fact.G"), N, d, hf);
   for (std::int64_t i = 0; i < N * d; ++i) A.g_xt[static_cast<std::size_t>(i)] += A.g_tmp[static_cast<std::size_t>(i)];

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "nn/arena.hpp"
+#include "nn/layers.hpp"
 
 namespace memcap::edit {
 
@@ -18,6 +19,9 @@ struct EditModelConfig {
   std::int64_t qk_hidden = 256;  // width of the Q/K projection MLPs (§6.4 does not name it; d)
   std::int64_t rank = 8;         // low-rank path U ∈ R^{d×rank}, V ∈ R^{rank×d}
   std::int64_t fact_hidden = 512;  // fact expert (§2.7: swish gated MLP, h = 512)
+  // Gate of the fact expert: silu for the GD-MSE expert (§2.7), identity for the data-dependent
+  // Hebbian expert of Fig. 9 (whose biases are then zero).
+  nn::Activation fact_gate = nn::Activation::silu;
   double rms_eps = 1e-30;        // RMSNorm_γ1, the unit norm before the expert, RMSNorm_γf
   double ln_eps = 1e-5;          // the Q/K LayerNorms
   void validate() const;         // UserError naming the bad field
@@ -48,6 +52,9 @@ struct EditActs {
   std::vector<double> losses, lse;                                  // CE per row
   std::vector<std::int32_t> argmax;
   std::int64_t n_valid = 0;
+  // Optional [B·T, d] offset added to the fact expert's output f before the router mix, used when its
+  // size is B·T·d (the free target residual r of the local editors, §4.9); its gradient is g_f.
+  std::vector<double> f_add;
   // backward scratch (gradients of the activations above), sized with them
   std::vector<double> g_o, g_ffn, g_z, g_f, g_l, g_mid, g_rh, g_rpre, g_fh, g_fu, g_fg, g_xt, g_tmp, g_a;
   std::vector<double> g_q, g_k, g_h, g_lin, g_hid, g_pre, g_ln;

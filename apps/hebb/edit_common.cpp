@@ -1,0 +1,93 @@
+// Shared pieces of `hebb edit` (edit_common.hpp).
+#include "edit_common.hpp"
+
+#include <fmt/format.h>
+
+#include <chrono>
+#include <cstdio>
+#include <cstdlib>
+#include <filesystem>
+
+#include "core/error.hpp"
+#include "edit/edit_pipeline.hpp"
+#include "mlp/constructions.hpp"
+#include "mlp/method.hpp"
+
+namespace memcap::hebb_app {
+
+namespace fs = std::filesystem;
+
+std::string find_edit_data(const std::string& given) {
+  const auto ok = [](const fs::path& d) {
+    std::error_code ec;
+    return fs::exists(d / "book_authors.csv", ec) && fs::exists(d / "author_templates.txt", ec);
+  };
+  if (!given.empty()) {
+    if (!ok(given))
+      throw IoError(fmt::format("--data '{}' does not hold book_authors.csv and author_templates.txt", given));
+    return given;
+  }
+  std::vector<fs::path> dirs;
+  if (const char* e = std::getenv("MEMCAP_DATA")) dirs.push_back(fs::path(e) / "edit");
+  std::error_code ec;
+  const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
+  if (!ec) {
+    dirs.push_back(exe.parent_path().parent_path() / "data" / "edit");
+    dirs.push_back(exe.parent_path().parent_path().parent_path() / "data" / "edit");
+    dirs.push_back(exe.parent_path().parent_path() / "share" / "memcap" / "data" / "edit");
+  }
+  if (const char* e = std::getenv("MEMCAP_SRC")) dirs.push_back(fs::path(e) / "data" / "edit");
+  dirs.push_back(fs::path("data") / "edit");
+  std::string tried;
+  for (const auto& d : dirs) {
+    if (ok(d)) return d.string();
+    tried += (tried.empty() ? "" : ", ") + d.string();
+  }
+  throw IoError(fmt::format("no fact-editing data (book_authors.csv, author_templates.txt) in {}; pass --data DIR "
+                            "(the repository's data/edit)",
+                            tried));
+}
+
+void edit_device_rule(const io::RunContext& ctx, const std::string& device_flag, const char* what) {
+  if (device_flag == "cuda")
+    throw UserError(fmt::format("{}: --device cuda: the GPU path of hebb edit is not built yet; use --device cpu", what));
+  if (ctx.device.device == Device::cuda)
+    std::fprintf(stderr, "%s: the GPU path is not built yet; running on the CPU (float64)\n", what);
+}
+
+ExpertBuild build_expert(const std::string& kind, const std::string& method, const mlp::FactSet& facts,
+                         std::int64_t width, std::uint64_t seed,
+                         const std::function<void(std::int64_t, double)>& on_epoch) {
+  ExpertBuild b;
+  const auto t0 = std::chrono::steady_clock::now();
+  const mlp::MethodSpec spec = mlp::parse_method(method);
+  if (kind == "gd-mse") {
+    require(spec.kind == mlp::MethodKind::gd && spec.gd.loss == nn::Loss::mse && spec.gd.gate == nn::Activation::silu &&
+                spec.gd.bias,
+            "the fact expert must be a gd:edit spec (silu gate, biases, MSE); got '{}'", method);
+    mlp::GdConfig cfg = spec.gd;
+    cfg.record_every = std::max<std::int64_t>(1, cfg.epochs / 200);
+    cfg.on_epoch = on_epoch;
+    mlp::GdResult r = mlp::train_gd_cpu(facts, width, seed, cfg);
+    b.mlp = std::move(r.mlp);
+    b.final_loss = r.final_loss;
+    b.epochs_run = r.epochs_run;
+    b.stopped_early = r.stopped_early;
+    b.loss_curve = std::move(r.loss_curve);
+    b.accuracy_curve = std::move(r.accuracy_curve);
+    b.curve_epoch = std::move(r.curve_epoch);
+  } else if (kind == "data-dependent") {
+    require(spec.kind == mlp::MethodKind::data_dependent, "the constructed expert must be hebbian:data-dependent; got '{}'",
+            method);
+    b.mlp = mlp::build_mlp(spec, facts, width, seed);
+  } else {
+    throw UserError(fmt::format("unknown fact expert '{}': gd or data-dependent", kind));
+  }
+  b.mlp.method = method;
+  b.mlp.param_count = mlp::param_count(spec, b.mlp.width(), facts.d());
+  b.accuracy = edit::expert_accuracy(b.mlp, facts);
+  b.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return b;
+}
+
+}  // namespace memcap::hebb_app

@@ -1,0 +1,43 @@
+// Shared pieces of `hebb edit base` and `hebb edit run` (apps/hebb/edit_base.cpp, edit_run.cpp):
+// locating the shipped data, building the fact expert, and the device rule (the GPU path is not built).
+#pragma once
+#include <cstdint>
+#include <string>
+
+#include "cli/app.hpp"
+#include "mlp/factset.hpp"
+#include "mlp/gated_mlp.hpp"
+#include "mlp/gd_train.hpp"
+
+namespace memcap::hebb_app {
+
+// --data DIR, or the first of $MEMCAP_DATA/edit, <exe>/../data/edit, <exe>/../../data/edit,
+// <exe>/../share/memcap/data/edit, $MEMCAP_SRC/data/edit, ./data/edit holding book_authors.csv.
+std::string find_edit_data(const std::string& given);
+
+// CPU only for now: --device cuda is refused (UserError, exit 2); auto that found a GPU says on stderr
+// that the CPU runs.
+void edit_device_rule(const io::RunContext& ctx, const std::string& device_flag, const char* what);
+
+struct ExpertBuild {
+  mlp::GatedMLP mlp;
+  double accuracy = 0;       // standalone, argmax over the F author embeddings
+  double final_loss = 0;     // GD: last MSE; constructed: 0
+  std::int64_t epochs_run = 0;
+  bool stopped_early = false;
+  std::vector<double> loss_curve, accuracy_curve;
+  std::vector<std::int64_t> curve_epoch;
+  double wall_s = 0;
+};
+// kind "gd-mse": mlp::train_gd_cpu with `method` (a gd:edit spec) and `width`; "data-dependent":
+// mlp::build_mlp(hebbian:data-dependent...). on_epoch: progress hook for GD (may be empty).
+ExpertBuild build_expert(const std::string& kind, const std::string& method, const mlp::FactSet& fs,
+                         std::int64_t width, std::uint64_t seed, const std::function<void(std::int64_t, double)>& on_epoch);
+
+}  // namespace memcap::hebb_app
+
+namespace memcap::hebb_app {
+// The subcommands of `hebb edit` (edit_base.cpp, edit_run.cpp), registered by edit.cpp.
+void add_edit_base(CLI::App* edit);
+void add_edit_run(CLI::App* edit);
+}  // namespace memcap::hebb_app

@@ -1,0 +1,213 @@
+// Fact-editing CPU pipeline (edit/edit_pipeline.hpp): expert fact set and loading, batched prompt
+// evaluation, base-model training with AdamW and value-accuracy early stopping.
+#include "edit/edit_pipeline.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/random_fill.hpp"
+#include "margin/margins.hpp"
+#include "nn/layers.hpp"
+#include "nn/tied_ce.hpp"
+
+namespace memcap::edit {
+
+namespace {
+double seconds_since(std::chrono::steady_clock::time_point t0) {
+  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+}
+const char* gate_name(nn::Activation a) {
+  switch (a) {
+    case nn::Activation::identity: return "identity";
+    case nn::Activation::relu: return "relu";
+    case nn::Activation::silu: return "silu";
+  }
+  return "?";
+}
+}  // namespace
+
+mlp::FactSet expert_factset(const EditModel& model, const nn::EditCorpus& corpus,
+                            const std::vector<std::int32_t>& target_fact) {
+  const std::int64_t F = corpus.num_facts(), d = model.config().d;
+  require(static_cast<std::int64_t>(target_fact.size()) == F, "edit: {} targets for {} facts", target_fact.size(), F);
+  require(corpus.vocab_size() == model.config().vocab, "edit: corpus vocabulary {} != model vocabulary {}",
+          corpus.vocab_size(), model.config().vocab);
+  const double* E = model.frozen().param("embed.E");
+  mlp::FactSet fs;
+  fs.keys.resize(F, d);
+  fs.values.resize(F, d);
+  fs.map.resize(F);
+  for (std::int64_t i = 0; i < F; ++i) {
+    const double* b = E + static_cast<std::int64_t>(corpus.book_token[static_cast<std::size_t>(i)]) * d;
+    const double* a = E + static_cast<std::int64_t>(corpus.author_token[static_cast<std::size_t>(i)]) * d;
+    double n2 = 0;
+    for (std::int64_t j = 0; j < d; ++j) n2 += b[j] * b[j];
+    require(n2 > 0, "edit: the embedding of the book of fact {} is zero; cannot normalize it", i);
+    const double inv = 1.0 / std::sqrt(n2);
+    for (std::int64_t j = 0; j < d; ++j) {
+      fs.keys(i, j) = b[j] * inv;
+      fs.values(i, j) = a[j];
+    }
+    const std::int32_t t = target_fact[static_cast<std::size_t>(i)];
+    require(t >= 0 && t < F, "edit: target fact {} of fact {} is outside [0, {})", t, i, F);
+    fs.map(i) = t;
+  }
+  fs.codes = fs.values;
+  fs.tied = false;
+  fs.source = "edit";
+  return fs;
+}
+
+void load_expert(EditModel& model, const mlp::GatedMLP& m) {
+  const auto& c = model.config();
+  require(m.width() == c.fact_hidden && m.dim() == c.d && m.B.rows() == c.d,
+          "edit: the fact expert is {} wide on d = {}; the model needs h = {}, d = {}", m.width(), m.dim(),
+          c.fact_hidden, c.d);
+  require(m.gate == gate_name(c.fact_gate), "edit: the fact expert's gate is {}; the model's is {}", m.gate,
+          gate_name(c.fact_gate));
+  auto& fr = model.frozen();
+  const std::int64_t h = c.fact_hidden, d = c.d;
+  double* U = fr.param("fact.U");
+  double* G = fr.param("fact.G");
+  double* D = fr.param("fact.D");
+  for (std::int64_t r = 0; r < h; ++r)
+    for (std::int64_t j = 0; j < d; ++j) {
+      U[r * d + j] = m.A(r, j);
+      G[r * d + j] = m.G(r, j);
+      D[j * h + r] = m.B(j, r);
+    }
+  auto copy_bias = [&](const char* name, const Eigen::VectorXd& b, std::int64_t n) {
+    double* p = fr.param(name);
+    for (std::int64_t i = 0; i < n; ++i) p[i] = b.size() ? b(i) : 0.0;
+  };
+  copy_bias("fact.bU", m.bias_up, h);
+  copy_bias("fact.bG", m.bias_gate, h);
+  copy_bias("fact.bD", m.bias_out, d);
+}
+
+double expert_accuracy(const mlp::GatedMLP& m, const mlp::FactSet& fs) {
+  return margin::margins_from_outputs(m.forward(fs.keys), fs.values, fs.map, margin::MarginConvention::raw_output)
+      .accuracy;
+}
+
+PromptEval evaluate_prompts(const EditModel& model, const nn::EditSequences& seqs, std::int64_t batch) {
+  require(batch >= 1, "edit: evaluation batch {} must be positive", batch);
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t S = seqs.S, T = seqs.T;
+  PromptEval r;
+  r.predicted.assign(static_cast<std::size_t>(S), -1);
+  EditActs acts;
+  std::int64_t correct = 0;
+  double ce_sum = 0;
+  for (std::int64_t s0 = 0; s0 < S; s0 += batch) {
+    const std::int64_t B = std::min(batch, S - s0);
+    const std::int32_t* tok = seqs.input_ids.data() + s0 * T;
+    const std::int32_t* lab = seqs.labels.data() + s0 * T;
+    model.forward(acts, tok, lab, B, T);
+    for (std::int64_t b = 0; b < B; ++b) {
+      const std::int64_t s = s0 + b, last = seqs.length[static_cast<std::size_t>(s)] - 1;
+      const std::int64_t row = b * T + last;
+      const std::int32_t pred = acts.argmax[static_cast<std::size_t>(row)];
+      r.predicted[static_cast<std::size_t>(s)] = pred;
+      correct += pred == lab[row];
+      for (std::int64_t t = 0; t < last; ++t)
+        if (lab[b * T + t] != nn::kIgnoreLabel) {
+          ce_sum += acts.losses[static_cast<std::size_t>(b * T + t)];
+          ++r.nonfact_tokens;
+        }
+    }
+  }
+  r.value_accuracy = S > 0 ? static_cast<double>(correct) / static_cast<double>(S) : 0.0;
+  r.nonfact_ce = r.nonfact_tokens > 0 ? ce_sum / static_cast<double>(r.nonfact_tokens) : 0.0;
+  r.wall_s = seconds_since(t0);
+  return r;
+}
+
+void BaseTrainConfig::validate() const {
+  require(epochs >= 1, "--epochs must be >= 1 (got {})", epochs);
+  require(batch >= 1, "--batch must be >= 1 (got {})", batch);
+  require(std::isfinite(lr) && lr > 0, "--lr must be a positive number (got {})", lr);
+  require(std::isfinite(weight_decay) && weight_decay >= 0, "--weight-decay must be >= 0 (got {})", weight_decay);
+  require(std::isfinite(target_accuracy) && target_accuracy > 0 && target_accuracy <= 1,
+          "--target-accuracy must be in (0, 1] (got {})", target_accuracy);
+  require(eval_batch >= 1, "evaluation batch must be >= 1 (got {})", eval_batch);
+}
+
+BaseTrainResult train_base(EditModel& model, const nn::EditSequences& seqs, const BaseTrainConfig& cfg) {
+  cfg.validate();
+  require(seqs.S >= 1, "edit: no training sequences");
+  const std::int64_t S = seqs.S, T = seqs.T, Bmax = std::min(cfg.batch, S);
+  const std::int64_t steps_per_epoch = (S + Bmax - 1) / Bmax;
+  auto& P = model.trainable();
+  BaseTrainResult res;
+  std::vector<double> best = P.params;
+  EditActs acts;
+  std::vector<std::int32_t> tok(static_cast<std::size_t>(Bmax * T)), lab(static_cast<std::size_t>(Bmax * T));
+  std::int64_t t = 0;  // Adam step
+  for (std::int64_t epoch = 0; epoch < cfg.epochs; ++epoch) {
+    const auto t0 = std::chrono::steady_clock::now();
+    const Eigen::VectorXi perm =
+        rng::permutation(S, cfg.seed, kEditShuffleStream + (static_cast<std::uint64_t>(epoch) << 32));
+    double loss_sum = 0;
+    for (std::int64_t step = 0; step < steps_per_epoch; ++step) {
+      const std::int64_t s0 = step * Bmax, B = std::min(Bmax, S - s0);
+      for (std::int64_t b = 0; b < B; ++b) {
+        const std::int64_t s = perm(s0 + b);
+        std::copy_n(seqs.input_ids.data() + s * T, T, tok.data() + b * T);
+        std::copy_n(seqs.labels.data() + s * T, T, lab.data() + b * T);
+      }
+      const double loss = model.forward(acts, tok.data(), lab.data(), B, T);
+      if (!std::isfinite(loss))
+        throw NumericError(fmt::format("edit base: non-finite loss {} at epoch {}, step {}; lower --lr", loss,
+                                       epoch + 1, step + 1));
+      P.zero_grads();
+      model.backward(acts, lab.data());
+      ++t;
+      for (const auto& v : P.layout.views()) {
+        const double wd = v.shape.size() >= 2 ? cfg.weight_decay : 0.0;
+        nn::cpu::adam_update(P.params.data() + v.offset, P.grads.data() + v.offset, P.m.data() + v.offset,
+                             P.v.data() + v.offset, v.numel, cfg.lr, cfg.beta1, cfg.beta2, cfg.eps, wd, t, true);
+      }
+      loss_sum += loss;
+      ++res.steps_run;
+      if (cfg.on_step) cfg.on_step(res.steps_run, steps_per_epoch, epoch + 1, loss);
+    }
+    res.train_s += seconds_since(t0);
+    const PromptEval ev = evaluate_prompts(model, seqs, cfg.eval_batch);
+    res.eval_s += ev.wall_s;
+    res.epoch_loss.push_back(loss_sum / static_cast<double>(steps_per_epoch));
+    res.epoch_value_acc.push_back(ev.value_accuracy);
+    res.epoch_nonfact_ce.push_back(ev.nonfact_ce);
+    res.epochs_run = epoch + 1;
+    if (ev.value_accuracy > res.best_value_acc) {
+      res.best_value_acc = ev.value_accuracy;
+      res.best_epoch = epoch + 1;
+      best = P.params;
+    }
+    if (ev.value_accuracy >= cfg.target_accuracy) {
+      res.stopped_early = epoch + 1 < cfg.epochs;
+      break;
+    }
+  }
+  P.params = best;
+  return res;
+}
+
+std::uint64_t vocab_fingerprint(const nn::EditCorpus& corpus) {
+  std::uint64_t h = 14695981039346656037ull;
+  for (const auto& s : corpus.vocab) {
+    for (const unsigned char c : s) {
+      h ^= c;
+      h *= 1099511628211ull;
+    }
+    h ^= 0;
+    h *= 1099511628211ull;
+  }
+  return h;
+}
+
+}  // namespace memcap::edit
