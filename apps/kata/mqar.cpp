@@ -14,6 +14,7 @@
 #include "core/gpu.hpp"
 #include "core/threads.hpp"
 #include "io/output_file.hpp"
+#include "kata/mqar_jobs.hpp"
 #include "kata/mqar_train.hpp"
 #include "kata/mqar_train_cuda.hpp"
 #include "mqar_sweeps.hpp"
@@ -200,34 +201,7 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
   io::OutputFile out(st.common.out, prep.ctx);
   {
     auto g = out.root().child("runs").child("train");
-    const h5::WriteOptions z{true, 0};
-    g.write("step", std::span<const std::int64_t>(res.step), z);
-    g.write("loss", std::span<const double>(res.loss), z);
-    g.write("accuracy", std::span<const double>(res.accuracy), z);
-    g.write("lr", std::span<const double>(res.lr), z);
-    g.write("grad_norm", std::span<const double>(res.grad_norm), z);
-    g.write("eval_epoch", std::span<const std::int64_t>(res.eval_epoch));
-    g.write("eval_step", std::span<const std::int64_t>(res.eval_step));
-    const auto ne = static_cast<std::int64_t>(res.eval_epoch.size()), ns = static_cast<std::int64_t>(ev.size());
-    g.write_nd("eval_accuracy", std::span<const double>(res.eval_accuracy), {ne, ns});
-    g.write_nd("eval_loss", std::span<const double>(res.eval_loss), {ne, ns});
-    std::vector<std::int64_t> sT, sK, sN, tT, tK, tN;
-    for (const auto& s : ev) {
-      sT.push_back(s.seq_len);
-      sK.push_back(s.keys);
-      sN.push_back(s.examples);
-    }
-    for (const auto& s : st.cfg.train) {
-      tT.push_back(s.seq_len);
-      tK.push_back(s.keys);
-      tN.push_back(s.examples);
-    }
-    g.write("eval_T", std::span<const std::int64_t>(sT));
-    g.write("eval_K", std::span<const std::int64_t>(sK));
-    g.write("eval_examples", std::span<const std::int64_t>(sN));
-    g.write("train_T", std::span<const std::int64_t>(tT));
-    g.write("train_K", std::span<const std::int64_t>(tK));
-    g.write("train_examples", std::span<const std::int64_t>(tN));
+    write_mqar_curves(g, st.cfg, res);  // the same /runs layout as the table2 / induction sweeps
     // At most 8 attributes per object (see apps/kata/capacity.cpp); the rest goes into one JSON string.
     g.attr("mixer", st.cfg.model.mixer);
     g.attr("map", model.map_spec);

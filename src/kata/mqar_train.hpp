@@ -85,6 +85,12 @@ std::uint64_t slice_seed(std::uint64_t seed, const char* role, const TaskSlice& 
 // Runs on cfg.device (cuda: train_mqar_cuda; DeviceError when the build has no CUDA).
 MqarTrainResult train_mqar(const MqarTrainConfig& cfg);
 
+// One evaluation row of a training (both trainers): appends (epochs_done, step, accuracy and loss per
+// evaluation slice) to res, sets res.final_eval, calls cfg.on_eval; true when the hardest slice reached
+// cfg.early_stop (the caller stops early unless it was the last epoch).
+bool record_mqar_evaluation(MqarTrainResult& res, const MqarTrainConfig& cfg, std::int64_t epochs_done,
+                            std::int64_t step, std::vector<SliceResult> ev);
+
 // The batches of one epoch in training order (both trainers): example order perm[slice] and the
 // (slice, batch index) list `batches`, visited in `order`; batch b of slice s holds the examples
 // perm[s][b·batch .. min(examples, (b+1)·batch)).

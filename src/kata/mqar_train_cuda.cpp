@@ -364,18 +364,7 @@ struct CudaTrainer {
       std::vector<SliceResult> ev;
       for (std::size_t i = 0; i < cfg.eval.size(); ++i) ev.push_back(evaluate(cfg.eval[i], eseed[i]));
       res.eval_s += seconds_since(te);
-      res.eval_epoch.push_back(epoch + 1);
-      res.eval_step.push_back(t);
-      std::vector<double> accs;
-      for (const auto& r : ev) {
-        res.eval_accuracy.push_back(r.accuracy);
-        res.eval_loss.push_back(r.loss);
-        accs.push_back(r.accuracy);
-      }
-      res.final_eval = ev;
-      if (cfg.on_eval) cfg.on_eval(epoch + 1, accs);
-      const double worst = accs.empty() ? 0.0 : *std::min_element(accs.begin(), accs.end());
-      if (!last && !accs.empty() && worst >= cfg.early_stop) {
+      if (record_mqar_evaluation(res, cfg, epoch + 1, t, std::move(ev)) && !last) {
         res.stopped_early = true;
         break;
       }
