@@ -8,7 +8,7 @@ batch 256 sequences of one slice, the training mixture of §4.1 (T, K, examples)
 512..4096 (1000 examples each, --eval-batch sequences per forward). The tokens follow the MQAR
 layout (K key/value pairs, then query/filler slots, labels at the K query positions) drawn with torch's
 generator: the same shapes and label counts as memcap's batches, not the same tokens (the timing does not
-depend on them). Times --epochs epochs and one evaluation after a short untimed warm-up, with CUDA
+depend on them); the §4.4 init (N(0, 0.02²) weights). Times --epochs epochs and one evaluation after a short untimed warm-up, with CUDA
 synchronisation, and prints one JSON line {"impl", "epoch_s", "eval_s", "steps", "params", ...}.
 
   python3 experiments/bench/mqar_torch.py --epochs 1
@@ -111,9 +111,24 @@ def main():
         labels.scatter_(1, pos, vals)
         return x, labels
 
+    def init_(model):
+        # §4.4 / Zoology: Linear and Embedding weights N(0, 0.02^2), W_o of the mixer 0.02/sqrt(2 n_layers),
+        # biases 0, LayerNorm gains 1; the depthwise convs keep PyTorch's Conv1d default.
+        for name, p in model.named_parameters():
+            if name.endswith("conv.weight") or name.endswith("conv.bias"):
+                continue
+            if p.dim() >= 2:
+                std = 0.02 / math.sqrt(2 * len(model.blocks)) if ".wo." in name else 0.02
+                torch.nn.init.normal_(p, 0.0, std)
+            elif "ln" in name and name.endswith("weight"):
+                torch.nn.init.ones_(p)
+            else:
+                torch.nn.init.zeros_(p)
+
     def make():
         torch.manual_seed(args.seed)
         model = LM().to(dev)
+        init_(model)
         opt = torch.optim.AdamW(model.parameters(), lr=args.lr, betas=(0.9, 0.95), eps=1e-8, weight_decay=0.1)
         return model, opt
 
