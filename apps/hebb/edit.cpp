@@ -12,10 +12,12 @@ memcap::cli::Register reg("hebb", 15, [](CLI::App& tool) {
       "(§6.4) reads (book -> author) facts through a frozen fact MLP; swapping that MLP for one trained on the\n"
       "edited map edits many facts at once. Subcommands: base (train the base model and its fact expert), run\n"
       "(one editor at one edit fraction: MLP swapping, MEMIT, AlphaEdit or ROME; efficacy, paraphrase,\n"
-      "specificity, score, r_NF). CPU only for now. docs/hebb-edit.md has the details.");
+      "specificity, score, r_NF), table1 (the §4.9 hyper-parameter grid on the sweep engine, best per cell).\n"
+      "CPU only for now. docs/hebb-edit.md has the details.");
   edit->require_subcommand(1);
   memcap::hebb_app::add_edit_base(edit);
   memcap::hebb_app::add_edit_run(edit);
+  memcap::hebb_app::add_edit_table1(edit);
 });
 
 }  // namespace

@@ -40,4 +40,5 @@ namespace memcap::hebb_app {
 // The subcommands of `hebb edit` (edit_base.cpp, edit_run.cpp), registered by edit.cpp.
 void add_edit_base(CLI::App* edit);
 void add_edit_run(CLI::App* edit);
+void add_edit_table1(CLI::App* edit);  // edit_table1.cpp: the §4.9 grid on the sweep engine
 }  // namespace memcap::hebb_app

@@ -56,7 +56,7 @@ with h5py.File(sys.argv[1], "r") as f:
     assert f["runs/base/value_accuracy"].shape == (s["epochs"][0],)
 with h5py.File(sys.argv[2], "r") as f:
     s = f["summary"]
-    for c in ["efficacy", "paraphrase", "specificity", "score", "r_nf", "nonfact_ce_pre", "nonfact_ce_post"]:
+    for c in ["efficacy", "paraphrase", "specificity", "score", "r_nf", "nf_ce_before", "nf_ce_after"]:
         assert c in s and s[c].shape == (1,), f"run /summary/{c}"
     assert s["score"][0] == 1.0
     e = f["edit"]
