@@ -3,7 +3,9 @@
 // depthwise causal conv, ℓ2 norm), every mixer core (softmax; KATA M1, M2, M4, Σ2, Σ4, orthant,
 // Lorentz; the chunked delta rule to 1e-9 with T not a multiple of the chunk) and the whole model per
 // mixer; forward references (recurrent KATA through explicit ψ, token-by-token delta rule, the explicit
-// inverse for the Neumann product) and float32 against float64.
+// inverse for the Neumann product) and float32 against float64. Options of issue 12: RoPE on q, k and the
+// gated variants of §2.11 (GatedKATA, convex gate, GatedDeltaKATA): cores against their token recurrences,
+// core and whole-model FD, parameter counts, init, float32 against float64.
 #include <doctest/doctest.h>
 
 #include <Eigen/Dense>
@@ -388,9 +390,10 @@ struct TinyRun {
   std::int64_t B = 2, T = 13;
 };
 
-TinyRun tiny(const std::string& mixer) {
+TinyRun tiny(const std::string& mixer, bool rope = false) {
   MqarModelConfig c;
   c.mixer = mixer;
+  c.rope = rope;
   c.vocab = 32;
   c.d_model = 16;
   c.heads = mixer == "softmax" ? 1 : 2;
@@ -475,4 +478,249 @@ TEST_CASE("forward refuses tokens and labels outside the vocabulary") {
   r.in[5] = 3;
   r.lab[7] = 40;
   CHECK_THROWS_AS(mqar_forward(r.model, r.params.data(), ws, r.in.data(), r.lab.data(), r.B, r.T), UserError);
+}
+
+// ---------------------------------------------------------------------------------------------- RoPE, gated variants
+
+namespace {
+
+// Whole-model FD: worst ‖g − fd‖/‖fd‖ over every parameter tensor (24 entries each).
+double model_fd(TinyRun& r, std::string& worst_name) {
+  MqarWorkspace<double> ws;
+  const MqarForward f0 = mqar_forward(r.model, r.params.data(), ws, r.in.data(), r.lab.data(), r.B, r.T);
+  REQUIRE(f0.labelled == 6);
+  std::vector<double> g(r.params.size(), 0.0);
+  mqar_backward(r.model, r.params.data(), g.data(), ws, 1.0 / static_cast<double>(f0.labelled));
+  auto loss = [&] {
+    MqarWorkspace<double> w2;
+    const MqarForward f = mqar_forward(r.model, r.params.data(), w2, r.in.data(), r.lab.data(), r.B, r.T);
+    return f.loss_sum / static_cast<double>(f.labelled);
+  };
+  REQUIRE(std::isfinite(f0.loss_sum));
+  double worst = 0;
+  for (const auto& v : r.model.layout.views()) {
+    std::vector<double> sub(r.params.begin() + v.offset, r.params.begin() + v.offset + v.numel);
+    std::vector<double> gsub(g.begin() + v.offset, g.begin() + v.offset + v.numel);
+    const double e = fd_check(sub, gsub, [&] {
+      std::copy(sub.begin(), sub.end(), r.params.begin() + v.offset);
+      return loss();
+    }, 24);
+    std::copy(sub.begin(), sub.end(), r.params.begin() + v.offset);
+    if (e > worst) {
+      worst = e;
+      worst_name = v.name;
+    }
+  }
+  return worst;
+}
+
+Mat<double> unit_rows(Mat<double> x) {
+  for (std::int64_t t = 0; t < x.rows(); ++t) x.row(t).normalize();
+  return x;
+}
+
+}  // namespace
+
+TEST_CASE("gated variants (§2.11): parameter counts, state, init, names, no weight decay on A_log / dt_bias") {
+  auto build = [](const std::string& mixer) {
+    MqarModelConfig c;
+    c.mixer = mixer;
+    return MqarModel::build(c);
+  };
+  // §2.10: GatedKATA +258 (W_α ∈ R^{d×H} with bias; the paper's +260 has 2 unexplained), GatedDeltaKATA +516
+  // (W_β 256 + a_proj 256 + A_log 2 + dt_bias 2); the convex gate has GatedKATA's parameters.
+  CHECK(build("gated-m2").param_count() == 1134016 + 258);
+  CHECK(build("convex-m2").param_count() == 1134016 + 258);
+  CHECK(build("gated-sigma4").param_count() == 1134016 + 258);
+  CHECK(build("gated-delta-m2").param_count() == 1134016 + 516);
+  CHECK(build("gated-delta-sigma4").param_count() == 1134016 + 516);
+  CHECK(build("gated-m2").kind == MixerKind::gated);
+  CHECK(build("convex-sigma2").kind == MixerKind::convex);
+  CHECK(build("gated-delta-m1").kind == MixerKind::gated_delta);
+  CHECK(build("gated-delta-m2").map_spec == build("m2").map_spec);
+  CHECK(build("gated-m2").state_size(4096) == 135168);
+  CHECK(build("gated-delta-sigma4").state_size(4096) == 17408);  // §2.9: packed width 136 at H = 2
+  MqarModelConfig rc;
+  rc.mixer = "m2";
+  rc.rope = true;
+  CHECK(MqarModel::build(rc).param_count() == 1134016);  // RoPE has no parameters
+  for (const char* bad : {"gated-m3", "gated-", "convex-delta-m2", "gated-delta-", "gated-softmax"}) {
+    MqarModelConfig c;
+    c.mixer = bad;
+    CAPTURE(bad);
+    CHECK_THROWS_AS(c.validate(), UserError);
+  }
+  rc.rope_base = 1;
+  CHECK_THROWS_AS(rc.validate(), UserError);
+  rc.rope_base = std::nan("");
+  CHECK_THROWS_AS(rc.validate(), UserError);
+  rc.rope_base = 1e4;
+  rc.d_model = 18;
+  rc.heads = 2;  // d_head 9: odd
+  rc.mixer = "orthant";
+  CHECK_THROWS_AS(rc.validate(), UserError);
+  rc.d_model = 16;
+  CHECK_NOTHROW(rc.validate());
+  // CUDA support: RoPE and the gated mixers are CPU only (exit 2 before anything runs).
+  CHECK_THROWS_AS(rc.require_cuda_support(), UserError);
+  MqarModelConfig g;
+  g.mixer = "gated-delta-m2";
+  CHECK(g.cpu_only());
+  CHECK_THROWS_AS(g.require_cuda_support(), UserError);
+  g.mixer = "delta-m2";
+  CHECK(!g.cpu_only());
+  CHECK_NOTHROW(g.require_cuda_support());
+  // no weight decay exactly on A_log and dt_bias (§2.11.5)
+  CHECK(MqarModel::no_weight_decay("l1.A_log"));
+  CHECK(MqarModel::no_weight_decay("l3.dt_bias"));
+  CHECK(!MqarModel::no_weight_decay("l1.walpha.w"));
+  CHECK(!MqarModel::no_weight_decay("l1.wbeta.w"));
+  // init: W_α ~ N(0, 0.02²), b_α = 0, exp(A_log) ~ U(0, 16), softplus(dt_bias) ~ U(1e-3, 1e-1)
+  const MqarModel gd = build("gated-delta-m2");
+  const std::vector<double> p = mqar_init_params(gd, 5);
+  const auto& al = gd.layout.view("l1.A_log");
+  const auto& dt = gd.layout.view("l1.dt_bias");
+  for (std::int64_t j = 0; j < 2; ++j) {
+    const double a = std::exp(p[static_cast<std::size_t>(al.offset + j)]);
+    const double x = p[static_cast<std::size_t>(dt.offset + j)];
+    const double sp = x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x));
+    CHECK(a > 0);
+    CHECK(a < 16);
+    CHECK(sp >= 1e-3 - 1e-15);
+    CHECK(sp <= 1e-1 + 1e-15);
+  }
+  const auto& wa = gd.layout.view("l1.walpha.w");
+  double s2 = 0;
+  for (std::int64_t j = 0; j < wa.numel; ++j) s2 += p[static_cast<std::size_t>(wa.offset + j)] * p[static_cast<std::size_t>(wa.offset + j)];
+  CHECK(std::sqrt(s2 / static_cast<double>(wa.numel)) == doctest::Approx(0.02).epsilon(0.1));
+  const MqarModel gk = build("gated-m2");
+  const std::vector<double> pk = mqar_init_params(gk, 5);
+  const auto& wb = gk.layout.view("l1.walpha.b");
+  for (std::int64_t j = 0; j < wb.numel; ++j) CHECK(pk[static_cast<std::size_t>(wb.offset + j)] == 0.0);
+}
+
+TEST_CASE("gated cores (§2.11.2, .3, .5): quadratic = token recurrence, FD of q, k, v, g, beta (float64)") {
+  const std::int64_t T = 13, d = 8;
+  for (const char* spec : {"m2:eps=1e-4", "m1:eps=1e-4", "sigma4:eps=1e-4", "orthant:eps=1e-6", "lorentz"}) {
+    CAPTURE(spec);
+    const FeatureMap map = FeatureMap::parse(spec, d);
+    for (const bool delta : {false, true}) {
+      CAPTURE(delta);
+      // delta: unit q, k (the model ℓ2-normalizes them); gated: raw rows at scale 0.5
+      Mat<double> q = delta ? unit_rows(randm(T, d, 41)) : randm(T, d, 41, 0.5);
+      Mat<double> k = delta ? unit_rows(randm(T, d, 42)) : randm(T, d, 42, 0.5);
+      Mat<double> v = randm(T, d, 43), W = randm(T, d, 44), o;
+      Vec<double> g(T), beta(T);
+      for (std::int64_t t = 0; t < T; ++t) {
+        g(t) = -0.05 - 0.4 * std::abs(rng::normal(45, rng::kUser, static_cast<std::uint64_t>(t)));
+        beta(t) = 1.0 / (1.0 + std::exp(-rng::normal(46, rng::kUser, static_cast<std::uint64_t>(t))));
+      }
+      auto f = [&] {
+        if (delta)
+          mqar::gated_delta_head_forward(o, map, q, k, v, beta, g);
+        else
+          mqar::gated_head_forward(o, map, q, k, v, g);
+        return wsum(o, W);
+      };
+      f();
+      const Vec<double> gamma = g.array().exp();
+      const Eigen::MatrixXd pq = map.apply(q), pk = map.apply(k);
+      const Mat<double> oref = mqar::gated_head_recurrent(pq, pk, v, gamma, delta ? &beta : nullptr);
+      CHECK((o - oref).norm() / oref.norm() < kExactTol);
+      Mat<double> dq, dk, dv;
+      Vec<double> dg, db;
+      if (delta)
+        mqar::gated_delta_head_backward(dq, dk, dv, db, dg, W, map, q, k, v, beta, g);
+      else
+        mqar::gated_head_backward(dq, dk, dv, dg, W, map, q, k, v, g);
+      double worst = 0;
+      for (auto [M, G] : {std::pair{&q, &dq}, std::pair{&k, &dk}, std::pair{&v, &dv}}) {
+        std::vector<double> xv = flat(*M);
+        const double e = fd_check(xv, flat(*G), [&] {
+          *M = unflat(xv, T, d);
+          return f();
+        });
+        *M = unflat(xv, T, d);
+        worst = std::max(worst, e);
+      }
+      std::vector<Vec<double>*> vecs = {&g};
+      std::vector<Vec<double>*> grads = {&dg};
+      if (delta) {
+        vecs.push_back(&beta);
+        grads.push_back(&db);
+      }
+      for (std::size_t j = 0; j < vecs.size(); ++j) {
+        std::vector<double> xv(vecs[j]->data(), vecs[j]->data() + T);
+        const std::vector<double> gv(grads[j]->data(), grads[j]->data() + T);
+        const double e = fd_check(xv, gv, [&] {
+          *vecs[j] = Eigen::Map<const Vec<double>>(xv.data(), T);
+          return f();
+        });
+        *vecs[j] = Eigen::Map<const Vec<double>>(xv.data(), T);
+        worst = std::max(worst, e);
+      }
+      MESSAGE(std::string(delta ? "gated-delta " : "gated ") << std::string(spec) << " core FD rel err: " << worst);
+      CHECK(worst < kFdRelTol);
+    }
+  }
+  // GatedDeltaKATA with γ = 1 is DeltaKATA (the chunked core) on the same features.
+  const FeatureMap map = FeatureMap::parse("m2:eps=1e-4", d);
+  const Mat<double> q = unit_rows(randm(T, d, 51)), k = unit_rows(randm(T, d, 52)), v = randm(T, d, 53);
+  Vec<double> beta(T);
+  for (std::int64_t t = 0; t < T; ++t) beta(t) = 0.2 + 0.05 * static_cast<double>(t % 7);
+  Mat<double> og, od;
+  mqar::gated_delta_head_forward(og, map, q, k, v, beta, Vec<double>(Vec<double>::Zero(T)));
+  mqar::delta_head_forward(od, Mat<double>(map.apply(q)), Mat<double>(map.apply(k)), v, beta, 4);
+  CHECK((og - od).norm() / od.norm() < kExactTol);
+}
+
+TEST_CASE("RoPE and gated mixers in the whole model: FD of every parameter tensor (float64, T = 13)") {
+  struct Case {
+    const char* mixer;
+    bool rope;
+  };
+  for (const Case c : {Case{"softmax", true}, Case{"m2", true}, Case{"delta-m2", true}, Case{"gated-m2", false},
+                       Case{"convex-m2", false}, Case{"gated-delta-m2", false}, Case{"gated-delta-sigma4", true},
+                       Case{"convex-orthant", true}}) {
+    CAPTURE(c.mixer);
+    CAPTURE(c.rope);
+    TinyRun r = tiny(c.mixer, c.rope);
+    std::string worst_name;
+    const double worst = model_fd(r, worst_name);
+    MESSAGE("model " << std::string(c.mixer) << std::string(c.rope ? " +rope" : "") << " FD rel err: max " << worst << " (" << worst_name
+                     << ")");
+    CHECK(worst < kFdRelTol);
+  }
+}
+
+TEST_CASE("RoPE changes the function, float32 = float64 for the new options") {
+  for (const char* mixer : {"softmax", "m2", "gated-delta-m2"}) {
+    CAPTURE(mixer);
+    TinyRun a = tiny(mixer, false), b = tiny(mixer, true);
+    MqarWorkspace<double> wa, wb;
+    const double la = mqar_forward(a.model, a.params.data(), wa, a.in.data(), a.lab.data(), a.B, a.T).loss_sum;
+    const double lb = mqar_forward(b.model, b.params.data(), wb, b.in.data(), b.lab.data(), b.B, b.T).loss_sum;
+    CHECK(std::abs(la - lb) > 1e-6 * std::abs(la));  // same parameters, RoPE on: another function
+  }
+  for (const auto& [mixer, rope] : {std::pair{"convex-m2", true}, std::pair{"gated-delta-m2", true},
+                                     std::pair{"gated-sigma4", false}}) {
+    CAPTURE(mixer);
+    TinyRun r = tiny(mixer, rope);
+    MqarWorkspace<double> wd;
+    MqarWorkspace<float> wf;
+    std::vector<float> pf(r.params.begin(), r.params.end());
+    const MqarForward fd = mqar_forward(r.model, r.params.data(), wd, r.in.data(), r.lab.data(), r.B, r.T);
+    const MqarForward ff = mqar_forward(r.model, pf.data(), wf, r.in.data(), r.lab.data(), r.B, r.T);
+    CHECK(ff.loss_sum == doctest::Approx(fd.loss_sum).epsilon(1e-4));
+    std::vector<double> gd(r.params.size(), 0.0);
+    std::vector<float> gf(r.params.size(), 0.0f);
+    mqar_backward(r.model, r.params.data(), gd.data(), wd, 1.0 / 6);
+    mqar_backward(r.model, pf.data(), gf.data(), wf, 1.0 / 6);
+    double num = 0, den = 0;
+    for (std::size_t i = 0; i < gd.size(); ++i) {
+      num += (gf[i] - gd[i]) * (gf[i] - gd[i]);
+      den += gd[i] * gd[i];
+    }
+    CHECK(std::sqrt(num / den) < 1e-4);
+  }
 }

@@ -114,6 +114,16 @@ void print_plan(const MqarState& st, const MqarModel& model, std::int64_t state,
 }
 
 void run_mqar_train(CLI::App* sub, MqarState& st) {
+  // RoPE and the gated mixers have no CUDA path yet: --device cuda is refused before the device is looked at
+  // (exit 2 with or without a GPU); auto takes the CPU and says so.
+  if (st.cfg.model.cpu_only()) {
+    if (st.common.device == "cuda") st.cfg.model.require_cuda_support();
+    if (st.common.device == "auto") {
+      st.common.device = "cpu";
+      if (cli::verbosity() >= 0)
+        std::fprintf(stderr, "device: cpu (auto: --rope / gated mixers run on the CPU only for now)\n");
+    }
+  }
   const auto prep = cli::prepare(sub, st.common);  // auto: the GPU when one is usable (says which)
   if (prep.done) return;
   const bool on_gpu = prep.ctx.device.device == Device::cuda;
@@ -169,6 +179,8 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
   io::Row row;
   row.set("mixer", st.cfg.model.mixer)
       .set("map", model.map_spec)
+      .set("rope", static_cast<std::int64_t>(st.cfg.model.rope))
+      .set("rope_base", st.cfg.model.rope ? st.cfg.model.rope_base : nan)
       .set("task", st.task)
       .set("d_model", st.cfg.model.d_model)
       .set("heads", model.heads)
@@ -223,6 +235,15 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
                                   st.cfg.beta1, st.cfg.beta2, st.cfg.adam_eps, st.cfg.weight_decay, st.cfg.clip,
                                   st.cfg.lr, st.cfg.lr_min, res.planned_steps)},
         {"micro_tokens", st.cfg.micro_tokens},
+        {"rope", st.cfg.model.rope ? fmt::format("RoPE base {} on q, k after the short convs", st.cfg.model.rope_base)
+                                   : std::string("none")},
+        {"gate", model.kind == MixerKind::gated ? "GatedKATA: log gamma = log sigmoid(W_alpha x + b_alpha), unnormalized"
+                 : model.kind == MixerKind::convex
+                     ? "convex gate: GatedKATA with v <- (1 - gamma) v, unnormalized"
+                     : model.kind == MixerKind::gated_delta
+                           ? "GatedDeltaKATA: g = -exp(A_log) softplus(W_alpha x + dt_bias), beta = sigmoid(W_beta x), "
+                             "q, k l2-normalized; quadratic form; A_log, dt_bias without weight decay"
+                           : ""},
         {"delta", model.kind == MixerKind::delta
                       ? fmt::format("q, k l2-normalized per head (eps 1e-6) before psi; beta = sigmoid(W_beta x); chunk {}",
                                     st.cfg.model.chunk)
@@ -264,7 +285,9 @@ void add_train(CLI::App* mqar) {
   auto& c = st->cfg;
   cli::add_common(sub, st->common);
   sub->add_option("--mixer", c.model.mixer,
-                  "softmax | m1 | m2 | m4 | sigma2 | sigma4 | orthant | lorentz | delta-m1 | delta-m2 (delta-<map>)")
+                  "softmax | m1 | m2 | m4 | sigma2 | sigma4 | orthant | lorentz | delta-m1 | delta-m2 (delta-<map>) | "
+                  "gated-<map> (GatedKATA) | convex-<map> (convex gate) | gated-delta-<map> (GatedDeltaKATA); the "
+                  "gated ones run on the CPU only")
       ->capture_default_str();
   sub->add_option("--task", st->task, "mqar (§4.1) or overwrite (§4.2, T = 8K)")
       ->capture_default_str()
@@ -276,6 +299,9 @@ void add_train(CLI::App* mqar) {
       ->capture_default_str();
   sub->add_option("--chunk", c.model.chunk, "Delta-rule chunk size C")->capture_default_str();
   sub->add_option("--map-eps", c.model.map_eps, "Feature-map eps (< 0 = §4.4: 1e-4 PSD, 1e-6 orthant)")
+      ->capture_default_str();
+  sub->add_flag("--rope", c.model.rope, "RoPE on the mixer's q and k, after the short convs (CPU only for now)");
+  sub->add_option("--rope-base", c.model.rope_base, "RoPE base theta (with --rope; spec: 1e4, U4: 500, 5e4)")
       ->capture_default_str();
   sub->add_option("--seq-len", st->seq_len, "Training slice length T (with --keys: one training slice)");
   sub->add_option("--keys", st->keys, "Training slice keys K (with --seq-len)");

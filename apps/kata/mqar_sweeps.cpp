@@ -56,7 +56,7 @@ void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out) {
   auto& c = st.cfg;
   sub->add_option("--mixers", st.mixers,
                   "Sequence mixers (comma list): softmax, m1, m2, m4, sigma2, sigma4, orthant, lorentz, delta-m1, "
-                  "delta-m2, delta-<map>")
+                  "delta-m2, delta-<map>, gated-<map>, convex-<map>, gated-delta-<map> (gated: CPU only)")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--lrs", st.lrs, "Peak learning rates (comma list); the best per row is kept")
@@ -75,6 +75,8 @@ void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out) {
   sub->add_option("--chunk", c.model.chunk, "Delta-rule chunk size C")->capture_default_str();
   sub->add_option("--map-eps", c.model.map_eps, "Feature-map eps (< 0 = §4.4: 1e-4 PSD, 1e-6 orthant)")
       ->capture_default_str();
+  sub->add_flag("--rope", c.model.rope, "RoPE on the mixer's q and k (CPU only for now)");
+  sub->add_option("--rope-base", c.model.rope_base, "RoPE base theta (with --rope)")->capture_default_str();
   sub->add_option("--eval-examples", st.eval_examples, "Examples per evaluation slice")->capture_default_str();
   sub->add_option("--batch", c.batch, "Sequences per step")->capture_default_str();
   sub->add_option("--lr-min", c.lr_min, "Final learning rate of the cosine")->capture_default_str();
@@ -95,6 +97,23 @@ void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out) {
 
 Prepared prepare_sweep(CLI::App* sub, SweepState& st, const char* what) {
   if (!st.preset.empty()) cli::apply_preset(sub, st.preset);
+  {  // RoPE and the gated mixers have no CUDA path yet: refused before the device is even looked at
+    MqarModelConfig mc = st.cfg.model;
+    bool cpu_only = mc.rope;
+    for (const auto& m : st.mixers) {
+      mc.mixer = m;
+      if (mc.cpu_only()) {
+        cpu_only = true;
+        if (st.common.device == "cuda") mc.require_cuda_support();
+      }
+    }
+    if (cpu_only && st.common.device == "cuda") mc.require_cuda_support();
+    if (cpu_only && st.common.device == "auto") {
+      st.common.device = "cpu";
+      if (cli::verbosity() >= 0)
+        std::fprintf(stderr, "device: cpu (auto: --rope / gated mixers run on the CPU only for now)\n");
+    }
+  }
   const auto prep = cli::prepare(sub, st.common);
   Prepared p;
   p.done = prep.done;

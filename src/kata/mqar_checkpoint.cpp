@@ -32,7 +32,7 @@ std::string g17(double x) { return fmt::format("{:.17g}", x); }
 
 std::string mqar_fingerprint(const MqarTrainConfig& c, const std::string& device) {
   const auto& m = c.model;
-  const nlohmann::json j = {
+  nlohmann::json j = {
       {"mixer", m.mixer},         {"vocab", m.vocab},       {"d_model", m.d_model},   {"layers", m.n_layers},
       {"heads", m.heads},         {"chunk", m.chunk},       {"map_eps", g17(m.map_eps)}, {"init_std", g17(m.init_std)},
       {"train", slices_json(c.train)}, {"eval", slices_json(c.eval)}, {"batch", c.batch}, {"epochs", c.epochs},
@@ -40,6 +40,7 @@ std::string mqar_fingerprint(const MqarTrainConfig& c, const std::string& device
       {"beta2", g17(c.beta2)},    {"adam_eps", g17(c.adam_eps)}, {"clip", g17(c.clip)}, {"eval_every", c.eval_every},
       {"early_stop", g17(c.early_stop)}, {"micro_tokens", c.micro_tokens}, {"precision", c.precision},
       {"seed", c.seed},           {"device", device}};
+  if (m.rope) j["rope_base"] = g17(m.rope_base);  // only when on: fingerprints of runs without RoPE unchanged
   return j.dump();
 }
 

@@ -1,12 +1,14 @@
 // Sequence-mixing layers of the MQAR model (mqar_model.hpp): BaseConv (y = conv3(u) ⊙ (u Wᵀ + b) + u),
 // softmax MHA, KATA (projections, ShortConv(k=4), per-head quadratic core, output RMSNorm, W_o) and
-// DeltaKATA (ℓ2-normalized q, k → ψ, β = σ(x W_βᵀ), chunked delta rule), forward and backward.
+// DeltaKATA (ℓ2-normalized q, k → ψ, β = σ(x W_βᵀ), chunked delta rule), the gated variants of §2.11
+// (GatedKATA, convex gate, GatedDeltaKATA) and RoPE on q, k (--rope), forward and backward.
 #include <algorithm>
 #include <cmath>
 
 #include "kata/mqar_mixers.hpp"
 #include "kata/mqar_ops.hpp"
 #include "nn/causal_conv.hpp"
+#include "nn/edit_layers.hpp"
 #include "nn/rmsnorm_gain.hpp"
 
 namespace memcap::kata::detail {
@@ -24,6 +26,17 @@ QkvHead<T> get_qkv_head(const T* qkv, std::int64_t D, std::int64_t b, std::int64
                         std::int64_t dh) {
   return {get_head(qkv, 3 * D, 0, b, h, Tlen, dh), get_head(qkv, 3 * D, D, b, h, Tlen, dh),
           get_head(qkv, 3 * D, 2 * D, b, h, Tlen, dh)};
+}
+
+inline double softplus(double x) { return x > 0 ? x + std::log1p(std::exp(-x)) : std::log1p(std::exp(x)); }
+
+// RoPE on one head's rows (a contiguous T × dh matrix, positions 0..T−1), in place.
+template <class T>
+void rope_head(Mat<T>& x, double base, bool backward) {
+  if (backward)
+    nn::cpu::rope_backward(x.data(), x.data(), 1, x.rows(), 1, x.cols(), base);
+  else
+    nn::cpu::rope_forward(x.data(), x.data(), 1, x.rows(), 1, x.cols(), base);
 }
 
 }  // namespace
@@ -45,7 +58,13 @@ void mixer_layer_forward(const MqarModel& m, const T* params, typename MqarWorks
     const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
     for (std::int64_t b = 0; b < B; ++b)
       for (std::int64_t h = 0; h < H; ++h) {
-        const auto [q, k, v] = get_qkv_head(l.qkv.data(), D, b, h, Tlen, dh);
+        auto [q, k, v] = get_qkv_head(l.qkv.data(), D, b, h, Tlen, dh);
+        if (m.cfg.rope) {  // rotated q, k kept in l.qkv for the backward
+          rope_head(q, m.cfg.rope_base, false);
+          rope_head(k, m.cfg.rope_base, false);
+          put_head(l.qkv.data(), 3 * D, 0, b, h, Tlen, dh, q);
+          put_head(l.qkv.data(), 3 * D, D, b, h, Tlen, dh, k);
+        }
         Mat<T> o;
         Vec<T> lse;
         mqar::softmax_head_forward(o, lse, q, k, v, scale);
@@ -63,9 +82,28 @@ void mixer_layer_forward(const MqarModel& m, const T* params, typename MqarWorks
   nn::cpu::causal_conv_forward(l.q.data(), l.qp.data(), P(m, params, lname(i, "convq.w")), nob, B, Tlen, D, kMixerConvK);
   nn::cpu::causal_conv_forward(l.k.data(), l.kp.data(), P(m, params, lname(i, "convk.w")), nob, B, Tlen, D, kMixerConvK);
   nn::cpu::causal_conv_forward(l.v.data(), l.vp.data(), P(m, params, lname(i, "convv.w")), nob, B, Tlen, D, kMixerConvK);
-  if (m.kind == MixerKind::delta) {
+  if (m.cfg.rope) {  // in place: the convs' backward reads their inputs (qp, kp), not q, k
+    nn::cpu::rope_forward(l.q.data(), l.q.data(), B, Tlen, H, dh, m.cfg.rope_base);
+    nn::cpu::rope_forward(l.k.data(), l.k.data(), B, Tlen, H, dh, m.cfg.rope_base);
+  }
+  if (m.l2_qk()) {
     linear_fwd(l.beta.data(), x, P(m, params, lname(i, "wbeta.w")), nob, N, D, H);
     for (auto& z : l.beta) z = static_cast<T>(sigmoid(static_cast<double>(z)));
+  }
+  if (m.is_gated()) {  // g = log γ per (token, head)
+    const bool gdn = m.kind == MixerKind::gated_delta;
+    linear_fwd(l.gz.data(), x, P(m, params, lname(i, "walpha.w")), gdn ? nob : P(m, params, lname(i, "walpha.b")), N, D,
+               H);
+    const T* alog = gdn ? P(m, params, lname(i, "A_log")) : nob;
+    const T* dtb = gdn ? P(m, params, lname(i, "dt_bias")) : nob;
+    for (std::int64_t n = 0; n < N; ++n)
+      for (std::int64_t h = 0; h < H; ++h) {
+        const double z = l.gz[static_cast<std::size_t>(n * H + h)];
+        // GatedKATA: log γ = log σ(z) = −softplus(−z); GatedDeltaKATA: g = −exp(A_log) softplus(z + dt_bias)
+        const double g = gdn ? -std::exp(static_cast<double>(alog[h])) * softplus(z + static_cast<double>(dtb[h]))
+                             : -softplus(-z);
+        l.lg[static_cast<std::size_t>(n * H + h)] = static_cast<T>(g);
+      }
   }
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < H; ++h) {
@@ -77,6 +115,12 @@ void mixer_layer_forward(const MqarModel& m, const T* params, typename MqarWorks
         Vec<T> den;
         mqar::kata_head_forward(o, den, m.map, q, k, v);
         for (std::int64_t t = 0; t < Tlen; ++t) l.den[static_cast<std::size_t>((b * H + h) * Tlen + t)] = den(t);
+      } else if (m.kind == MixerKind::gated || m.kind == MixerKind::convex) {
+        const Vec<T> g = get_col(l.lg.data(), H, h, b, Tlen);
+        Mat<T> vs = v;
+        if (m.kind == MixerKind::convex)  // §2.11.3: v ← (1 − γ) v
+          for (std::int64_t t = 0; t < Tlen; ++t) vs.row(t) *= static_cast<T>(-std::expm1(static_cast<double>(g(t))));
+        mqar::gated_head_forward(o, m.map, q, k, vs, g);
       } else {
         Mat<T> qn, kn;
         Vec<T> rq, rk;
@@ -88,9 +132,14 @@ void mixer_layer_forward(const MqarModel& m, const T* params, typename MqarWorks
           l.q_rstd[static_cast<std::size_t>((b * H + h) * Tlen + t)] = rq(t);
           l.k_rstd[static_cast<std::size_t>((b * H + h) * Tlen + t)] = rk(t);
         }
-        const Mat<T> pq = m.map.apply(qn.template cast<double>()).template cast<T>();
-        const Mat<T> pk = m.map.apply(kn.template cast<double>()).template cast<T>();
-        mqar::delta_head_forward(o, pq, pk, v, get_col(l.beta.data(), H, h, b, Tlen), m.cfg.chunk);
+        if (m.kind == MixerKind::gated_delta) {
+          mqar::gated_delta_head_forward(o, m.map, qn, kn, v, get_col(l.beta.data(), H, h, b, Tlen),
+                                         get_col(l.lg.data(), H, h, b, Tlen));
+        } else {
+          const Mat<T> pq = m.map.apply(qn.template cast<double>()).template cast<T>();
+          const Mat<T> pk = m.map.apply(kn.template cast<double>()).template cast<T>();
+          mqar::delta_head_forward(o, pq, pk, v, get_col(l.beta.data(), H, h, b, Tlen), m.cfg.chunk);
+        }
       }
       put_head(l.att.data(), D, 0, b, h, Tlen, dh, o);
     }
@@ -133,6 +182,10 @@ void mixer_layer_backward(const MqarModel& m, const T* params, T* grads, MqarWor
         for (std::int64_t t = 0; t < Tlen; ++t) lse(t) = l.lse[static_cast<std::size_t>((b * H + h) * Tlen + t)];
         Mat<T> dq, dk, dv;
         mqar::softmax_head_backward(dq, dk, dv, dO, q, k, v, o, lse, scale);
+        if (m.cfg.rope) {  // l.qkv holds the rotated q, k: rotate their gradients back
+          rope_head(dq, m.cfg.rope_base, true);
+          rope_head(dk, m.cfg.rope_base, true);
+        }
         put_head(dqkv, 3 * D, 0, b, h, Tlen, dh, dq);
         put_head(dqkv, 3 * D, D, b, h, Tlen, dh, dk);
         put_head(dqkv, 3 * D, 2 * D, b, h, Tlen, dh, dv);
@@ -152,6 +205,7 @@ void mixer_layer_backward(const MqarModel& m, const T* params, T* grads, MqarWor
   T* dk_all = dq_all + N * D;
   T* dv_all = dk_all + N * D;
   T* dbeta = ws.g_g.data();
+  T* dgate = ws.g_h.data();  // ∂/∂(gate pre-activation) [N, H]
   for (std::int64_t b = 0; b < B; ++b)
     for (std::int64_t h = 0; h < H; ++h) {
       const Mat<T> q = get_head(l.q.data(), D, 0, b, h, Tlen, dh);
@@ -164,6 +218,25 @@ void mixer_layer_backward(const MqarModel& m, const T* params, T* grads, MqarWor
         Vec<T> den(Tlen);
         for (std::int64_t t = 0; t < Tlen; ++t) den(t) = l.den[static_cast<std::size_t>((b * H + h) * Tlen + t)];
         mqar::kata_head_backward(dq, dk, dv, dO, m.map, q, k, v, o, den);
+      } else if (m.kind == MixerKind::gated || m.kind == MixerKind::convex) {
+        const Vec<T> g = get_col(l.lg.data(), H, h, b, Tlen);
+        const bool convex = m.kind == MixerKind::convex;
+        Mat<T> vs = v;
+        if (convex)
+          for (std::int64_t t = 0; t < Tlen; ++t) vs.row(t) *= static_cast<T>(-std::expm1(static_cast<double>(g(t))));
+        Mat<T> dvs;
+        Vec<T> dg;
+        mqar::gated_head_backward(dq, dk, dvs, dg, dO, m.map, q, k, vs, g);
+        dv = dvs;
+        for (std::int64_t t = 0; t < Tlen; ++t) {
+          const double gam = std::exp(static_cast<double>(g(t))), omg = -std::expm1(static_cast<double>(g(t)));
+          double dz = static_cast<double>(dg(t)) * omg;  // log σ(z)' = 1 − σ(z)
+          if (convex) {                                  // v' = (1 − γ) v: dv = (1 − γ) dv', dγ = −dv'·v
+            dv.row(t) = dvs.row(t) * static_cast<T>(omg);
+            dz += -static_cast<double>(dvs.row(t).dot(v.row(t))) * gam * omg;
+          }
+          dgate[(b * Tlen + t) * H + h] = static_cast<T>(dz);
+        }
       } else {
         const Mat<T> qn = get_head(l.qn.data(), D, 0, b, h, Tlen, dh);
         const Mat<T> kn = get_head(l.kn.data(), D, 0, b, h, Tlen, dh);
@@ -172,15 +245,23 @@ void mixer_layer_backward(const MqarModel& m, const T* params, T* grads, MqarWor
           rq(t) = l.q_rstd[static_cast<std::size_t>((b * H + h) * Tlen + t)];
           rk(t) = l.k_rstd[static_cast<std::size_t>((b * H + h) * Tlen + t)];
         }
-        const Eigen::MatrixXd qnd = qn.template cast<double>(), knd = kn.template cast<double>();
-        const Mat<T> pq = m.map.apply(qnd).template cast<T>();
-        const Mat<T> pk = m.map.apply(knd).template cast<T>();
         const Vec<T> beta = get_col(l.beta.data(), H, h, b, Tlen);
-        Mat<T> dpq, dpk;
         Vec<T> db;
-        mqar::delta_head_backward(dpq, dpk, dv, db, dO, pq, pk, v, beta, m.cfg.chunk);
-        const Mat<T> dqn = m.map.vjp(qnd, dpq.template cast<double>()).template cast<T>();
-        const Mat<T> dkn = m.map.vjp(knd, dpk.template cast<double>()).template cast<T>();
+        Mat<T> dqn, dkn;
+        if (m.kind == MixerKind::gated_delta) {
+          Vec<T> dg;  // raw ∂/∂g; the gate's parameters are done after the loop
+          mqar::gated_delta_head_backward(dqn, dkn, dv, db, dg, dO, m.map, qn, kn, v, beta,
+                                          get_col(l.lg.data(), H, h, b, Tlen));
+          for (std::int64_t t = 0; t < Tlen; ++t) dgate[(b * Tlen + t) * H + h] = dg(t);
+        } else {
+          const Eigen::MatrixXd qnd = qn.template cast<double>(), knd = kn.template cast<double>();
+          const Mat<T> pq = m.map.apply(qnd).template cast<T>();
+          const Mat<T> pk = m.map.apply(knd).template cast<T>();
+          Mat<T> dpq, dpk;
+          mqar::delta_head_backward(dpq, dpk, dv, db, dO, pq, pk, v, beta, m.cfg.chunk);
+          dqn = m.map.vjp(qnd, dpq.template cast<double>()).template cast<T>();
+          dkn = m.map.vjp(knd, dpk.template cast<double>()).template cast<T>();
+        }
         mqar::l2norm_rows_backward(dq, dqn, q, rq);
         mqar::l2norm_rows_backward(dk, dkn, k, rk);
         for (std::int64_t t = 0; t < Tlen; ++t)  // β = σ(z): dz = dβ β (1 − β)
@@ -190,6 +271,30 @@ void mixer_layer_backward(const MqarModel& m, const T* params, T* grads, MqarWor
       put_head(dk_all, D, 0, b, h, Tlen, dh, dk);
       put_head(dv_all, D, 0, b, h, Tlen, dh, dv);
     }
+  if (m.kind == MixerKind::gated_delta) {  // g = −exp(A_log) softplus(z + dt_bias), z = x W_αᵀ
+    const T* alog = P(m, params, lname(i, "A_log"));
+    const T* dtb = P(m, params, lname(i, "dt_bias"));
+    T* galog = G(m, grads, lname(i, "A_log"));
+    T* gdtb = G(m, grads, lname(i, "dt_bias"));
+    for (std::int64_t h = 0; h < H; ++h) {
+      const double a = std::exp(static_cast<double>(alog[h]));
+      double sa = 0, sd = 0;
+      for (std::int64_t n = 0; n < N; ++n) {
+        const double u = static_cast<double>(l.gz[static_cast<std::size_t>(n * H + h)]) + static_cast<double>(dtb[h]);
+        const double dg = dgate[n * H + h];
+        sa += dg * (-a * softplus(u));  // ∂g/∂A_log = g
+        const double du = dg * (-a * sigmoid(u));
+        sd += du;
+        dgate[n * H + h] = static_cast<T>(du);
+      }
+      galog[h] += static_cast<T>(sa);
+      gdtb[h] += static_cast<T>(sd);
+    }
+  }
+  if (m.cfg.rope) {  // the cores' dq, dk are with respect to the rotated q, k
+    nn::cpu::rope_backward(dq_all, dq_all, B, Tlen, H, dh, m.cfg.rope_base);
+    nn::cpu::rope_backward(dk_all, dk_all, B, Tlen, H, dh, m.cfg.rope_base);
+  }
   T* dqp = ws.g_f.data();
   T* dkp = dqp + N * D;
   T* dvp = dkp + N * D;
@@ -205,9 +310,13 @@ void mixer_layer_backward(const MqarModel& m, const T* params, T* grads, MqarWor
              D, true);
   linear_bwd(dx, G(m, grads, lname(i, "wv.w")), static_cast<T*>(nullptr), dvp, x, P(m, params, lname(i, "wv.w")), N, D,
              D, true);
-  if (m.kind == MixerKind::delta)
+  if (m.l2_qk())
     linear_bwd(dx, G(m, grads, lname(i, "wbeta.w")), static_cast<T*>(nullptr), dbeta, x,
                P(m, params, lname(i, "wbeta.w")), N, D, H, true);
+  if (m.is_gated())
+    linear_bwd(dx, G(m, grads, lname(i, "walpha.w")),
+               m.kind == MixerKind::gated_delta ? static_cast<T*>(nullptr) : G(m, grads, lname(i, "walpha.b")), dgate,
+               x, P(m, params, lname(i, "walpha.w")), N, D, H, true);
 }
 
 

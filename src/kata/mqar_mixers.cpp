@@ -364,6 +364,138 @@ void l2norm_rows_backward(Mat<T>& dx, const Mat<T>& dout, const Mat<T>& x, const
   }
 }
 
+// ---------------------------------------------------------------------------------------------- gated variants
+
+namespace {
+
+// Γ[t,s] = exp(G_t − G_s) for s <= t, 0 above (G = cumsum g, in double).
+template <class T>
+Mat<T> decay_matrix(const Vec<T>& g) {
+  const std::int64_t L = g.size();
+  std::vector<double> G(static_cast<std::size_t>(L));
+  double acc = 0;
+  for (std::int64_t t = 0; t < L; ++t) G[static_cast<std::size_t>(t)] = acc += static_cast<double>(g(t));
+  Mat<T> D = Mat<T>::Zero(L, L);
+  for (std::int64_t t = 0; t < L; ++t)
+    for (std::int64_t s = 0; s <= t; ++s)
+      D(t, s) = static_cast<T>(std::exp(G[static_cast<std::size_t>(t)] - G[static_cast<std::size_t>(s)]));
+  return D;
+}
+
+// dg from dΓ: E = dΓ ⊙ Γ, dG_t = Σ_s E_ts − Σ_s E_st, dg_r = Σ_{t >= r} dG_t.
+template <class T>
+Vec<T> decay_vjp(const Mat<T>& dGam, const Mat<T>& Gam) {
+  const Mat<T> E = dGam.cwiseProduct(Gam);
+  const Vec<T> dG = E.rowwise().sum() - E.colwise().sum().transpose();
+  Vec<T> dg(dG.size());
+  T acc = 0;
+  for (std::int64_t t = dG.size() - 1; t >= 0; --t) dg(t) = acc += dG(t);
+  return dg;
+}
+
+void check_gated(std::int64_t L, std::int64_t Lk, std::int64_t Lv, std::int64_t Lg, std::int64_t Lb) {
+  require(Lk == L && Lv == L && Lg == L && (Lb < 0 || Lb == L),
+          "gated mixer: q, k, v, gate (and beta) must have the same number of rows ({}, {}, {}, {}, {})", L, Lk, Lv, Lg,
+          Lb);
+}
+
+}  // namespace
+
+template <class T>
+void gated_head_forward(Mat<T>& o, const FeatureMap& map, const Mat<T>& q, const Mat<T>& k, const Mat<T>& v,
+                        const Vec<T>& g) {
+  check_gated(q.rows(), k.rows(), v.rows(), g.size(), -1);
+  Mat<T> A;
+  cone_kernel(A, map, q, k);
+  const Mat<T> W = A.cwiseProduct(decay_matrix(g));
+  o.noalias() = W * v;
+}
+
+template <class T>
+void gated_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, Vec<T>& dg, const Mat<T>& dout, const FeatureMap& map,
+                         const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Vec<T>& g) {
+  const std::int64_t L = q.rows();
+  check_gated(L, k.rows(), v.rows(), g.size(), -1);
+  Mat<T> A;
+  cone_kernel(A, map, q, k);
+  const Mat<T> Gam = decay_matrix(g);
+  dv.noalias() = A.cwiseProduct(Gam).transpose() * dout;
+  Mat<T> dW = dout * v.transpose();
+  zero_strict_upper(dW);
+  dg = decay_vjp<T>(dW.cwiseProduct(A), Gam);
+  const Mat<T> dA = dW.cwiseProduct(Gam);
+  dq.setZero(L, q.cols());
+  dk.setZero(L, k.cols());
+  cone_kernel_vjp(dq, dk, map, dA, q, k);
+}
+
+template <class T>
+void gated_delta_head_forward(Mat<T>& o, const FeatureMap& map, const Mat<T>& q, const Mat<T>& k, const Mat<T>& v,
+                              const Vec<T>& beta, const Vec<T>& g) {
+  check_gated(q.rows(), k.rows(), v.rows(), g.size(), beta.size());
+  const Mat<T> Gam = decay_matrix(g);
+  Mat<T> Kk;
+  cone_kernel(Kk, map, k, k);
+  Mat<T> N = beta.asDiagonal() * Kk.cwiseProduct(Gam);  // only the strict lower part is read
+  const Mat<T> U = N.template triangularView<Eigen::UnitLower>().solve(beta.asDiagonal() * v);
+  Mat<T> A;
+  cone_kernel(A, map, q, k);
+  o.noalias() = A.cwiseProduct(Gam) * U;
+}
+
+template <class T>
+void gated_delta_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, Vec<T>& dbeta, Vec<T>& dg, const Mat<T>& dout,
+                               const FeatureMap& map, const Mat<T>& q, const Mat<T>& k, const Mat<T>& v,
+                               const Vec<T>& beta, const Vec<T>& g) {
+  const std::int64_t L = q.rows();
+  check_gated(L, k.rows(), v.rows(), g.size(), beta.size());
+  const Mat<T> Gam = decay_matrix(g);
+  Mat<T> Kk, A;
+  cone_kernel(Kk, map, k, k);
+  cone_kernel(A, map, q, k);
+  const Mat<T> KG = Kk.cwiseProduct(Gam);
+  const Mat<T> N = beta.asDiagonal() * KG;
+  const auto M = N.template triangularView<Eigen::UnitLower>();  // I + strict lower part of N
+  const Mat<T> U = M.solve(beta.asDiagonal() * v);
+  // o = (Γ ⊙ A) U
+  const Mat<T> dU = A.cwiseProduct(Gam).transpose() * dout;
+  Mat<T> dW = dout * U.transpose();
+  zero_strict_upper(dW);
+  // U = M^{-1} diag(β) V: dY = M^{-T} dU, d(diag(β) V) = dY, dM = −dY Uᵀ (strict lower)
+  const Mat<T> dY = M.transpose().solve(dU);
+  dv = beta.asDiagonal() * dY;
+  dbeta = dY.cwiseProduct(v).rowwise().sum();
+  Mat<T> dN = -(dY * U.transpose());
+  dN.template triangularView<Eigen::Upper>().setZero();  // diagonal too
+  dbeta += dN.cwiseProduct(KG).rowwise().sum();
+  const Mat<T> dKk = beta.asDiagonal() * dN.cwiseProduct(Gam);
+  const Mat<T> dGam = dW.cwiseProduct(A) + beta.asDiagonal() * dN.cwiseProduct(Kk);
+  dg = decay_vjp<T>(dGam, Gam);
+  dq.setZero(L, q.cols());
+  dk.setZero(L, k.cols());
+  cone_kernel_vjp(dq, dk, map, Mat<T>(dW.cwiseProduct(Gam)), q, k);
+  Mat<T> dk1 = Mat<T>::Zero(L, k.cols()), dk2 = Mat<T>::Zero(L, k.cols());
+  cone_kernel_vjp(dk1, dk2, map, dKk, k, k);
+  dk += dk1 + dk2;
+}
+
+Mat<double> gated_head_recurrent(const Mat<double>& psi_q, const Mat<double>& psi_k, const Mat<double>& v,
+                                 const Vec<double>& gamma, const Vec<double>* beta) {
+  const std::int64_t L = psi_q.rows(), n = psi_q.cols(), dv = v.cols();
+  Mat<double> S = Mat<double>::Zero(n, dv), o(L, dv);
+  for (std::int64_t t = 0; t < L; ++t) {
+    const Vec<double> p = psi_k.row(t).transpose();
+    if (beta) {
+      const Eigen::RowVectorXd pS = p.transpose() * S;
+      S = gamma(t) * (S - (*beta)(t) * p * pS) + (*beta)(t) * p * v.row(t);
+    } else {
+      S = gamma(t) * S + p * v.row(t);
+    }
+    o.row(t) = psi_q.row(t) * S;
+  }
+  return o;
+}
+
 #define MEMCAP_MQAR_MIXERS(T)                                                                                       \
   template void softmax_head_forward<T>(Mat<T>&, Vec<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, double);    \
   template void softmax_head_backward<T>(Mat<T>&, Mat<T>&, Mat<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&,   \
@@ -381,7 +513,16 @@ void l2norm_rows_backward(Mat<T>& dx, const Mat<T>& dout, const Mat<T>& x, const
                                        const Mat<T>&, const Mat<T>&, const Vec<T>&, std::int64_t);                  \
   template Mat<T> neumann_inverse<T>(const Mat<T>&);                                                                \
   template void l2norm_rows_forward<T>(Mat<T>&, Vec<T>&, const Mat<T>&, double);                                    \
-  template void l2norm_rows_backward<T>(Mat<T>&, const Mat<T>&, const Mat<T>&, const Vec<T>&);
+  template void l2norm_rows_backward<T>(Mat<T>&, const Mat<T>&, const Mat<T>&, const Vec<T>&);                  \
+  template void gated_head_forward<T>(Mat<T>&, const FeatureMap&, const Mat<T>&, const Mat<T>&, const Mat<T>&,      \
+                                      const Vec<T>&);                                                               \
+  template void gated_head_backward<T>(Mat<T>&, Mat<T>&, Mat<T>&, Vec<T>&, const Mat<T>&, const FeatureMap&,        \
+                                       const Mat<T>&, const Mat<T>&, const Mat<T>&, const Vec<T>&);                 \
+  template void gated_delta_head_forward<T>(Mat<T>&, const FeatureMap&, const Mat<T>&, const Mat<T>&, const Mat<T>&,\
+                                            const Vec<T>&, const Vec<T>&);                                          \
+  template void gated_delta_head_backward<T>(Mat<T>&, Mat<T>&, Mat<T>&, Vec<T>&, Vec<T>&, const Mat<T>&,            \
+                                             const FeatureMap&, const Mat<T>&, const Mat<T>&, const Mat<T>&,        \
+                                             const Vec<T>&, const Vec<T>&);
 
 MEMCAP_MQAR_MIXERS(double)
 MEMCAP_MQAR_MIXERS(float)

@@ -62,6 +62,32 @@ Mat<double> delta_head_recurrent(const Mat<double>& psi_q, const Mat<double>& ps
 template <class T>
 Mat<T> neumann_inverse(const Mat<T>& N);
 
+// ---- gated variants (§2.11.2, .3, .5), quadratic form, unnormalized readout. g_t = log γ_t ≤ 0 per token;
+// the decay Γ[t,s] = Π_{r=s+1..t} γ_r = exp(G_t − G_s) (G = cumsum g) for s ≤ t, 0 above; A = cone kernel.
+// GatedKATA: S_t = γ_t S_{t-1} + ψ(k_t) v_tᵀ, o_t = ψ(q_t)ᵀ S_t, i.e. o = (Γ ⊙ A) v (the convex gate is
+// the same core on v pre-scaled by (1 − γ), done by the caller).
+template <class T>
+void gated_head_forward(Mat<T>& o, const FeatureMap& map, const Mat<T>& q, const Mat<T>& k, const Mat<T>& v,
+                        const Vec<T>& g);
+// dq, dk, dv, dg overwritten (dg = ∂/∂g_t).
+template <class T>
+void gated_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, Vec<T>& dg, const Mat<T>& dout, const FeatureMap& map,
+                         const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Vec<T>& g);
+// GatedDeltaKATA: S_t = γ_t [S_{t-1} − β_t ψ(k_t)ψ(k_t)ᵀ S_{t-1}] + β_t ψ(k_t) v_tᵀ, o_t = ψ(q_t)ᵀ S_t, in the
+// pseudo-value form u_t = β_t (v_t − Σ_{s<t} Γ_ts κ(k_t,k_s) u_s), o = (Γ ⊙ A) U: one unit-lower triangular
+// solve (I + N) U = diag(β) V with N = diag(β) tril(Γ ⊙ κ(K,K), −1); no ψ or n_ψ × n_ψ matrix is formed.
+template <class T>
+void gated_delta_head_forward(Mat<T>& o, const FeatureMap& map, const Mat<T>& q, const Mat<T>& k, const Mat<T>& v,
+                              const Vec<T>& beta, const Vec<T>& g);
+template <class T>
+void gated_delta_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, Vec<T>& dbeta, Vec<T>& dg, const Mat<T>& dout,
+                               const FeatureMap& map, const Mat<T>& q, const Mat<T>& k, const Mat<T>& v,
+                               const Vec<T>& beta, const Vec<T>& g);
+// Token-by-token recurrences on explicit features (float64 test references): beta null = GatedKATA,
+// otherwise GatedDeltaKATA; gamma = exp(g).
+Mat<double> gated_head_recurrent(const Mat<double>& psi_q, const Mat<double>& psi_k, const Mat<double>& v,
+                                 const Vec<double>& gamma, const Vec<double>* beta);
+
 // ---- row-wise L2 normalization x̂ = x / sqrt(‖x‖² + eps) (FLA's l2norm, eps = 1e-6), rows of width d.
 template <class T>
 void l2norm_rows_forward(Mat<T>& out, Vec<T>& rstd, const Mat<T>& x, double eps);

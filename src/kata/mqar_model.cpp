@@ -31,7 +31,31 @@ void MqarModelConfig::validate() const {
   require(chunk >= 1 && chunk <= 4096, "--chunk {} must be in [1, 4096]", chunk);
   require(std::isfinite(init_std) && init_std > 0, "init std {} must be a positive number", init_std);
   require(std::isfinite(map_eps) && (map_eps < 0 || map_eps <= 1), "--map-eps {} must be in [0, 1]", map_eps);
-  (void)MqarModel::build(*this);
+  require(std::isfinite(rope_base) && rope_base > 1 && rope_base <= 1e9, "--rope-base {} must be in (1, 1e9]",
+          rope_base);
+  const MqarModel m = MqarModel::build(*this);
+  require(!rope || m.d_head % 2 == 0, "--rope needs an even head width, got d_head = {} (d_model {}, heads {})",
+          m.d_head, d_model, m.heads);
+}
+
+bool MqarModelConfig::cpu_only() const {
+  return rope || mixer.rfind("gated-", 0) == 0 || mixer.rfind("convex-", 0) == 0;
+}
+
+void MqarModelConfig::require_cuda_support() const {
+  require(!rope, "--rope runs on the CPU only for now (the CUDA trainer has no RoPE yet): use --device cpu");
+  require(!cpu_only(),
+          "--mixer {}: the gated variants (gated-<map>, convex-<map>, gated-delta-<map>) run on the CPU only for now "
+          "(no CUDA cores yet): use --device cpu",
+          mixer);
+}
+
+bool MqarModel::no_weight_decay(const std::string& name) {
+  auto ends = [&](const char* t) {
+    const std::string e(t);
+    return name.size() >= e.size() && name.compare(name.size() - e.size(), e.size(), e) == 0;
+  };
+  return ends(".A_log") || ends(".dt_bias");
 }
 
 MqarModel MqarModel::build(const MqarModelConfig& cfg) {
@@ -40,6 +64,15 @@ MqarModel MqarModel::build(const MqarModelConfig& cfg) {
   std::string map_name;
   if (cfg.mixer == "softmax") {
     m.kind = MixerKind::softmax;
+  } else if (cfg.mixer.rfind("gated-delta-", 0) == 0) {
+    m.kind = MixerKind::gated_delta;
+    map_name = cfg.mixer.substr(12);
+  } else if (cfg.mixer.rfind("gated-", 0) == 0) {
+    m.kind = MixerKind::gated;
+    map_name = cfg.mixer.substr(6);
+  } else if (cfg.mixer.rfind("convex-", 0) == 0) {
+    m.kind = MixerKind::convex;
+    map_name = cfg.mixer.substr(7);
   } else if (cfg.mixer.rfind("delta-", 0) == 0) {
     m.kind = MixerKind::delta;
     map_name = cfg.mixer.substr(6);
@@ -51,7 +84,7 @@ MqarModel MqarModel::build(const MqarModelConfig& cfg) {
                      map_name == "sigma2" || map_name == "sigma4" || map_name == "orthant" || map_name == "lorentz";
   require(known,
           "unknown --mixer '{}': use softmax, m1, m2, m4, sigma2, sigma4, orthant, lorentz, delta-m1, delta-m2 "
-          "(delta-<map> for any of the maps)",
+          "(delta-<map>, gated-<map>, convex-<map>, gated-delta-<map> for any of the maps)",
           cfg.mixer);
   m.heads = cfg.heads > 0 ? cfg.heads : (m.kind == MixerKind::softmax ? 1 : std::max<std::int64_t>(1, cfg.d_model / 64));
   require(cfg.d_model % m.heads == 0, "--heads {} does not divide --d-model {}", m.heads, cfg.d_model);
@@ -91,7 +124,16 @@ MqarModel MqarModel::build(const MqarModelConfig& cfg) {
       L.add(lname(i, "convq.w"), {D, kMixerConvK});
       L.add(lname(i, "convk.w"), {D, kMixerConvK});
       L.add(lname(i, "convv.w"), {D, kMixerConvK});
-      if (m.kind == MixerKind::delta) L.add(lname(i, "wbeta.w"), {m.heads, D});
+      if (m.kind == MixerKind::delta || m.kind == MixerKind::gated_delta) L.add(lname(i, "wbeta.w"), {m.heads, D});
+      if (m.kind == MixerKind::gated || m.kind == MixerKind::convex) {  // W_α ∈ R^{d×H} with bias: +H(d+1)
+        L.add(lname(i, "walpha.w"), {m.heads, D});
+        L.add(lname(i, "walpha.b"), {m.heads});
+      }
+      if (m.kind == MixerKind::gated_delta) {  // a_proj (no bias), A_log, dt_bias: +H(d+2)
+        L.add(lname(i, "walpha.w"), {m.heads, D});
+        L.add(lname(i, "A_log"), {m.heads});
+        L.add(lname(i, "dt_bias"), {m.heads});
+      }
       L.add(lname(i, "onorm.w"), {m.d_head});
       L.add(lname(i, "wo.w"), {D, D});
     }
@@ -110,9 +152,10 @@ std::int64_t MqarModel::state_size(std::int64_t T) const {
 }
 
 std::string MqarModel::describe() const {
-  return fmt::format("mixer {}{}  d_model {}  heads {}  d_head {}  layers {}  vocab {}", cfg.mixer,
+  return fmt::format("mixer {}{}  d_model {}  heads {}  d_head {}  layers {}  vocab {}{}", cfg.mixer,
                      map_spec.empty() ? std::string() : fmt::format(" (map {}, n_psi {})", map_spec, map.feature_dim()),
-                     cfg.d_model, heads, d_head, cfg.n_layers, cfg.vocab);
+                     cfg.d_model, heads, d_head, cfg.n_layers, cfg.vocab,
+                     cfg.rope ? fmt::format("  rope {:g}", cfg.rope_base) : std::string());
 }
 
 std::vector<double> mqar_init_params(const MqarModel& model, std::uint64_t seed) {
@@ -130,7 +173,7 @@ std::vector<double> mqar_init_params(const MqarModel& model, std::uint64_t seed)
       const auto idx = static_cast<std::uint64_t>(v.offset + j);
       double x = 0;
       if (n == "embed" || ends(".wqkv.w") || ends(".proj.w") || ends(".wq.w") || ends(".wk.w") || ends(".wv.w") ||
-          ends(".wbeta.w")) {
+          ends(".wbeta.w") || ends(".walpha.w")) {
         x = std_lin * rng::normal(seed, kInitStream, idx);
       } else if (ends(".wo.w")) {
         x = std_out * rng::normal(seed, kInitStream, idx);
@@ -139,7 +182,12 @@ std::vector<double> mqar_init_params(const MqarModel& model, std::uint64_t seed)
       } else if (ends("conv.w") || ends("conv.b") || ends("convq.w") || ends("convk.w") || ends("convv.w")) {
         const double k = static_cast<double>(v.shape.size() == 2 ? v.shape[1] : kBaseConvK);
         x = (2.0 * rng::uniform(seed, kInitStream, idx) - 1.0) / std::sqrt(k);
-      }  // biases: 0
+      } else if (ends(".A_log")) {  // §2.11.5: A_log = log U(0, 16)
+        x = std::log(16.0 * rng::uniform(seed, kInitStream, idx));
+      } else if (ends(".dt_bias")) {  // softplus(dt_bias) = y ~ U(1e-3, 1e-1): dt_bias = y + log(−expm1(−y))
+        const double y = 1e-3 + (1e-1 - 1e-3) * rng::uniform(seed, kInitStream, idx);
+        x = y + std::log(-std::expm1(-y));
+      }  // biases (walpha.b too): 0
       p[static_cast<std::size_t>(v.offset + j)] = x;
     }
   }
@@ -172,7 +220,11 @@ void MqarWorkspace<T>::resize(const MqarModel& model, std::int64_t Bn, std::int6
       for (auto* v : {&l.qp, &l.kp, &l.vp, &l.q, &l.k, &l.v, &l.att, &l.onorm}) v->resize(N * D);
       l.den.resize(N * H);
       l.onorm_rstd.resize(N * H);
-      if (model.kind == MixerKind::delta) {
+      if (model.is_gated()) {
+        l.gz.resize(N * H);
+        l.lg.resize(N * H);
+      }
+      if (model.l2_qk()) {
         l.beta.resize(N * H);
         l.qn.resize(N * D);
         l.kn.resize(N * D);
@@ -188,6 +240,7 @@ void MqarWorkspace<T>::resize(const MqarModel& model, std::int64_t Bn, std::int6
   g_e.resize(3 * N * D);
   g_f.resize(3 * N * D);
   g_g.resize(N * H);
+  g_h.resize(N * H);
 }
 
 // ---------------------------------------------------------------------------------------------- forward

@@ -2,10 +2,12 @@
 // embedding, n_layers pre-norm TransformerBlocks (LayerNorm, sequence mixer, residual, LayerNorm,
 // Identity state mixer whose output is added to the residual stream), final LayerNorm, tied LM head;
 // layer i mixes with BaseConv(k=3) when i is even and with the chosen mixer when i is odd
-// (Zoology's Hybrid([BaseConv, mixer]) picks configs[i % 2]). No positional embeddings.
+// (Zoology's Hybrid([BaseConv, mixer]) picks configs[i % 2]). No positional embeddings (RoPE on the mixer's q, k
+// as an option, §4.4 "+RoPE").
 // Mixers: softmax (MHA, biased Wqkv and out_proj), KATA (normalized, quadratic form) and DeltaKATA
 // (delta rule, chunked), both with bias-free W_q/W_k/W_v, depthwise ShortConv(k=4) on q, k, v,
-// per-head output RMSNorm (gain of d_head, ε 1e-5) and a bias-free W_o.
+// per-head output RMSNorm (gain of d_head, ε 1e-5) and a bias-free W_o. Gated variants of §2.11 (GatedKATA,
+// the convex-gate ablation, GatedDeltaKATA): unnormalized readouts with a per-head scalar decay γ_t.
 // Forward and backward are written by hand (llm.c's shape: arenas, explicit buffers), templated on the
 // scalar: double is the float64 reference (finite-difference checked), float the CPU training path.
 #pragma once
@@ -19,11 +21,14 @@
 
 namespace memcap::kata {
 
-enum class MixerKind { softmax, kata, delta };
+// gated: GatedKATA (§2.11.2), convex: its convex-gate ablation (§2.11.3), gated_delta: GatedDeltaKATA (§2.11.5).
+enum class MixerKind { softmax, kata, delta, gated, convex, gated_delta };
 
 struct MqarModelConfig {
   // softmax | m1 | m2 | m4 | sigma2 | sigma4 | orthant | lorentz (KATA, normalized readout) |
-  // delta-m1 | delta-m2 | delta-<map> (DeltaKATA: q, k ℓ2-normalized per head, β = σ(W_β x), unnormalized).
+  // delta-m1 | delta-m2 | delta-<map> (DeltaKATA: q, k ℓ2-normalized per head, β = σ(W_β x), unnormalized) |
+  // gated-<map> (GatedKATA, γ = σ(W_α x + b_α)) | convex-<map> (GatedKATA with v ← (1 − γ) v) |
+  // gated-delta-<map> (GatedDeltaKATA: γ = exp(−exp(A_log) softplus(W_α x + dt_bias)), q, k ℓ2-normalized).
   std::string mixer = "softmax";
   std::int64_t vocab = 8192;
   std::int64_t d_model = 128;
@@ -32,8 +37,14 @@ struct MqarModelConfig {
   std::int64_t chunk = 64;       // delta-rule chunk C
   double map_eps = -1;           // ε of the map; < 0 = §4.4 default (1e-4 PSD maps, 1e-6 orthant)
   double init_std = 0.02;        // N(0, std²) for Linear and Embedding; W_o gets std/sqrt(2·n_layers)
+  bool rope = false;             // RoPE on the mixer's q and k (after the short convs, before ψ / the scores)
+  double rope_base = 10000;      // RoPE base θ (§2.11: 1e4; §7.2 U4: Table 2 also uses 500, F.4 5e4)
   // UserError naming the bad field (unknown mixer, heads not dividing d_model, g not dividing d_head, ...).
   void validate() const;
+  // UserError (exit 2) when the CUDA trainer cannot run this model (RoPE, gated mixers: CPU only for now).
+  void require_cuda_support() const;
+  // True when the model runs only on the CPU (see require_cuda_support).
+  bool cpu_only() const;
 };
 
 // A resolved model: the mixer kind, head sizes, the feature map (KATA / delta) and the parameter layout.
@@ -48,6 +59,11 @@ struct MqarModel {
   static MqarModel build(const MqarModelConfig& cfg);
   std::int64_t param_count() const { return layout.numel(); }
   bool is_mixer_layer(std::int64_t i) const { return i % 2 == 1; }
+  bool is_gated() const { return kind == MixerKind::gated || kind == MixerKind::convex || kind == MixerKind::gated_delta; }
+  // q, k ℓ2-normalized per head before ψ (DeltaKATA, GatedDeltaKATA).
+  bool l2_qk() const { return kind == MixerKind::delta || kind == MixerKind::gated_delta; }
+  // Parameters without weight decay (§2.11.5: A_log and dt_bias).
+  static bool no_weight_decay(const std::string& name);
   // Table 2 "state" (§2.9): softmax 2·d_model·T (KV cache at length T); KATA / delta H·n_ψ·d_head.
   std::int64_t state_size(std::int64_t T) const;
   std::string describe() const;  // one line: mixer, map, d_model, heads, d_head, layers, vocab
@@ -68,6 +84,7 @@ struct MqarWorkspace {
     std::vector<T> qp, kp, vp, q, k, v, den;         // KATA / delta (pre-conv projections, conv outputs)
     std::vector<T> onorm, onorm_rstd;                // per-head output RMSNorm
     std::vector<T> beta, qn, kn, q_rstd, k_rstd;     // delta (β, ℓ2-normalized q/k and their rstd)
+    std::vector<T> gz, lg;                           // gated: gate pre-activation [N, H] and g = log γ [N, H]
   };
   std::int64_t batch = 0, seq_len = 0;
   std::vector<std::int32_t> tokens;
@@ -78,7 +95,7 @@ struct MqarWorkspace {
   std::vector<T> logits;                 // rows × vocab: exp(logit − row max) after the forward, dlogits after the backward
   std::vector<double> sumexp;            // Σ_c exp(logit − row max) of each row
   // backward scratch
-  std::vector<T> g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g;
+  std::vector<T> g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g, g_h;
   void resize(const MqarModel& model, std::int64_t B, std::int64_t Tlen);
 };
 

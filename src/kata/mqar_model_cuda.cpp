@@ -398,6 +398,7 @@ template <class T>
 MqarDeviceModel<T>::MqarDeviceModel(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& h)
     : model_(model), n_(model.param_count()) {
   require(!shapes.empty(), "MqarDeviceModel: no batch shape");
+  model.cfg.require_cuda_support();  // RoPE and the gated mixers have no device path yet
   impl_ = std::make_unique<Impl>(model, shapes, h);
 }
 

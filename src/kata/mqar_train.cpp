@@ -159,8 +159,13 @@ struct Trainer {
       const double c = cfg.clip / (gn + 1e-6);
       for (auto& x : grads) x *= c;
     }
-    nn::cpu::adam_update(params.data(), grads.data(), m.data(), v.data(), n, lr, cfg.beta1, cfg.beta2, cfg.adam_eps,
-                         cfg.weight_decay, t, true);
+    // AdamW over the arena; §2.11.5: A_log and dt_bias (GatedDeltaKATA) without weight decay.
+    for (const auto& vw : model.layout.views()) {
+      const auto o = static_cast<std::size_t>(vw.offset);
+      nn::cpu::adam_update(params.data() + o, grads.data() + o, m.data() + o, v.data() + o, vw.numel, lr, cfg.beta1,
+                           cfg.beta2, cfg.adam_eps, MqarModel::no_weight_decay(vw.name) ? 0.0 : cfg.weight_decay, t,
+                           true);
+    }
 #pragma omp parallel for schedule(static)
     for (std::int64_t i = 0; i < n; ++i) work[static_cast<std::size_t>(i)] = static_cast<T>(params[static_cast<std::size_t>(i)]);
     const double acc = static_cast<double>(std::accumulate(correct.begin(), correct.end(), std::int64_t(0))) / total;
@@ -326,6 +331,7 @@ void MqarTrainConfig::validate() const {
           checkpoint_every);
   require(precision == "f32" || precision == "f64", "--precision '{}': use f32 or f64", precision);
   require(device == "cpu" || device == "cuda", "device '{}': use cpu or cuda", device);
+  if (device == "cuda") model.require_cuda_support();
 }
 
 std::int64_t MqarTrainConfig::steps_per_epoch() const {
@@ -386,7 +392,10 @@ SliceResult evaluate_mqar(const MqarModel& model, const std::vector<double>& par
   c.model = model.cfg;
   c.micro_tokens = micro_tokens;
   c.precision = precision;
-  if (device == "cuda") return evaluate_mqar_cuda(model, params, slice, seed, precision);
+  if (device == "cuda") {
+    model.cfg.require_cuda_support();
+    return evaluate_mqar_cuda(model, params, slice, seed, precision);
+  }
   require(device == "cpu", "evaluate_mqar: device '{}': use cpu or cuda", device);
   set_threads(0);
   if (precision == "f64") {
@@ -409,6 +418,7 @@ double mqar_memory_bytes(const MqarTrainConfig& cfg, int threads) {
     const double mb = static_cast<double>(micro_size(cfg.micro_tokens, s.seq_len));
     const double tokens = mb * T;
     double head = 6 * T * T;  // score matrices of one head
+    if (model.is_gated()) head = 14 * T * T;  // kernel, decay, solve and their cotangents (gated cores)
     if (model.kind == MixerKind::delta) {
       const double C = static_cast<double>(cfg.model.chunk), n = static_cast<double>(model.map.feature_dim());
       head = 4 * T * n + std::ceil(T / C) * n * static_cast<double>(model.d_head) + 8 * C * C;

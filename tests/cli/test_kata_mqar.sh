@@ -13,7 +13,7 @@ source "$(dirname "$0")/lib.sh"
 
 # 1. Dry runs: Table 2's #params and state (spec §2.9, §2.10) for the issue's command line.
 dry() {
-  "$KATA" mqar train --device cpu --mixer "$1" --d-model 128 --seq-len 256 --keys 16 --lr 1e-3 --dry-run \
+  "$KATA" mqar train --device cpu --mixer "$1" --d-model 128 --seq-len 256 --keys 16 --lr 1e-3 --dry-run "${@:2}" \
     >"$T/dry_$1.txt" 2>"$T/dry_$1.err"
 }
 for row in "softmax 1132928 1048576" "m1 1134016 266240" "m2 1134016 135168" "m4 1134016 69632" \
@@ -31,6 +31,19 @@ done
 check 'grep -q "train     256:16:20000" "$T/dry_m2.txt"' "dry run: training slice not 256:16:20000"
 check 'grep -q "eval      512:128:1000,1024:256:1000,2048:512:1000,3072:768:1000,4096:1024:1000" "$T/dry_m2.txt"' \
   "dry run: evaluation slices are not the §4.1 diagonal"
+# The gated variants of §2.11 (CPU only; §2.10: GatedKATA +258, GatedDeltaKATA +516) and RoPE (no parameters).
+for row in "gated-m2 1134274 135168" "convex-m2 1134274 135168" "gated-delta-m2 1134532 135168"; do
+  read -r mixer want_params want_state <<<"$row"
+  dry "$mixer" --rope
+  rc=$?
+  check '[ $rc -eq 0 ]' "dry run --mixer $mixer --rope failed (exit $rc): $(cat "$T/dry_$mixer.err")"
+  got_params=$(awk '/^  params/ {print $2}' "$T/dry_$mixer.txt")
+  got_state=$(awk '/^  state/ {print $2}' "$T/dry_$mixer.txt")
+  echo "dry run --mixer $mixer --rope: params $got_params (§2.10: $want_params), state $got_state"
+  check '[ "$got_params" = "$want_params" ]' "--mixer $mixer: params $got_params != $want_params"
+  check '[ "$got_state" = "$want_state" ]' "--mixer $mixer: state $got_state != $want_state"
+  check 'grep -q "rope 10000" "$T/dry_$mixer.txt"' "--mixer $mixer --rope: the plan does not show RoPE"
+done
 check '[ -z "$(ls "$T"/*.h5 2>/dev/null)" ]' "a dry run wrote a file"
 "$KATA" mqar train --device cpu --mixer m2 --dry-run >"$T/mix.txt" 2>&1
 check 'grep -q "train     64:4:100000,128:8:20000,256:16:20000,256:32:20000,256:64:20000" "$T/mix.txt"' \
