@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <map>
 #include <cmath>
 #include <filesystem>
 #include <memory>
@@ -227,7 +228,7 @@ void run_capacity(CLI::App* sub, SsfrSweepState& st) {
   plan.grid_values = {t99 ? "facts" : "width", "params"};
   std::vector<margin::SsfrCapacitySpec> specs;
   const auto& points = t99 ? st.widths : st.facts;
-  std::int64_t worst_m = 0, worst_f = 0;
+  std::map<std::string, std::pair<std::int64_t, std::int64_t>> worst;  // method -> largest (F, m) of its probes
   for (std::size_t mi = 0; mi < methods.size(); ++mi)
     for (const std::int64_t x : points)
       for (int s = 0; s < st.seeds; ++s) {
@@ -265,6 +266,7 @@ void run_capacity(CLI::App* sub, SsfrSweepState& st) {
         js.search.start = js.search.lo;
         js.search.validate();
         (void)nn::SsfrTask::make(js.facts, J, J, vj);  // J too long, vocabulary too large: refused now
+        auto& [worst_f, worst_m] = worst[js.mlp.text];
         worst_m = std::max(worst_m, t99 ? x : js.search.hi);
         worst_f = std::max(worst_f, js.facts);
         sweep::Job j;
@@ -277,11 +279,13 @@ void run_capacity(CLI::App* sub, SsfrSweepState& st) {
         plan.jobs.push_back(j);
         specs.push_back(js);
       }
-  for (const auto& m : methods)
+  for (const auto& m : methods) {
+    const auto [worst_f, worst_m] = worst[m.text];  // each method's own largest probe (gd: m <= ceil(64 F/d))
     check_training_memory(st, p, nn::SsfrTask::make(worst_f, J, J, vj), d, worst_m,
                           fmt::format("the largest {} probe (d = {}, F = {}, m = {}, batch {})", m.text, d, worst_f,
                                       worst_m, st.train.batch),
                           &m.method);
+  }
   if (st.sweep.dry_run)
     std::printf("hebb ssfr capacity: protocol %s, %zu methods x %zu %s x %d seeds; search %s over %s in [%lld, %s], "
                 "tolerance %g, success %s >= %g, gate %g\n",
