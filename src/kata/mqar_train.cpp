@@ -224,19 +224,7 @@ struct Trainer {
   // Hands the state after step t (epoch `epoch`, `pos` batches of its order done) to cfg.on_checkpoint.
   void checkpoint(const MqarTrainResult& res, std::int64_t t, std::int64_t epoch, std::int64_t pos,
                   double epoch_s) const {
-    MqarCheckpoint ck;
-    ck.params = params;
-    ck.m = m;
-    ck.v = v;
-    ck.steps = t;
-    ck.epoch = epoch;
-    ck.batch_in_epoch = pos;
-    ck.partial = res;
-    ck.partial.steps = t;
-    ck.partial.train_s += epoch_s;
-    ck.partial.final_eval.clear();
-    ck.partial.final_params.clear();
-    cfg.on_checkpoint(ck);
+    cfg.on_checkpoint(make_mqar_checkpoint(params, m, v, res, t, epoch, pos, epoch_s));
   }
 
   MqarTrainResult run() {
@@ -356,6 +344,24 @@ MqarEpochPlan mqar_epoch_plan(const MqarTrainConfig& cfg, std::int64_t epoch) {
   p.order = permutation(shuffle_seed, kShuffleStream ^ ((static_cast<std::uint64_t>(epoch) << 20) | 0xF),
                         static_cast<std::int64_t>(p.batches.size()));
   return p;
+}
+
+MqarCheckpoint make_mqar_checkpoint(std::vector<double> params, std::vector<double> m, std::vector<double> v,
+                                    const MqarTrainResult& res, std::int64_t t, std::int64_t epoch, std::int64_t pos,
+                                    double epoch_s) {
+  MqarCheckpoint ck;
+  ck.params = std::move(params);
+  ck.m = std::move(m);
+  ck.v = std::move(v);
+  ck.steps = t;
+  ck.epoch = epoch;
+  ck.batch_in_epoch = pos;
+  ck.partial = res;
+  ck.partial.steps = t;
+  ck.partial.train_s += epoch_s;
+  ck.partial.final_eval.clear();
+  ck.partial.final_params.clear();
+  return ck;
 }
 
 bool record_mqar_evaluation(MqarTrainResult& res, const MqarTrainConfig& cfg, std::int64_t epochs_done,

@@ -79,6 +79,12 @@ struct MqarCheckpoint {
   MqarTrainResult partial;  // final_eval and final_params are not kept
 };
 
+// The checkpoint after step t (epoch `epoch`, `pos` batches of its order done), with epoch_s seconds of the
+// current epoch added to the partial result's train_s (both trainers; the arenas are moved in).
+MqarCheckpoint make_mqar_checkpoint(std::vector<double> params, std::vector<double> m, std::vector<double> v,
+                                    const MqarTrainResult& res, std::int64_t t, std::int64_t epoch, std::int64_t pos,
+                                    double epoch_s);
+
 // Seeds of the slices: derive_seed(seed, "mqar/<train|eval>/<task>/T=..,K=../<index>").
 std::uint64_t slice_seed(std::uint64_t seed, const char* role, const TaskSlice& s, std::size_t index);
 

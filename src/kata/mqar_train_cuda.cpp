@@ -325,19 +325,8 @@ struct CudaTrainer {
       fetched = upto;
     };
     auto checkpoint = [&](std::int64_t epoch, std::int64_t pos, double epoch_s) {
-      MqarCheckpoint ck;
-      ck.params = dm->download(0);
-      ck.m = dm->download(2);
-      ck.v = dm->download(3);
-      ck.steps = t;
-      ck.epoch = epoch;
-      ck.batch_in_epoch = pos;
-      ck.partial = res;
-      ck.partial.steps = t;
-      ck.partial.train_s += epoch_s;
-      ck.partial.final_eval.clear();
-      ck.partial.final_params.clear();
-      cfg.on_checkpoint(ck);
+      cfg.on_checkpoint(make_mqar_checkpoint(dm->download(0), dm->download(2), dm->download(3), res, t, epoch, pos,
+                                             epoch_s));
     };
     for (std::int64_t epoch = epoch0; epoch < cfg.epochs; ++epoch) {
       const auto t0 = Clock::now();
