@@ -503,9 +503,11 @@ void kata_heads_forward(T* o, std::int64_t ldo, T* den, const MapParams& map, co
   });
 }
 
+#ifndef MEMCAP_MQAR_KATA_F64_TU
 std::size_t kata_heads_backward_workspace_bytes(const MapParams&, const HeadShape& s, std::size_t elem) {
   return static_cast<std::size_t>(s.B * s.H * s.T) * elem;  // dden
 }
+#endif
 
 template <class T>
 void kata_heads_backward(T* dq, T* dk, T* dv, std::int64_t lddqkv, const T* dout, const T* o, std::int64_t ldo,
@@ -540,8 +542,13 @@ void kata_heads_backward(T* dq, T* dk, T* dv, std::int64_t lddqkv, const T* dout
   template void kata_heads_backward<T>(T*, T*, T*, std::int64_t, const T*, const T*, std::int64_t, const MapParams&, \
                                        const T*, const T*, const T*, std::int64_t, const T*, const HeadShape&, void*, \
                                        cudaStream_t);
+// The float64 instantiations (tests against the CPU reference) compile in their own translation unit,
+// kata_mqar_kata_f64.cu, so the two halves of this template-heavy file build in parallel.
+#ifndef MEMCAP_MQAR_KATA_F64_TU
 MEMCAP_MQAR_KATA(float)
+#else
 MEMCAP_MQAR_KATA(double)
+#endif
 #undef MEMCAP_MQAR_KATA
 
 }  // namespace memcap::kata::mqar::cuda

@@ -25,6 +25,13 @@ namespace memcap::nn::cuda {
 template <class T>
 void gemm_cm(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha, const T* A,
              int lda, const T* B, int ldb, T beta, T* C, int ldc);
+// Column-major strided-batched C[i] = alpha op(A[i]) op(B[i]) + beta C[i], i < batch, with A[i] = A + i·sa etc.
+// (cublas<S|D>gemmStridedBatched; sizes beyond cuBLAS's int range are a UserError; batch or m·n = 0 is a no-op).
+template <class T>
+void gemm_cm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, std::int64_t m, std::int64_t n,
+                     std::int64_t k, T alpha, const T* A, std::int64_t lda, std::int64_t sa, const T* B,
+                     std::int64_t ldb, std::int64_t sb, T beta, T* C, std::int64_t ldc, std::int64_t sc,
+                     std::int64_t batch);
 // v as a cuBLAS int; UserError "<layer>: <what> = v is outside cuBLAS's 32-bit range" otherwise.
 int cublas_int(std::int64_t v, const char* layer, const char* what);
 

@@ -119,18 +119,37 @@ void linear_backward(T* dinp, T* dW, T* dbias, const T* dout, const T* inp, cons
   }
 }
 
+template <class T>
+void gemm_cm_strided(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, std::int64_t M, std::int64_t N,
+                     std::int64_t K, T alpha, const T* A, std::int64_t lda, std::int64_t sa, const T* B,
+                     std::int64_t ldb, std::int64_t sb, T beta, T* C, std::int64_t ldc, std::int64_t sc,
+                     std::int64_t batch) {
+  const char* what = "strided-batched GEMM";
+  const int m = cublas_int(M, what, "m"), n = cublas_int(N, what, "n"), k = cublas_int(K, what, "k"),
+            b = cublas_int(batch, what, "batch"), la = cublas_int(lda, what, "lda"), lb = cublas_int(ldb, what, "ldb"),
+            lc = cublas_int(ldc, what, "ldc");
+  if (m == 0 || n == 0 || b == 0) return;
+  if constexpr (std::is_same_v<T, float>)
+    MEMCAP_CUBLAS_CHECK(cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, la, sa, B, lb, sb, &beta, C, lc, sc, b));
+  else
+    MEMCAP_CUBLAS_CHECK(cublasDgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, la, sa, B, lb, sb, &beta, C, lc, sc, b));
+}
+template void gemm_cm_strided<float>(cublasHandle_t, cublasOperation_t, cublasOperation_t, std::int64_t, std::int64_t,
+                                     std::int64_t, float, const float*, std::int64_t, std::int64_t, const float*,
+                                     std::int64_t, std::int64_t, float, float*, std::int64_t, std::int64_t,
+                                     std::int64_t);
+template void gemm_cm_strided<double>(cublasHandle_t, cublasOperation_t, cublasOperation_t, std::int64_t,
+                                      std::int64_t, std::int64_t, double, const double*, std::int64_t, std::int64_t,
+                                      const double*, std::int64_t, std::int64_t, double, double*, std::int64_t,
+                                      std::int64_t, std::int64_t);
+
 namespace {
-// Column-major strided-batched C[b] = alpha op(A[b]) op(B[b]) + beta C[b].
+// Column-major strided-batched C[b] = alpha op(A[b]) op(B[b]) + beta C[b] (the int-sized calls of this file).
 template <class T>
 void gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha,
                   const T* A, int lda, long long sa, const T* B, int ldb, long long sb, T beta, T* C, int ldc,
                   long long sc, int batch) {
-  if constexpr (std::is_same_v<T, float>)
-    MEMCAP_CUBLAS_CHECK(
-        cublasSgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, lda, sa, B, ldb, sb, &beta, C, ldc, sc, batch));
-  else
-    MEMCAP_CUBLAS_CHECK(
-        cublasDgemmStridedBatched(h, ta, tb, m, n, k, &alpha, A, lda, sa, B, ldb, sb, &beta, C, ldc, sc, batch));
+  gemm_cm_strided<T>(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
 }
 }  // namespace
 

@@ -724,3 +724,27 @@ TEST_CASE("RoPE changes the function, float32 = float64 for the new options") {
     CHECK(std::sqrt(num / den) < 1e-4);
   }
 }
+
+TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unknown or inapplicable names refused") {
+  auto model = [](const char* mixer, std::int64_t d_model, std::int64_t heads) {
+    MqarModelConfig c;
+    c.mixer = mixer;
+    c.d_model = d_model;
+    c.heads = heads;
+    c.vocab = 64;
+    return MqarModel::build(c);
+  };
+  CHECK(mqar_mixer_kernel_names() == "auto|gemm|tiled");
+  CHECK(resolve_mixer_kernel(model("softmax", 128, 2), "auto") == "gemm");
+  CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto") == "gemm");
+  CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto") == "gemm");
+  CHECK(resolve_mixer_kernel(model("orthant", 128, 2), "auto") == "tiled");
+  CHECK(resolve_mixer_kernel(model("delta-m2", 128, 2), "auto") == "tiled");
+  CHECK(resolve_mixer_kernel(model("m2", 128, 2), "tiled") == "tiled");
+  // d_head 256 (one head of d_model 256): only the gemm variant covers it.
+  CHECK(resolve_mixer_kernel(model("softmax", 256, 1), "auto") == "gemm");
+  CHECK_THROWS_AS(resolve_mixer_kernel(model("softmax", 256, 1), "tiled"), UserError);
+  CHECK_THROWS_AS(resolve_mixer_kernel(model("delta-m2", 256, 1), "auto"), UserError);
+  CHECK_THROWS_AS(resolve_mixer_kernel(model("orthant", 128, 2), "gemm"), UserError);
+  CHECK_THROWS_AS(resolve_mixer_kernel(model("m2", 128, 2), "wgmma"), UserError);
+}

@@ -208,6 +208,7 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
       .set("train_s", res.train_s)
       .set("eval_s", res.eval_s)
       .set("path", res.path)
+      .set("mixer_kernel", res.mixer_kernel)
       .set("status", "ok");
 
   io::OutputFile out(st.common.out, prep.ctx);
@@ -328,6 +329,11 @@ void add_train(CLI::App* mqar) {
                   "Forward/backward precision: f32 or f64 (float64 reference; on the GPU f64 keeps float64 weights)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f64"}));
+  sub->add_option("--mixer-kernel", c.mixer_kernel,
+                  "GPU mixer core: auto (first that applies), gemm (scores in memory, cuBLAS products; softmax and "
+                  "m<g>/sigma<g>, any d_head) or tiled (shared-memory tiles; every mixer, d_head <= 128); the one that "
+                  "ran is the summary's mixer_kernel")
+      ->capture_default_str();
   sub->add_option("--micro-tokens", c.micro_tokens, "Tokens per micro-batch (parallel unit; results do not depend on "
                                                     "--threads)")
       ->capture_default_str();

@@ -88,6 +88,9 @@ void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out) {
   sub->add_option("--precision", c.precision, "Forward/backward precision: f32 or f64 (float64 reference)")
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f64"}));
+  sub->add_option("--mixer-kernel", c.mixer_kernel,
+                  "GPU mixer core: auto, gemm or tiled (kata mqar train --help); recorded per job as mixer_kernel")
+      ->capture_default_str();
   sub->add_option("--micro-tokens", c.micro_tokens, "Tokens per micro-batch (results do not depend on --threads)")
       ->capture_default_str();
   sub->add_option("--checkpoint-every", c.checkpoint_every,
@@ -254,6 +257,7 @@ int run_specs(SweepState& st, const Prepared& p, const sweep::Plan& plan, const 
     std::string ran = run.diverged ? path : run.res.path;
     if (gpu && !run.diverged && ran.rfind("cuda", 0) == 0) ran = path + ran.substr(4);
     out.row.set("path", ran);
+    out.row.set("mixer_kernel", run.diverged ? std::string() : run.res.mixer_kernel);
     out.row.set("status", run.diverged ? "diverged" : "done");
     if (!run.diverged) {
       const MqarTrainConfig c = js.cfg;

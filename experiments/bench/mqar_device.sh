@@ -5,7 +5,8 @@
 # experiments/bench/mqar_torch.py (softmax mixer, SDPA, fp32) in the same call; prints seconds and the ratio.
 # A Table 2 row is 3 learning rates x up to 32 epochs (early stop at 0.999): row time ≈ 3 x 32 x (epoch + eval).
 #   experiments/bench/mqar_device.sh BUILD_DIR OUTDIR
-#   env: MIXERS ("softmax m2 delta-m2"), EPOCHS (1), TORCH_PYTHON
+#   env: MIXERS ("softmax m2 delta-m2"; MIXER:KERNEL picks the mixer-core variant, e.g. softmax:tiled), EPOCHS (1),
+#   TORCH_PYTHON
 set -uo pipefail
 BUILD=${1:?usage: mqar_device.sh BUILD_DIR OUTDIR}
 OUTDIR=${2:?usage: mqar_device.sh BUILD_DIR OUTDIR}
@@ -22,25 +23,29 @@ for py in "${TORCH_PYTHON:-}" "$(command -v python3 2>/dev/null)" /usr/bin/pytho
   [ -n "$py" ] && [ -x "$py" ] && "$py" -c 'import torch' >/dev/null 2>&1 && { TPY=$py; break; }
 done
 declare -A T_S
-for mx in $MIXERS; do
-  f=$OUTDIR/epoch_$mx.h5
+for mxk in $MIXERS; do
+  mx=${mxk%%:*}
+  kern=auto
+  [[ "$mxk" == *:* ]] && kern=${mxk#*:}
+  f=$OUTDIR/epoch_${mx}_$kern.h5
   rm -f "$f"
-  if timeout "${LIMIT:-200}" "$BUILD/kata" mqar train --device cuda --mixer "$mx" --epochs "$EPOCHS" --lr 1e-3 \
-       --progress none --out "$f" > "$OUTDIR/epoch_$mx.log" 2>&1 && [ -n "$H5PY" ]; then
+  if timeout "${LIMIT:-200}" "$BUILD/kata" mqar train --device cuda --mixer "$mx" --mixer-kernel "$kern" --epochs "$EPOCHS" \
+       --lr 1e-3 --progress none --out "$f" > "$OUTDIR/epoch_${mx}_$kern.log" 2>&1 && [ -n "$H5PY" ]; then
     line=$("$H5PY" - "$f" <<'PYEOF'
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as h:
     s = h["summary"]
     g = lambda k: (lambda v: v.decode() if isinstance(v, bytes) else v)(s[k][()][0])
     accs = [k for k in s.keys() if k.startswith("acc_")]
-    print(g("train_s"), g("eval_s"), g("steps"), g("path"), " ".join(f"{k}={g(k):.3f}" for k in sorted(accs)))
+    print(g("train_s"), g("eval_s"), g("steps"), g("path") + ":" + g("mixer_kernel"),
+          " ".join(f"{k}={g(k):.3f}" for k in sorted(accs)))
 PYEOF
 )
     read -r tr ev st path rest <<< "$line"
-    T_S[$mx]=$(awk -v a="$tr" -v b="$ev" 'BEGIN { print a + b }')
-    printf 'memcap %-9s %s  epochs %s  steps %s  train %.2f s  eval %.2f s  %s\n' "$mx" "$path" "$EPOCHS" "$st" "$tr" "$ev" "$rest"
+    [ "$kern" = auto ] && T_S[$mx]=$(awk -v a="$tr" -v b="$ev" 'BEGIN { print a + b }')
+    printf 'memcap %-15s %s  epochs %s  steps %s  train %.2f s  eval %.2f s  %s\n' "$mxk" "$path" "$EPOCHS" "$st" "$tr" "$ev" "$rest"
   else
-    echo "memcap $mx: failed (rc $?)"; tail -5 "$OUTDIR/epoch_$mx.log"
+    echo "memcap $mxk: failed (rc $?)"; tail -5 "$OUTDIR/epoch_${mx}_$kern.log"
   fi
 done
 if [ -n "$TPY" ]; then

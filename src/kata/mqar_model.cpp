@@ -50,6 +50,44 @@ void MqarModelConfig::require_cuda_support() const {
           mixer);
 }
 
+const std::vector<MixerKernelVariant>& mqar_mixer_kernels() {
+  static const std::vector<MixerKernelVariant> table = {
+      {"gemm", "scores in memory, cuBLAS products (softmax, KATA with m<g> / sigma<g>; any d_head)",
+       [](const MqarModel& m) {
+         return m.kind == MixerKind::softmax || (m.kind == MixerKind::kata && m.map.params().is_psd() &&
+                                                 m.d_head % m.map.params().g == 0);
+       }},
+      {"tiled", "32-row shared-memory tiles on the CUDA cores (every mixer; d_head <= 128)",
+       [](const MqarModel& m) {
+         return m.d_head <= 128 &&
+                (m.kind == MixerKind::softmax || m.kind == MixerKind::kata || m.kind == MixerKind::delta);
+       }},
+  };
+  return table;
+}
+
+std::string mqar_mixer_kernel_names() {
+  std::string s = "auto";
+  for (const auto& v : mqar_mixer_kernels()) s += std::string("|") + v.name;
+  return s;
+}
+
+std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want) {
+  const auto& table = mqar_mixer_kernels();
+  if (want == "auto") {
+    for (const auto& v : table)
+      if (v.applies(model)) return v.name;
+    throw UserError(fmt::format("--mixer {}: no GPU mixer kernel applies (d_head = {})", model.cfg.mixer, model.d_head));
+  }
+  for (const auto& v : table) {
+    if (want != v.name) continue;
+    require(v.applies(model), "--mixer-kernel {} does not apply to --mixer {} at d_head = {} ({} covers: {})", want,
+            model.cfg.mixer, model.d_head, v.name, v.what);
+    return v.name;
+  }
+  throw UserError(fmt::format("--mixer-kernel '{}': unknown variant; use {}", want, mqar_mixer_kernel_names()));
+}
+
 bool MqarModel::no_weight_decay(const std::string& name) {
   auto ends = [&](const char* t) {
     const std::string e(t);

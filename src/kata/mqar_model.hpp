@@ -69,6 +69,22 @@ struct MqarModel {
   std::string describe() const;  // one line: mixer, map, d_model, heads, d_head, layers, vocab
 };
 
+// GPU mixer-core variants (the table `kata mqar --mixer-kernel` chooses from; `auto` takes the first that
+// applies, in this order). gemm: scores in memory, cuBLAS products (kernels/kata_mqar_gemm.cuh; softmax
+// and the PSD KATA maps m<g> / sigma<g>, any d_head). tiled: 32-row shared-memory tiles on the CUDA cores
+// (kernels/kata_mqar_mixers.cuh; every mixer, d_head <= 128).
+struct MixerKernelVariant {
+  const char* name;
+  const char* what;
+  bool (*applies)(const MqarModel&);
+};
+const std::vector<MixerKernelVariant>& mqar_mixer_kernels();
+// "auto|gemm|tiled" (for --help and messages).
+std::string mqar_mixer_kernel_names();
+// The variant `want` ("auto" or a table name) resolves to for `model`: UserError (exit 2) for an unknown name
+// or a variant that does not apply to this mixer / head width.
+std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want);
+
 // Parameters drawn from the §4.4 init with counter-based normals (stream = `stream`, counter = arena
 // index): Linear and Embedding weights N(0, init_std²) (W_o: init_std/sqrt(2·n_layers)), biases 0,
 // LayerNorm / RMSNorm gains 1, depthwise conv weights and biases U(−1/√k, 1/√k) (PyTorch's Conv1d default).

@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "kata/mqar_ops.hpp"
 #include "kata/mqar_task.hpp"
+#include "kata_mqar_gemm.cuh"
 #include "kata_mqar_mixers.cuh"
 #include "nn_layers.cuh"
 #include "nn_seq_layers.cuh"
@@ -38,7 +39,7 @@ struct Sizes {
   std::size_t mixer_ws = 0, embed_ws = 0, col_scratch = 1;
 };
 
-Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::size_t elem) {
+Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::size_t elem, bool gemm) {
   Sizes z;
   const std::int64_t D = m.cfg.d_model, H = m.heads, dh = m.d_head;
   const MapParams mp = m.kind == MixerKind::softmax ? MapParams{} : m.map.params();
@@ -50,7 +51,11 @@ Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::si
     z.labelled = std::max(z.labelled, s.labelled);
     const mx::HeadShape hs{s.B, s.T, H, dh};
     std::size_t w = 0;
-    if (m.kind == MixerKind::softmax)
+    if (gemm && m.kind == MixerKind::softmax)
+      w = mx::softmax_gemm_workspace_bytes(hs, elem);
+    else if (gemm)
+      w = mx::kata_gemm_workspace_bytes(mp, hs, elem);
+    else if (m.kind == MixerKind::softmax)
       w = mx::softmax_heads_backward_workspace_bytes(hs, elem);
     else if (m.kind == MixerKind::kata)
       w = mx::kata_heads_backward_workspace_bytes(mp, hs, elem);
@@ -100,8 +105,9 @@ void mqar_labelled_rows(const std::int32_t* inputs, const std::int32_t* labels, 
   }
 }
 
-std::size_t mqar_device_bytes(const MqarModel& m, const std::vector<MqarShape>& shapes, std::size_t elem) {
-  const Sizes z = sizes_of(m, shapes, elem);
+std::size_t mqar_device_bytes(const MqarModel& m, const std::vector<MqarShape>& shapes, std::size_t elem,
+                              const std::string& mixer_kernel) {
+  const Sizes z = sizes_of(m, shapes, elem, resolve_mixer_kernel(m, mixer_kernel) == "gemm");
   const double e = static_cast<double>(elem), D = static_cast<double>(m.cfg.d_model),
                V = static_cast<double>(m.cfg.vocab);
   const double total = 4 * static_cast<double>(m.param_count()) * e +
@@ -132,8 +138,10 @@ struct MqarDeviceModel<T>::Impl {
   gpu::Tensor F, dF, logits, losses, correct, loss_mean, n_correct;
   gpu::Tensor g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g;
   gpu::Tensor mixer_ws, embed_ws, col_scratch;
+  std::string kernel;  // mixer-core variant: "gemm" or "tiled"
+  bool gemm = false;
 
-  Impl(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& handles)
+  Impl(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& handles, const std::string& want)
       : m(model),
         h(handles),
         s(handles.stream()),
@@ -144,7 +152,9 @@ struct MqarDeviceModel<T>::Impl {
         dh(model.d_head) {
     MEMCAP_CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));
     if (m.kind != MixerKind::softmax) map = m.map.params();
-    z = sizes_of(m, shapes, sizeof(T));
+    kernel = resolve_mixer_kernel(m, want);
+    gemm = kernel == "gemm";
+    z = sizes_of(m, shapes, sizeof(T), gemm);
     const gpu::DType dt = gpu::dtype_of<T>();
     const std::int64_t n = m.param_count(), N = z.tokens, L = z.labelled;
     arena = gpu::Tensor({4 * n}, dt);
@@ -231,8 +241,12 @@ struct MqarDeviceModel<T>::Impl {
     if (m.kind == MixerKind::softmax) {
       linear_fwd(d(l.qkv), x, Pl(i, "wqkv.w"), Pl(i, "wqkv.b"), N, D, 3 * D);
       const T* qkv = d(l.qkv);
-      mx::softmax_heads_forward<T>(d(l.att), D, d(l.lse), qkv, qkv + D, qkv + 2 * D, 3 * D, hs,
-                                   1.0 / std::sqrt(static_cast<double>(dh)), cs());
+      const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+      if (gemm)
+        mx::softmax_heads_forward_gemm<T>(d(l.att), D, d(l.lse), qkv, qkv + D, qkv + 2 * D, 3 * D, hs, scale, blas,
+                                          mixer_ws.raw(), mixer_ws.bytes(), cs());
+      else
+        mx::softmax_heads_forward<T>(d(l.att), D, d(l.lse), qkv, qkv + D, qkv + 2 * D, 3 * D, hs, scale, cs());
       linear_fwd(y, d(l.att), Pl(i, "wo.w"), Pl(i, "wo.b"), N, D, D);
       return;
     }
@@ -244,7 +258,11 @@ struct MqarDeviceModel<T>::Impl {
     cu::causal_conv_forward<T>(d(l.k), d(l.kp), Pl(i, "convk.w"), nob, B, Tl, D, kMixerConvK, cs());
     cu::causal_conv_forward<T>(d(l.v), d(l.vp), Pl(i, "convv.w"), nob, B, Tl, D, kMixerConvK, cs());
     if (m.kind == MixerKind::kata) {
-      mx::kata_heads_forward<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, cs());
+      if (gemm)
+        mx::kata_heads_forward_gemm<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, blas, mixer_ws.raw(),
+                                       mixer_ws.bytes(), cs());
+      else
+        mx::kata_heads_forward<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, cs());
     } else {
       linear_fwd(d(l.beta), x, Pl(i, "wbeta.w"), nob, N, D, H);
       cu::sigmoid_forward<T>(d(l.beta), d(l.beta), N * H, cs());
@@ -276,9 +294,14 @@ struct MqarDeviceModel<T>::Impl {
       T* dqkv = d(g_e);
       linear_bwd(datt, Gl(i, "wo.w"), Gl(i, "wo.b"), dy, d(l.att), Pl(i, "wo.w"), N, D, D);
       const T* qkv = d(l.qkv);
-      mx::softmax_heads_backward<T>(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, datt, d(l.att), D, qkv, qkv + D, qkv + 2 * D,
-                                    3 * D, d(l.lse), hs, 1.0 / std::sqrt(static_cast<double>(dh)), mixer_ws.raw(),
-                                    cs());
+      const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
+      if (gemm)
+        mx::softmax_heads_backward_gemm<T>(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, datt, d(l.att), D, qkv, qkv + D,
+                                           qkv + 2 * D, 3 * D, d(l.lse), hs, scale, blas, mixer_ws.raw(),
+                                           mixer_ws.bytes(), cs());
+      else
+        mx::softmax_heads_backward<T>(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, datt, d(l.att), D, qkv, qkv + D,
+                                      qkv + 2 * D, 3 * D, d(l.lse), hs, scale, mixer_ws.raw(), cs());
       linear_bwd(dx, Gl(i, "wqkv.w"), Gl(i, "wqkv.b"), dqkv, x, Pl(i, "wqkv.w"), N, D, 3 * D);
       return;
     }
@@ -293,8 +316,12 @@ struct MqarDeviceModel<T>::Impl {
     T* dv = dk + N * D;
     T* dbeta = d(g_g);
     if (m.kind == MixerKind::kata) {
-      mx::kata_heads_backward<T>(dq, dk, dv, D, datt, d(l.att), D, map, d(l.q), d(l.k), d(l.v), D, d(l.den), hs,
-                                 mixer_ws.raw(), cs());
+      if (gemm)
+        mx::kata_heads_backward_gemm<T>(dq, dk, dv, D, datt, d(l.att), D, map, d(l.q), d(l.k), d(l.v), D, d(l.den), hs,
+                                        blas, mixer_ws.raw(), mixer_ws.bytes(), cs());
+      else
+        mx::kata_heads_backward<T>(dq, dk, dv, D, datt, d(l.att), D, map, d(l.q), d(l.k), d(l.v), D, d(l.den), hs,
+                                   mixer_ws.raw(), cs());
     } else {
       T* dqn = d(g_f);
       T* dkn = dqn + N * D;
@@ -395,11 +422,17 @@ struct MqarDeviceModel<T>::Impl {
 };
 
 template <class T>
-MqarDeviceModel<T>::MqarDeviceModel(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& h)
+MqarDeviceModel<T>::MqarDeviceModel(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& h,
+                                    const std::string& mixer_kernel)
     : model_(model), n_(model.param_count()) {
   require(!shapes.empty(), "MqarDeviceModel: no batch shape");
   model.cfg.require_cuda_support();  // RoPE and the gated mixers have no device path yet
-  impl_ = std::make_unique<Impl>(model, shapes, h);
+  impl_ = std::make_unique<Impl>(model, shapes, h, mixer_kernel);
+}
+
+template <class T>
+const std::string& MqarDeviceModel<T>::mixer_kernel() const {
+  return impl_->kernel;
 }
 
 template <class T>
@@ -496,11 +529,11 @@ void MqarDeviceModel<T>::backward(const MqarShape& s) {
 template <class T>
 MqarForward mqar_loss_grad_cuda(const MqarModel& model, const std::vector<double>& params, const std::int32_t* inputs,
                                 const std::int32_t* labels, std::int64_t B, std::int64_t Tlen,
-                                std::vector<double>* grad, gpu::Handles& h) {
+                                std::vector<double>* grad, gpu::Handles& h, const std::string& mixer_kernel) {
   std::vector<std::int64_t> rows;
   std::vector<std::int32_t> targets;
   mqar_labelled_rows(inputs, labels, B * Tlen, model.cfg.vocab, rows, targets);
-  MqarDeviceModel<T> dm(model, {MqarShape{B, Tlen, static_cast<std::int64_t>(rows.size())}}, h);
+  MqarDeviceModel<T> dm(model, {MqarShape{B, Tlen, static_cast<std::int64_t>(rows.size())}}, h, mixer_kernel);
   dm.upload_params(params);
   const MqarShape sh = dm.upload_batch(inputs, labels, B, Tlen);
   const gpu::Stream& s = h.stream();
@@ -523,10 +556,10 @@ template class MqarDeviceModel<float>;
 template class MqarDeviceModel<double>;
 template MqarForward mqar_loss_grad_cuda<float>(const MqarModel&, const std::vector<double>&, const std::int32_t*,
                                                 const std::int32_t*, std::int64_t, std::int64_t, std::vector<double>*,
-                                                gpu::Handles&);
+                                                gpu::Handles&, const std::string&);
 template MqarForward mqar_loss_grad_cuda<double>(const MqarModel&, const std::vector<double>&, const std::int32_t*,
                                                  const std::int32_t*, std::int64_t, std::int64_t, std::vector<double>*,
-                                                 gpu::Handles&);
+                                                 gpu::Handles&, const std::string&);
 
 }  // namespace memcap::kata
 

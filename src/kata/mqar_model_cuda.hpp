@@ -9,6 +9,7 @@
 #ifdef MEMCAP_HAVE_CUDA
 #include <cstdint>
 #include <memory>
+#include <string>
 #include <vector>
 
 #include "core/gpu.hpp"
@@ -28,18 +29,23 @@ void mqar_labelled_rows(const std::int32_t* inputs, const std::int32_t* labels, 
 
 // Device bytes of a model sized for `shapes` in element size `elem` (4 or 8): arena, activations,
 // logits, workspaces. For gpu::require_device_memory before anything is allocated or written.
-std::size_t mqar_device_bytes(const MqarModel& model, const std::vector<MqarShape>& shapes, std::size_t elem);
+std::size_t mqar_device_bytes(const MqarModel& model, const std::vector<MqarShape>& shapes, std::size_t elem,
+                              const std::string& mixer_kernel = "auto");
 
 template <class T>
 class MqarDeviceModel {
  public:
-  // Buffers for every shape in `shapes` (at least one); the handles' stream runs everything.
-  MqarDeviceModel(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& h);
+  // Buffers for every shape in `shapes` (at least one); the handles' stream runs everything. mixer_kernel:
+  // "auto" or a variant of mqar_mixer_kernels() (resolve_mixer_kernel; UserError when it does not apply).
+  MqarDeviceModel(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& h,
+                  const std::string& mixer_kernel = "auto");
   ~MqarDeviceModel();
   MqarDeviceModel(const MqarDeviceModel&) = delete;
   MqarDeviceModel& operator=(const MqarDeviceModel&) = delete;
 
   const MqarModel& model() const { return model_; }
+  // The mixer-core variant this model runs ("gemm" or "tiled").
+  const std::string& mixer_kernel() const;
   std::int64_t n() const { return n_; }
   T* params() const;
   T* grads() const;
@@ -79,7 +85,7 @@ class MqarDeviceModel {
 template <class T>
 MqarForward mqar_loss_grad_cuda(const MqarModel& model, const std::vector<double>& params, const std::int32_t* inputs,
                                 const std::int32_t* labels, std::int64_t B, std::int64_t Tlen,
-                                std::vector<double>* grad, gpu::Handles& h);
+                                std::vector<double>* grad, gpu::Handles& h, const std::string& mixer_kernel = "auto");
 
 }  // namespace memcap::kata
 

@@ -319,7 +319,15 @@ void MqarTrainConfig::validate() const {
           checkpoint_every);
   require(precision == "f32" || precision == "f64", "--precision '{}': use f32 or f64", precision);
   require(device == "cpu" || device == "cuda", "device '{}': use cpu or cuda", device);
-  if (device == "cuda") model.require_cuda_support();
+  {
+    bool known = mixer_kernel == "auto";
+    for (const auto& v : mqar_mixer_kernels()) known = known || mixer_kernel == v.name;
+    require(known, "--mixer-kernel '{}': unknown variant; use {}", mixer_kernel, mqar_mixer_kernel_names());
+  }
+  if (device == "cuda") {
+    model.require_cuda_support();
+    (void)resolve_mixer_kernel(MqarModel::build(model), mixer_kernel);
+  }
 }
 
 std::int64_t MqarTrainConfig::steps_per_epoch() const {

@@ -35,6 +35,8 @@ struct MqarTrainConfig {
   std::string precision = "f32";  // f32 | f64 forward/backward
   // cpu | cuda (mqar_train_cuda.hpp: the whole step on the current GPU, fp32 master weights for f32).
   std::string device = "cpu";
+  // GPU mixer-core variant: auto or a name of mqar_mixer_kernels() (mqar_model.hpp); ignored on the CPU.
+  std::string mixer_kernel = "auto";
   std::uint64_t seed = 0;
   // Called after every optimizer step (step count so far, planned total, loss, batch accuracy).
   std::function<void(std::int64_t, std::int64_t, double, double)> on_step;
@@ -57,7 +59,8 @@ struct SliceResult {
 };
 
 struct MqarTrainResult {
-  std::string path;  // "cpu:f32" | "cpu:f64"
+  std::string path;  // "cpu:f32" | "cpu:f64" | "cuda:f32" | "cuda:f64"
+  std::string mixer_kernel;  // GPU mixer-core variant that ran ("gemm", "tiled"); "" on the CPU
   std::int64_t params = 0, steps = 0, planned_steps = 0, epochs_run = 0;
   bool stopped_early = false;
   // Per step.

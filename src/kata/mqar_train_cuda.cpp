@@ -117,7 +117,7 @@ struct CudaTrainer {
       max_tokens = std::max(max_tokens, s.B * s.T);
       max_labelled = std::max(max_labelled, s.labelled);
     }
-    dm = std::make_unique<MqarDeviceModel<T>>(model, plan.shapes, handles);
+    dm = std::make_unique<MqarDeviceModel<T>>(model, plan.shapes, handles, cfg.mixer_kernel);
     planned = training ? cfg.steps_per_epoch() * cfg.epochs : 1;
     chunks = mc::grad_norm_chunks(n);
     state = gpu::Tensor({static_cast<std::int64_t>(sizeof(cu::TrainState))}, gpu::DType::u8);
@@ -245,6 +245,7 @@ struct CudaTrainer {
   MqarTrainResult run() {
     MqarTrainResult res;
     res.path = std::string("cuda:") + cfg.precision;
+    res.mixer_kernel = dm->mixer_kernel();
     res.params = n;
     res.planned_steps = planned;
     std::vector<std::uint64_t> tseed, eseed;
@@ -263,6 +264,7 @@ struct CudaTrainer {
       upload_arena(ck.v, 3);
       MqarTrainResult r = ck.partial;
       r.path = res.path;
+      r.mixer_kernel = res.mixer_kernel;
       r.params = res.params;
       r.planned_steps = res.planned_steps;
       res = std::move(r);
@@ -377,7 +379,7 @@ std::size_t bytes_of(const MqarTrainConfig& cfg) {
   const Plan p = plan_of(cfg);
   const std::size_t elem = cfg.precision == "f64" ? 8 : 4;
   const double planned = static_cast<double>(cfg.steps_per_epoch() * cfg.epochs);
-  const double total = static_cast<double>(mqar_device_bytes(model, p.shapes, elem)) + 48 * planned +
+  const double total = static_cast<double>(mqar_device_bytes(model, p.shapes, elem, cfg.mixer_kernel)) + 48 * planned +
                        static_cast<double>(gpu::Handles::kBlasWorkspaceBytes) + (64 << 20);
   return total >= 1.8e19 ? static_cast<std::size_t>(1.8e19) : static_cast<std::size_t>(total);
 }

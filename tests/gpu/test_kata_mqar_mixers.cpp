@@ -26,6 +26,7 @@
 #include "kata/map_params.hpp"
 #include "kata/feature_map.hpp"
 #include "kata/mqar_mixers.hpp"
+#include "kata_mqar_gemm.cuh"
 #include "kata_mqar_mixers.cuh"
 
 using namespace memcap;
@@ -157,10 +158,22 @@ const char* tname() {
   return sizeof(T) == 8 ? "f64" : "f32";
 }
 
+// The two mixer-core variants (kata_mqar_mixers.cuh "tiled", kata_mqar_gemm.cuh "gemm"). ws_cap > 0 shrinks the
+// gemm workspace (never below one sequence) so the sequences run in several groups.
+enum class Var { tiled, gemm };
+struct Variant {
+  Var var = Var::tiled;
+  std::size_t ws_cap = 0;
+  const char* name() const { return var == Var::tiled ? "" : ws_cap ? " [gemm, groups]" : " [gemm]"; }
+};
+std::size_t gemm_ws(std::size_t full, std::size_t per_seq_floor, const Variant& v) {
+  return v.ws_cap ? std::max(per_seq_floor, std::min(full, v.ws_cap)) : full;
+}
+
 // ---------------------------------------------------------------------------------------------- softmax
 
 template <class T>
-void check_softmax(const mc::HeadShape& s, std::uint64_t seed) {
+void check_softmax(const mc::HeadShape& s, std::uint64_t seed, Variant var = {}) {
   Case c(s, seed, 1.0, 0.0);
   c.qkv.data = rounded<T>(c.qkv.data);
   c.dout.data = rounded<T>(c.dout.data);
@@ -187,27 +200,43 @@ void check_softmax(const mc::HeadShape& s, std::uint64_t seed) {
   gpu::Stream st;
   Dev<T> qkv(c.qkv.data.size()), dout(c.dout.data.size()), o(static_cast<std::size_t>(N * c.ldo)),
       lse(lse_ref.size()), dqkv(static_cast<std::size_t>(N * 3 * D));
-  Dev<unsigned char> ws(mc::softmax_heads_backward_workspace_bytes(s, sizeof(T)));
   qkv.up(c.qkv.data);
   dout.up(c.dout.data);
-  mc::softmax_heads_forward<T>(o.p(), c.ldo, lse.p(), qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s, scale, st.get());
-  mc::softmax_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, qkv.p(),
-                                qkv.p() + D, qkv.p() + 2 * D, c.ld, lse.p(), s, scale, ws.p(), st.get());
-  st.synchronize();
+  if (var.var == Var::tiled) {
+    Dev<unsigned char> ws(mc::softmax_heads_backward_workspace_bytes(s, sizeof(T)));
+    mc::softmax_heads_forward<T>(o.p(), c.ldo, lse.p(), qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s, scale, st.get());
+    mc::softmax_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, qkv.p(),
+                                  qkv.p() + D, qkv.p() + 2 * D, c.ld, lse.p(), s, scale, ws.p(), st.get());
+    st.synchronize();
+  } else {
+    gpu::Handles hd(st);
+    mc::HeadShape one = s;
+    one.B = 1;
+    const std::size_t wsb = gemm_ws(mc::softmax_gemm_workspace_bytes(s, sizeof(T)),
+                                    mc::softmax_gemm_workspace_bytes(one, sizeof(T)), var);
+    Dev<unsigned char> ws(wsb);
+    mc::softmax_heads_forward_gemm<T>(o.p(), c.ldo, lse.p(), qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s, scale,
+                                      hd.blas(), ws.p(), wsb, st.get());
+    mc::softmax_heads_backward_gemm<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, qkv.p(),
+                                       qkv.p() + D, qkv.p() + 2 * D, c.ld, lse.p(), s, scale, hd.blas(), ws.p(), wsb,
+                                       st.get());
+    st.synchronize();
+  }
   const double tol = tol_of<T>();
   const auto og = o.down(), dg = dqkv.down();
-  report("softmax", tname<T>(), "-", s, "o", rel_err(cols_of(og, N, c.ldo, 0, D), o_ref.cols(0)), tol);
-  report("softmax", tname<T>(), "-", s, "lse", rel_err(lse.down(), lse_ref), tol);
-  report("softmax", tname<T>(), "-", s, "dq", rel_err(cols_of(dg, N, 3 * D, 0, D), dqkv_ref.cols(0)), tol);
-  report("softmax", tname<T>(), "-", s, "dk", rel_err(cols_of(dg, N, 3 * D, D, D), dqkv_ref.cols(D)), tol);
-  report("softmax", tname<T>(), "-", s, "dv", rel_err(cols_of(dg, N, 3 * D, 2 * D, D), dqkv_ref.cols(2 * D)), tol);
+  report("softmax", tname<T>(), std::string("-") + var.name(), s, "o", rel_err(cols_of(og, N, c.ldo, 0, D), o_ref.cols(0)), tol);
+  report("softmax", tname<T>(), std::string("-") + var.name(), s, "lse", rel_err(lse.down(), lse_ref), tol);
+  report("softmax", tname<T>(), std::string("-") + var.name(), s, "dq", rel_err(cols_of(dg, N, 3 * D, 0, D), dqkv_ref.cols(0)), tol);
+  report("softmax", tname<T>(), std::string("-") + var.name(), s, "dk", rel_err(cols_of(dg, N, 3 * D, D, D), dqkv_ref.cols(D)), tol);
+  report("softmax", tname<T>(), std::string("-") + var.name(), s, "dv", rel_err(cols_of(dg, N, 3 * D, 2 * D, D), dqkv_ref.cols(2 * D)), tol);
 }
 
 // ---------------------------------------------------------------------------------------------- KATA
 
 // zero_rows: q rows set to zero (row t of head 0 of sequence 0) to exercise the zero denominator (linear map).
 template <class T>
-void check_kata(const std::string& spec, const mc::HeadShape& s, std::uint64_t seed, bool zero_rows = false) {
+void check_kata(const std::string& spec, const mc::HeadShape& s, std::uint64_t seed, bool zero_rows = false,
+                Variant var = {}) {
   const FeatureMap map = FeatureMap::parse(spec, s.dh);
   const bool linear = map.kind() == MapKind::Linear;
   // linear: an offset keeps q·k (the denominator) away from zero; the other maps are cones.
@@ -238,16 +267,31 @@ void check_kata(const std::string& spec, const mc::HeadShape& s, std::uint64_t s
   const MapParams mp = map.params();
   Dev<T> qkv(c.qkv.data.size()), dout(c.dout.data.size()), o(static_cast<std::size_t>(N * c.ldo)),
       den(den_ref.size()), dqkv(static_cast<std::size_t>(N * 3 * D));
-  Dev<unsigned char> ws(mc::kata_heads_backward_workspace_bytes(mp, s, sizeof(T)));
   qkv.up(c.qkv.data);
   dout.up(c.dout.data);
-  mc::kata_heads_forward<T>(o.p(), c.ldo, den.p(), mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s, st.get());
-  mc::kata_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, mp, qkv.p(),
-                             qkv.p() + D, qkv.p() + 2 * D, c.ld, den.p(), s, ws.p(), st.get());
-  st.synchronize();
+  if (var.var == Var::tiled) {
+    Dev<unsigned char> ws(mc::kata_heads_backward_workspace_bytes(mp, s, sizeof(T)));
+    mc::kata_heads_forward<T>(o.p(), c.ldo, den.p(), mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s, st.get());
+    mc::kata_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, mp, qkv.p(),
+                               qkv.p() + D, qkv.p() + 2 * D, c.ld, den.p(), s, ws.p(), st.get());
+    st.synchronize();
+  } else {
+    REQUIRE(mc::kata_gemm_applies(mp, s));
+    gpu::Handles hd(st);
+    mc::HeadShape one = s;
+    one.B = 1;
+    const std::size_t wsb = gemm_ws(mc::kata_gemm_workspace_bytes(mp, s, sizeof(T)),
+                                    mc::kata_gemm_workspace_bytes(mp, one, sizeof(T)), var);
+    Dev<unsigned char> ws(wsb);
+    mc::kata_heads_forward_gemm<T>(o.p(), c.ldo, den.p(), mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s, hd.blas(),
+                                   ws.p(), wsb, st.get());
+    mc::kata_heads_backward_gemm<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, mp, qkv.p(),
+                                    qkv.p() + D, qkv.p() + 2 * D, c.ld, den.p(), s, hd.blas(), ws.p(), wsb, st.get());
+    st.synchronize();
+  }
   const double tol = tol_of<T>();
   const auto og = o.down(), dg = dqkv.down(), deng = den.down();
-  const std::string name = spec + (zero_rows ? " (den=0 rows)" : "");
+  const std::string name = spec + (zero_rows ? " (den=0 rows)" : "") + var.name();
   report("kata", tname<T>(), name, s, "o", rel_err(cols_of(og, N, c.ldo, 0, D), o_ref.cols(0)), tol);
   report("kata", tname<T>(), name, s, "den", rel_err(deng, den_ref), tol);
   report("kata", tname<T>(), name, s, "dq", rel_err(cols_of(dg, N, 3 * D, 0, D), dqkv_ref.cols(0)), tol);
@@ -348,6 +392,32 @@ TEST_CASE("KATA quadratic mixer core: GPU = CPU float64 reference for every map,
   check_kata<double>("linear", mc::HeadShape{2, 37, 2, 16}, 23, true);
   check_kata<float>("linear", mc::HeadShape{2, 37, 2, 16}, 24, true);
   check_kata<double>("m2:eps=0", mc::HeadShape{1, 40, 2, 16}, 25, true);
+}
+
+TEST_CASE("gemm mixer variant: GPU = CPU float64 reference (softmax any d_head, PSD KATA maps), in groups too") {
+  const Variant gemm{Var::gemm, 0}, groups{Var::gemm, 1};  // ws_cap 1 byte: one sequence per group
+  for (const mc::HeadShape& s : {mc::HeadShape{2, 37, 2, 16}, mc::HeadShape{3, 65, 2, 64}, mc::HeadShape{1, 33, 1, 128},
+                                 mc::HeadShape{2, 19, 1, 256}, mc::HeadShape{2, 5, 2, 24}}) {
+    check_softmax<double>(s, 61, gemm);
+    check_softmax<float>(s, 62, gemm);
+  }
+  check_softmax<double>(mc::HeadShape{3, 41, 2, 32}, 63, groups);
+  check_softmax<float>(mc::HeadShape{3, 41, 2, 32}, 64, groups);
+  for (const char* spec : {"m1:eps=1e-4", "m2:eps=1e-4", "m4:eps=1e-4", "sigma2:eps=1e-4", "sigma4:eps=1e-4"})
+    for (const mc::HeadShape& s : {mc::HeadShape{2, 37, 2, 16}, mc::HeadShape{3, 65, 2, 64}}) {
+      check_kata<double>(spec, s, 71, false, gemm);
+      check_kata<float>(spec, s, 72, false, gemm);
+    }
+  check_kata<double>("m2:eps=1e-4", mc::HeadShape{3, 41, 2, 32}, 73, false, groups);
+  check_kata<double>("sigma2:eps=1e-4", mc::HeadShape{3, 41, 2, 32}, 74, false, groups);
+  check_kata<float>("m2:eps=1e-4", mc::HeadShape{1, 40, 2, 128}, 75, false, gemm);
+  check_kata<double>("m2:eps=1e-4", mc::HeadShape{1, 21, 1, 256}, 76, false, gemm);
+  check_kata<double>("m2:eps=0", mc::HeadShape{1, 40, 2, 16}, 77, true, gemm);  // zero denominators
+  // A non-PSD map is refused (the caller falls back to the tiled core), as is a map built for another width.
+  const MapParams orth = FeatureMap::parse("orthant:eps=1e-6", 16).params();
+  CHECK_FALSE(mc::kata_gemm_applies(orth, mc::HeadShape{1, 8, 1, 16}));
+  CHECK_FALSE(mc::kata_gemm_applies(FeatureMap::parse("m2", 32).params(), mc::HeadShape{1, 8, 1, 16}));
+  CHECK(mc::kata_gemm_applies(FeatureMap::parse("sigma4", 64).params(), mc::HeadShape{1, 8, 1, 64}));
 }
 
 TEST_CASE("delta-rule mixer core: GPU = CPU float64 reference (chunked, Neumann inverse), forward and backward") {
@@ -473,6 +543,32 @@ TEST_CASE("mixer cores: timing at the training shape (B 256, T 256, H 2, dh 64) 
                 time_ms([&] { b.softmax(st.get()); }), time_ms([&] { b.kata(st.get()); }),
                 time_ms([&] { b.delta(st.get(), 64); }));
     CHECK(all_finite(b.dqkv.down()));
+    // The gemm variant at the same shape, exact fp32 and with TF32 products (timing only: TF32 is not used
+    // by the trainer).
+    for (const bool tf32 : {false, true}) {
+      gpu::Handles hd(st);
+      MEMCAP_CUBLAS_CHECK(cublasSetMathMode(hd.blas(), tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+      const std::size_t wsb = std::max(mc::softmax_gemm_workspace_bytes(s, 4), mc::kata_gemm_workspace_bytes(b.m2, s, 4));
+      Dev<unsigned char> ws(wsb);
+      const double sc = 0.125;
+      const double t_sm = time_ms([&] {
+        mc::softmax_heads_forward_gemm<float>(b.o.p(), b.D, b.stat.p(), b.q(), b.k(), b.v(), 3 * b.D, s, sc, hd.blas(),
+                                              ws.p(), wsb, st.get());
+        mc::softmax_heads_backward_gemm<float>(b.dqkv.p(), b.dqkv.p() + b.D, b.dqkv.p() + 2 * b.D, 3 * b.D, b.dout.p(),
+                                               b.o.p(), b.D, b.q(), b.k(), b.v(), 3 * b.D, b.stat.p(), s, sc, hd.blas(),
+                                               ws.p(), wsb, st.get());
+      });
+      const double t_k = time_ms([&] {
+        mc::kata_heads_forward_gemm<float>(b.o.p(), b.D, b.stat.p(), b.m2, b.q(), b.k(), b.v(), 3 * b.D, s, hd.blas(),
+                                           ws.p(), wsb, st.get());
+        mc::kata_heads_backward_gemm<float>(b.dqkv.p(), b.dqkv.p() + b.D, b.dqkv.p() + 2 * b.D, 3 * b.D, b.dout.p(),
+                                            b.o.p(), b.D, b.m2, b.q(), b.k(), b.v(), 3 * b.D, b.stat.p(), s, hd.blas(),
+                                            ws.p(), wsb, st.get());
+      });
+      std::printf("train B=256 T=256 H=2 dh=64 gemm %s fwd+bwd: softmax %.3f ms, kata-m2 %.3f ms\n",
+                  tf32 ? "tf32" : "fp32", t_sm, t_k);
+      CHECK(all_finite(b.dqkv.down()));
+    }
   }
   {
     const mc::HeadShape s{128, 4096, 2, 64};
@@ -490,6 +586,19 @@ TEST_CASE("mixer cores: timing at the training shape (B 256, T 256, H 2, dh 64) 
     });
     std::printf("eval B=128 T=4096 H=2 dh=64 fp32 forward: softmax %.3f ms, kata-m2 %.3f ms, delta-m2 (C=64) %.3f ms\n",
                 t_sm, t_k, t_d);
+    gpu::Handles hd(st);
+    const std::size_t wsb = std::max(mc::softmax_gemm_workspace_bytes(s, 4), mc::kata_gemm_workspace_bytes(b.m2, s, 4));
+    Dev<unsigned char> ws(wsb);
+    const double g_sm = time_ms([&] {
+      mc::softmax_heads_forward_gemm<float>(b.o.p(), b.D, b.stat.p(), b.q(), b.k(), b.v(), 3 * b.D, s, sc, hd.blas(),
+                                            ws.p(), wsb, st.get());
+    });
+    const double g_k = time_ms([&] {
+      mc::kata_heads_forward_gemm<float>(b.o.p(), b.D, b.stat.p(), b.m2, b.q(), b.k(), b.v(), 3 * b.D, s, hd.blas(),
+                                         ws.p(), wsb, st.get());
+    });
+    std::printf("eval B=128 T=4096 H=2 dh=64 gemm fp32 forward (workspace %.0f MiB): softmax %.3f ms, kata-m2 %.3f ms\n",
+                static_cast<double>(wsb) / (1 << 20), g_sm, g_k);
     CHECK(all_finite(b.o.down()));
   }
 }

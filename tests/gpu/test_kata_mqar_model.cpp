@@ -332,12 +332,19 @@ TEST_CASE("MQAR model on the GPU: loss and every parameter gradient equal the CP
     REQUIRE(f.labelled == 6);
     std::vector<double> g(r.params.size(), 0.0);
     mqar_backward(r.model, r.params.data(), g.data(), ws, 1.0 / static_cast<double>(f.labelled));
+    // Every mixer-core variant that applies (mqar_mixer_kernels(): gemm for softmax and the PSD maps, tiled for all).
+    std::vector<std::string> kernels;
+    for (const auto& v : mqar_mixer_kernels())
+      if (v.applies(r.model)) kernels.push_back(v.name);
+    REQUIRE(!kernels.empty());
+    for (const auto& kern : kernels)
     for (const bool f64 : {true, false}) {
       CAPTURE(f64);
+      CAPTURE(kern);
       std::vector<double> gg;
       const MqarForward gf =
-          f64 ? mqar_loss_grad_cuda<double>(r.model, r.params, r.in.data(), r.lab.data(), r.B, r.T, &gg, h)
-              : mqar_loss_grad_cuda<float>(r.model, r.params, r.in.data(), r.lab.data(), r.B, r.T, &gg, h);
+          f64 ? mqar_loss_grad_cuda<double>(r.model, r.params, r.in.data(), r.lab.data(), r.B, r.T, &gg, h, kern)
+              : mqar_loss_grad_cuda<float>(r.model, r.params, r.in.data(), r.lab.data(), r.B, r.T, &gg, h, kern);
       const double tol = f64 ? kTolModelF64 : kTolModelF32;
       CHECK(gf.labelled == f.labelled);
       CHECK(std::abs(gf.loss_sum - f.loss_sum) <= tol * std::abs(f.loss_sum));
@@ -353,21 +360,28 @@ TEST_CASE("MQAR model on the GPU: loss and every parameter gradient equal the CP
           worst_name = v.name;
         }
       }
-      MESSAGE(mixer << (f64 ? " f64" : " f32") << ": worst gradient rel err " << worst << " (" << worst_name << ")");
+      MESSAGE(mixer << " [" << kern << "]" << (f64 ? " f64" : " f32") << ": worst gradient rel err " << worst << " ("
+                    << worst_name << ")");
       CHECK(worst < tol);
     }
   }
 }
 
 TEST_CASE("MQAR GPU training: 100 steps follow the CPU trainer; runs are bit-identical; evaluation agrees") {
-  for (const char* mixer : {"softmax", "m2", "delta-m2"}) {
+  for (const char* mixer : {"softmax", "m2", "delta-m2", "softmax/tiled", "m2/tiled"}) {
     CAPTURE(mixer);
+    const std::string name(mixer);
+    const std::string base = name.substr(0, name.find('/'));
+    const std::string kern = name.find('/') == std::string::npos ? "auto" : name.substr(name.find('/') + 1);
     for (const char* prec : {"f32", "f64"}) {
       CAPTURE(prec);
-      MqarTrainConfig c = train_config(mixer, prec);
+      MqarTrainConfig c = train_config(base.c_str(), prec);
       const MqarTrainResult cpu = train_mqar(c);
       c.device = "cuda";
+      c.mixer_kernel = kern;
       const MqarTrainResult gpu = train_mqar(c);
+      CHECK(gpu.mixer_kernel == (kern != "auto" ? kern : base == "delta-m2" ? std::string("tiled") : std::string("gemm")));
+      CHECK(cpu.mixer_kernel.empty());
       REQUIRE(cpu.steps == 100);
       REQUIRE(gpu.steps == 100);
       CHECK(gpu.path == std::string("cuda:") + prec);

@@ -1,0 +1,522 @@
+// "gemm" variant of the MQAR mixer cores (kata_mqar_gemm.cuh): scores in memory, products on cuBLAS.
+// Per group of sequences (as many as the workspace holds) and per head / score block, one strided-batched
+// GEMM over the group's sequences; row kernels (one warp per query row, fixed shuffle order, no atomics) apply
+// the causal mask, the kernel or exp, the normalisation and their backward. CPU twins: softmax_head_* and
+// kata_head_* / cone_kernel_vjp in src/kata/mqar_mixers.cpp.
+//
+// Column-major view used for every product: head (b, h) of a row-major [B·T, ld] tensor X is the dh × T
+// column-major matrix at X + b·T·ld + h·dh with leading dimension ld; a row-major T × T score matrix S[t][s]
+// is the column-major T × T matrix S_cm(s, t). So S = Q Kᵀ is S_cm = K_cmᵀ Q_cm, O = P V is O_cm = V_cm P_cm,
+// dV = Pᵀ dO is dV_cm = dO_cm P_cmᵀ, dQ = dS K is dQ_cm = K_cm dS_cm, dK = dSᵀ Q is dK_cm = Q_cm dS_cmᵀ.
+#include <algorithm>
+#include <string>
+#include <type_traits>
+
+#include "cuda_check.cuh"
+#include "kata_mqar_common.cuh"
+#include "kata_mqar_gemm.cuh"
+#include "nn_layers.cuh"
+
+namespace memcap::kata::mqar::cuda {
+namespace {
+
+using detail::ex;
+using detail::lg;
+using detail::neg_inf;
+namespace nc = ::memcap::nn::cuda;
+
+constexpr int kWarps = 8;  // rows per block of the row kernels
+constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;  // the largest workspace the queries ask for
+
+__device__ __forceinline__ std::int64_t warp_row() {
+  return static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
+}
+template <class T>
+__device__ __forceinline__ T warp_sum(T x) {
+#pragma unroll
+  for (int w = 16; w >= 1; w /= 2) x += __shfl_xor_sync(0xffffffffu, x, w);
+  return x;
+}
+template <class T>
+__device__ __forceinline__ T warp_max(T x) {
+#pragma unroll
+  for (int w = 16; w >= 1; w /= 2) {
+    const T y = __shfl_xor_sync(0xffffffffu, x, w);
+    x = y > x ? y : x;
+  }
+  return x;
+}
+// Dot product of the dh-wide head rows a, b (one warp).
+template <class T>
+__device__ __forceinline__ T warp_dot(const T* a, const T* b, int dh) {
+  T acc = T(0);
+  for (int j = threadIdx.x % 32; j < dh; j += 32) acc += a[j] * b[j];
+  return warp_sum(acc);
+}
+
+// Group geometry: rows r = (b·H + h)·T + t of the group (b < nb); the head row of X for r.
+struct Rows {
+  std::int64_t nb, H, T, dh;
+  __device__ std::int64_t count() const { return nb * H * T; }
+  __device__ std::int64_t head_row(std::int64_t r, std::int64_t ld) const {
+    const std::int64_t t = r % T, bh = r / T, h = bh % H, b = bh / H;
+    return (b * T + t) * ld + h * dh;
+  }
+};
+
+// ---------------------------------------------------------------------------------------------- softmax rows
+
+// Forward: S (scores q·k, unscaled) → P = exp(scale·S − lse) on s <= t, 0 above; lse kept.
+template <class T>
+__global__ void softmax_rows_forward(T* __restrict__ S, T* __restrict__ lse, Rows g, T scale) {
+  const std::int64_t r = warp_row();
+  if (r >= g.count()) return;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t T_ = g.T, t = r % T_;
+  T* x = S + r * T_;
+  T mx = neg_inf<T>();
+  for (std::int64_t s = lane; s <= t; s += 32) mx = max(mx, x[s] * scale);
+  mx = warp_max(mx);
+  T z = T(0);
+  for (std::int64_t s = lane; s <= t; s += 32) z += ex(x[s] * scale - mx);
+  z = warp_sum(z);
+  const T l = mx + lg(z);
+  for (std::int64_t s = lane; s < T_; s += 32) x[s] = s <= t ? ex(x[s] * scale - l) : T(0);
+  if (lane == 0) lse[r] = l;
+}
+
+// Backward, first pass: S → P from the saved lse.
+template <class T>
+__global__ void softmax_rows_probs(T* __restrict__ S, const T* __restrict__ lse, Rows g, T scale) {
+  const std::int64_t r = warp_row();
+  if (r >= g.count()) return;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t T_ = g.T, t = r % T_;
+  T* x = S + r * T_;
+  const T l = lse[r];
+  for (std::int64_t s = lane; s < T_; s += 32) x[s] = s <= t ? ex(x[s] * scale - l) : T(0);
+}
+
+// Backward, second pass: dP → dS = P ⊙ (dP − δ_t), δ_t = dO_t · O_t.
+template <class T>
+__global__ void softmax_rows_backward(T* __restrict__ dP, const T* __restrict__ P, const T* __restrict__ dout,
+                                      const T* __restrict__ o, std::int64_t ldo, Rows g) {
+  const std::int64_t r = warp_row();
+  if (r >= g.count()) return;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t T_ = g.T, t = r % T_;
+  const std::int64_t hr = g.head_row(r, ldo);
+  const T delta = warp_dot(dout + hr, o + hr, static_cast<int>(g.dh));
+  T* x = dP + r * T_;
+  const T* p = P + r * T_;
+  for (std::int64_t s = lane; s < T_; s += 32) x[s] = s <= t ? p[s] * (x[s] - delta) : T(0);
+}
+
+// ---------------------------------------------------------------------------------------------- KATA rows
+
+// Closed-form constants of M_g / Σ_g (spec §2.7), as psd_form on the CPU.
+template <class T>
+struct Psd {
+  int pairs = 1;
+  T c2 = 1, ec = 0, cst = 0;
+};
+
+// ‖x‖² of every head row of the group (one warp per row).
+template <class T>
+__global__ void head_sqnorms(T* __restrict__ n, const T* __restrict__ x, std::int64_t ld, Rows g) {
+  const std::int64_t r = warp_row();
+  if (r >= g.count()) return;
+  const T* row = x + g.head_row(r, ld);
+  const T v = warp_dot(row, row, static_cast<int>(g.dh));
+  if (threadIdx.x % 32 == 0) n[r] = v;
+}
+
+// Block products G[0..pairs) (pair stride `ps`) → out = A / den on s <= t (0 above), with
+// A = c2 Σ_p G_p² + ec (nq_t + nk_s) + cst; out may be G itself (each element is read before it is written,
+// by the same thread). den is computed and stored (forward: den_in == nullptr) or read (backward).
+template <class T>
+__global__ void kata_rows_probs(T* out, const T* G, std::int64_t ps, T* __restrict__ den_out,
+                                const T* __restrict__ den_in, const T* __restrict__ nq, const T* __restrict__ nk,
+                                Rows g, Psd<T> c) {
+  const std::int64_t r = warp_row();
+  if (r >= g.count()) return;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t T_ = g.T, t = r % T_, base = r - t;  // base: row index of (b, h, 0)
+  const T* x = G + r * T_;
+  T* y = out + r * T_;
+  const T q2 = nq[r];
+  T sum = T(0);
+  for (std::int64_t s = lane; s <= t; s += 32) {
+    T a = T(0);
+    for (int p = 0; p < c.pairs; ++p) {
+      const T v = x[p * ps + s];
+      a += v * v;
+    }
+    a = c.c2 * a + c.ec * (q2 + nk[base + s]) + c.cst;
+    y[s] = a;
+    sum += a;
+  }
+  T d;
+  if (den_in) {
+    d = den_in[r];
+  } else {
+    d = warp_sum(sum);
+    if (lane == 0) den_out[r] = d;
+  }
+  const T inv = d != T(0) ? T(1) / d : T(0);
+  for (std::int64_t s = lane; s < T_; s += 32) y[s] = s <= t ? y[s] * inv : T(0);
+}
+
+// Backward: dP (= dO_t · v_s) → dA = (dP − δ_t) / den_t on s <= t (0 above, and 0 on a zero-den row), stored in
+// place; every block product G_p (recomputed) → 2 c2 dA ⊙ G_p in place; rq_t = 2 ec Σ_s dA_ts.
+template <class T>
+__global__ void kata_rows_backward(T* __restrict__ dP, T* __restrict__ G, std::int64_t ps, T* __restrict__ rq,
+                                   const T* __restrict__ den, const T* __restrict__ dout, const T* __restrict__ o,
+                                   std::int64_t ldo, Rows g, Psd<T> c) {
+  const std::int64_t r = warp_row();
+  if (r >= g.count()) return;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t T_ = g.T, t = r % T_;
+  const std::int64_t hr = g.head_row(r, ldo);
+  const T delta = warp_dot(dout + hr, o + hr, static_cast<int>(g.dh));
+  const T d = den[r];
+  const T inv = d != T(0) ? T(1) / d : T(0);
+  T* x = dP + r * T_;
+  T* gp = G + r * T_;
+  T sum = T(0);
+  for (std::int64_t s = lane; s < T_; s += 32) {
+    const T a = s <= t ? (x[s] - delta) * inv : T(0);
+    x[s] = a;
+    sum += a;
+    for (int p = 0; p < c.pairs; ++p) gp[p * ps + s] *= T(2) * c.c2 * a;
+  }
+  sum = warp_sum(sum);
+  if (lane == 0) rq[r] = T(2) * c.ec * sum;
+}
+
+// rk_s = 2 ec Σ_{t >= s} dA_ts (one thread per key row s; consecutive threads read consecutive columns).
+template <class T>
+__global__ void kata_cols_sum(T* __restrict__ rk, const T* __restrict__ dA, Rows g, T two_ec) {
+  const std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (r >= g.nb * g.H * g.T) return;
+  const std::int64_t T_ = g.T, s = r % T_, bh = r / T_;
+  const T* a = dA + bh * T_ * T_;
+  T sum = T(0);
+  for (std::int64_t t = s; t < T_; ++t) sum += a[t * T_ + s];
+  rk[r] = two_ec * sum;
+}
+
+// dx_row += w_r · x_row for every head row (the ε terms of the PSD kernel).
+template <class T>
+__global__ void add_scaled_rows(T* __restrict__ dx, std::int64_t lddx, const T* __restrict__ w, const T* __restrict__ x,
+                                std::int64_t ldx, Rows g) {
+  const std::int64_t r = warp_row();
+  if (r >= g.count()) return;
+  const T wr = w[r];
+  T* d = dx + g.head_row(r, lddx);
+  const T* xr = x + g.head_row(r, ldx);
+  for (int j = threadIdx.x % 32; j < g.dh; j += 32) d[j] += wr * xr[j];
+}
+
+// ---------------------------------------------------------------------------------------------- host helpers
+
+unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }
+
+void check_shape(const HeadShape& s, const char* what) {
+  if (s.B < 0 || s.T < 0 || s.H < 1 || s.dh < 1)
+    cuda_detail::throw_user_error(std::string(what) + ": head shape needs H >= 1 and d_head >= 1 (got H = " +
+                                  std::to_string(s.H) + ", d_head = " + std::to_string(s.dh) + ")");
+}
+
+// Sequences per group for a workspace of `bytes` when one sequence needs `per_seq` bytes.
+std::int64_t group_size(const HeadShape& s, std::size_t per_seq, std::size_t bytes, const char* what) {
+  if (per_seq == 0) return std::max<std::int64_t>(s.B, 1);
+  const std::int64_t n = static_cast<std::int64_t>(bytes / per_seq);
+  if (n < 1)
+    cuda_detail::throw_user_error(std::string(what) + ": the workspace holds " + std::to_string(bytes) +
+                                  " bytes but one sequence at T = " + std::to_string(s.T) + " needs " +
+                                  std::to_string(per_seq));
+  return std::min<std::int64_t>(n, std::max<std::int64_t>(s.B, 1));
+}
+
+std::size_t capped(const HeadShape& s, std::size_t per_seq) {
+  const std::size_t all = per_seq * static_cast<std::size_t>(std::max<std::int64_t>(s.B, 1));
+  return std::max(per_seq, std::min(all, kMaxWorkspace / per_seq * per_seq));
+}
+
+template <class T>
+Psd<T> psd_of(const MapParams& map) {
+  const bool sum = map.kind == MapKind::SumPsd;
+  const double c = sum ? map.scale : 1.0, m = static_cast<double>(map.d / map.g);
+  Psd<T> p;
+  p.pairs = sum ? map.g * map.g : map.g;
+  p.c2 = static_cast<T>(c * c);
+  p.ec = static_cast<T>(map.eps * c);
+  p.cst = static_cast<T>(map.eps * map.eps * m * (sum ? 1.0 : static_cast<double>(map.g)));
+  return p;
+}
+
+// One strided-batched product over the nb sequences of a group (column-major, strides in elements).
+template <class T>
+void gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t m, std::int64_t n, std::int64_t k, T alpha, const T* A,
+          std::int64_t lda, std::int64_t sa, const T* B, std::int64_t ldb, std::int64_t sb, T beta, T* C,
+          std::int64_t ldc, std::int64_t sc, std::int64_t batch) {
+  nc::gemm_cm_strided<T>(h, ta ? CUBLAS_OP_T : CUBLAS_OP_N, tb ? CUBLAS_OP_T : CUBLAS_OP_N, m, n, k, alpha, A, lda, sa,
+                         B, ldb, sb, beta, C, ldc, sc, batch);
+}
+
+}  // namespace
+
+// ---------------------------------------------------------------------------------------------- softmax
+
+std::size_t softmax_gemm_workspace_bytes(const HeadShape& s, std::size_t elem) {
+  const std::size_t per_seq = 2 * static_cast<std::size_t>(s.H) * s.T * s.T * elem;  // P and dS
+  return per_seq == 0 ? 0 : capped(s, per_seq);
+}
+
+template <class T>
+void softmax_heads_forward_gemm(T* o, std::int64_t ldo, T* lse, const T* q, const T* k, const T* v,
+                                std::int64_t ldqkv, const HeadShape& s, double scale, cublasHandle_t h, void* ws,
+                                std::size_t ws_bytes, cudaStream_t stream) {
+  check_shape(s, "softmax_heads_forward_gemm");
+  if (s.B == 0 || s.T == 0) return;
+  nc::check_handle_stream(h, stream);
+  const std::int64_t TT = s.T * s.T;
+  const std::int64_t nb_max =
+      group_size(s, static_cast<std::size_t>(s.H * TT) * sizeof(T), ws_bytes, "softmax_heads_forward_gemm");
+  T* S = static_cast<T*>(ws);
+  for (std::int64_t b0 = 0; b0 < s.B; b0 += nb_max) {
+    const std::int64_t nb = std::min(nb_max, s.B - b0), seq = s.T * ldqkv, seqo = s.T * ldo;
+    const T* qb = q + b0 * seq;
+    const T* kb = k + b0 * seq;
+    const T* vb = v + b0 * seq;
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {
+      const std::int64_t off = hh * s.dh;
+      gemm<T>(h, true, false, s.T, s.T, s.dh, T(1), kb + off, ldqkv, seq, qb + off, ldqkv, seq, T(0), S + hh * TT, s.T,
+              s.H * TT, nb);
+    }
+    const Rows g{nb, s.H, s.T, s.dh};
+    softmax_rows_forward<T><<<row_blocks(nb * s.H * s.T), kWarps * 32, 0, stream>>>(S, lse + b0 * s.H * s.T, g,
+                                                                                    static_cast<T>(scale));
+    MEMCAP_CUDA_CHECK_LAUNCH("softmax_rows_forward");
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {
+      const std::int64_t off = hh * s.dh;
+      gemm<T>(h, false, false, s.dh, s.T, s.T, T(1), vb + off, ldqkv, seq, S + hh * TT, s.T, s.H * TT, T(0),
+              o + b0 * seqo + off, ldo, seqo, nb);
+    }
+  }
+}
+
+template <class T>
+void softmax_heads_backward_gemm(T* dq, T* dk, T* dv, std::int64_t lddqkv, const T* dout, const T* o,
+                                 std::int64_t ldo, const T* q, const T* k, const T* v, std::int64_t ldqkv,
+                                 const T* lse, const HeadShape& s, double scale, cublasHandle_t h, void* ws,
+                                 std::size_t ws_bytes, cudaStream_t stream) {
+  check_shape(s, "softmax_heads_backward_gemm");
+  if (s.B == 0 || s.T == 0) return;
+  nc::check_handle_stream(h, stream);
+  const std::int64_t TT = s.T * s.T;
+  const std::int64_t nb_max =
+      group_size(s, 2 * static_cast<std::size_t>(s.H * TT) * sizeof(T), ws_bytes, "softmax_heads_backward_gemm");
+  const T sc = static_cast<T>(scale);
+  for (std::int64_t b0 = 0; b0 < s.B; b0 += nb_max) {
+    const std::int64_t nb = std::min(nb_max, s.B - b0), seq = s.T * ldqkv, seqo = s.T * ldo, seqd = s.T * lddqkv;
+    T* P = static_cast<T*>(ws);
+    T* dS = P + nb * s.H * TT;
+    const T* qb = q + b0 * seq;
+    const T* kb = k + b0 * seq;
+    const T* vb = v + b0 * seq;
+    const T* dob = dout + b0 * seqo;
+    const T* ob = o + b0 * seqo;
+    const Rows g{nb, s.H, s.T, s.dh};
+    const unsigned blocks = row_blocks(nb * s.H * s.T);
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {
+      const std::int64_t off = hh * s.dh;
+      gemm<T>(h, true, false, s.T, s.T, s.dh, T(1), kb + off, ldqkv, seq, qb + off, ldqkv, seq, T(0), P + hh * TT, s.T,
+              s.H * TT, nb);
+      gemm<T>(h, true, false, s.T, s.T, s.dh, T(1), vb + off, ldqkv, seq, dob + off, ldo, seqo, T(0), dS + hh * TT, s.T,
+              s.H * TT, nb);
+    }
+    softmax_rows_probs<T><<<blocks, kWarps * 32, 0, stream>>>(P, lse + b0 * s.H * s.T, g, sc);
+    MEMCAP_CUDA_CHECK_LAUNCH("softmax_rows_probs");
+    softmax_rows_backward<T><<<blocks, kWarps * 32, 0, stream>>>(dS, P, dob, ob, ldo, g);
+    MEMCAP_CUDA_CHECK_LAUNCH("softmax_rows_backward");
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {
+      const std::int64_t off = hh * s.dh;
+      // dV_cm = dO_cm · P_cmᵀ; dQ_cm = scale K_cm · dS_cm; dK_cm = scale Q_cm · dS_cmᵀ
+      gemm<T>(h, false, true, s.dh, s.T, s.T, T(1), dob + off, ldo, seqo, P + hh * TT, s.T, s.H * TT, T(0),
+              dv + b0 * seqd + off, lddqkv, seqd, nb);
+      gemm<T>(h, false, false, s.dh, s.T, s.T, sc, kb + off, ldqkv, seq, dS + hh * TT, s.T, s.H * TT, T(0),
+              dq + b0 * seqd + off, lddqkv, seqd, nb);
+      gemm<T>(h, false, true, s.dh, s.T, s.T, sc, qb + off, ldqkv, seq, dS + hh * TT, s.T, s.H * TT, T(0),
+              dk + b0 * seqd + off, lddqkv, seqd, nb);
+    }
+  }
+}
+
+// ---------------------------------------------------------------------------------------------- KATA (PSD maps)
+
+bool kata_gemm_applies(const MapParams& map, const HeadShape& s) {
+  return map.is_psd() && map.g >= 1 && map.d == s.dh && s.dh % map.g == 0;
+}
+
+namespace {
+// Elements per sequence: block products, P and dA (backward), and 4 per-row vectors (nq, nk, rq, rk).
+std::size_t kata_per_seq(const MapParams& map, const HeadShape& s) {
+  const std::size_t pairs = map.kind == MapKind::SumPsd ? map.g * map.g : map.g;
+  return (pairs + 2) * static_cast<std::size_t>(s.H) * s.T * s.T + 4 * static_cast<std::size_t>(s.H) * s.T;
+}
+void check_kata(const MapParams& map, const HeadShape& s, const char* what) {
+  check_shape(s, what);
+  if (!kata_gemm_applies(map, s))
+    cuda_detail::throw_user_error(std::string(what) +
+                                  ": the gemm variant needs a PSD map (m<g>, sigma<g>) built for this head width "
+                                  "(d_head = " + std::to_string(s.dh) + ")");
+}
+
+// Block products G_(a,b) = Q_a K_bᵀ of pair p into G + p·ps (per head hh at + hh·TT, per sequence stride H·TT).
+template <class T>
+void block_products(cublasHandle_t h, T* G, std::int64_t ps, const MapParams& map, const T* q, const T* k,
+                    std::int64_t ld, const HeadShape& s, std::int64_t nb) {
+  const bool sum = map.kind == MapKind::SumPsd;
+  const std::int64_t gg = map.g, m = s.dh / gg, TT = s.T * s.T, seq = s.T * ld;
+  for (std::int64_t hh = 0; hh < s.H; ++hh)
+    for (std::int64_t a = 0, p = 0; a < gg; ++a)
+      for (std::int64_t b = 0; b < gg; ++b) {
+        if (!sum && a != b) continue;
+        gemm<T>(h, true, false, s.T, s.T, m, T(1), k + hh * s.dh + b * m, ld, seq, q + hh * s.dh + a * m, ld, seq, T(0),
+                G + p * ps + hh * TT, s.T, s.H * TT, nb);
+        ++p;
+      }
+}
+}  // namespace
+
+std::size_t kata_gemm_workspace_bytes(const MapParams& map, const HeadShape& s, std::size_t elem) {
+  if (!kata_gemm_applies(map, s) || s.T == 0) return 0;
+  return capped(s, kata_per_seq(map, s) * elem);
+}
+
+template <class T>
+void kata_heads_forward_gemm(T* o, std::int64_t ldo, T* den, const MapParams& map, const T* q, const T* k,
+                             const T* v, std::int64_t ldqkv, const HeadShape& s, cublasHandle_t h, void* ws,
+                             std::size_t ws_bytes, cudaStream_t stream) {
+  check_kata(map, s, "kata_heads_forward_gemm");
+  if (s.B == 0 || s.T == 0) return;
+  nc::check_handle_stream(h, stream);
+  const Psd<T> c = psd_of<T>(map);
+  const std::int64_t TT = s.T * s.T;
+  const std::int64_t nb_max = group_size(s, kata_per_seq(map, s) * sizeof(T), ws_bytes, "kata_heads_forward_gemm");
+  for (std::int64_t b0 = 0; b0 < s.B; b0 += nb_max) {
+    const std::int64_t nb = std::min(nb_max, s.B - b0), seq = s.T * ldqkv, seqo = s.T * ldo;
+    const std::int64_t ps = nb * s.H * TT, rows = nb * s.H * s.T;
+    T* G = static_cast<T*>(ws);
+    T* nq = G + c.pairs * ps;
+    T* nk = nq + rows;
+    const T* qb = q + b0 * seq;
+    const T* kb = k + b0 * seq;
+    const Rows g{nb, s.H, s.T, s.dh};
+    const unsigned blocks = row_blocks(rows);
+    block_products<T>(h, G, ps, map, qb, kb, ldqkv, s, nb);
+    head_sqnorms<T><<<blocks, kWarps * 32, 0, stream>>>(nq, qb, ldqkv, g);
+    MEMCAP_CUDA_CHECK_LAUNCH("head_sqnorms");
+    head_sqnorms<T><<<blocks, kWarps * 32, 0, stream>>>(nk, kb, ldqkv, g);
+    MEMCAP_CUDA_CHECK_LAUNCH("head_sqnorms");
+    kata_rows_probs<T><<<blocks, kWarps * 32, 0, stream>>>(G, G, ps, den + b0 * s.H * s.T, nullptr, nq, nk, g, c);
+    MEMCAP_CUDA_CHECK_LAUNCH("kata_rows_probs");
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {
+      const std::int64_t off = hh * s.dh;
+      gemm<T>(h, false, false, s.dh, s.T, s.T, T(1), v + b0 * seq + off, ldqkv, seq, G + hh * TT, s.T, s.H * TT, T(0),
+              o + b0 * seqo + off, ldo, seqo, nb);
+    }
+  }
+}
+
+template <class T>
+void kata_heads_backward_gemm(T* dq, T* dk, T* dv, std::int64_t lddqkv, const T* dout, const T* o, std::int64_t ldo,
+                              const MapParams& map, const T* q, const T* k, const T* v, std::int64_t ldqkv,
+                              const T* den, const HeadShape& s, cublasHandle_t h, void* ws, std::size_t ws_bytes,
+                              cudaStream_t stream) {
+  check_kata(map, s, "kata_heads_backward_gemm");
+  if (s.B == 0 || s.T == 0) return;
+  nc::check_handle_stream(h, stream);
+  const Psd<T> c = psd_of<T>(map);
+  const bool sum = map.kind == MapKind::SumPsd;
+  const std::int64_t TT = s.T * s.T, gg = map.g, m = s.dh / gg;
+  const std::int64_t nb_max = group_size(s, kata_per_seq(map, s) * sizeof(T), ws_bytes, "kata_heads_backward_gemm");
+  for (std::int64_t b0 = 0; b0 < s.B; b0 += nb_max) {
+    const std::int64_t nb = std::min(nb_max, s.B - b0), seq = s.T * ldqkv, seqo = s.T * ldo, seqd = s.T * lddqkv;
+    const std::int64_t ps = nb * s.H * TT, rows = nb * s.H * s.T;
+    T* G = static_cast<T*>(ws);       // pairs block products → 2 c2 dA ⊙ G_p
+    T* P = G + c.pairs * ps;          // A / den
+    T* dA = P + ps;                   // dO vᵀ → dA
+    T* nq = dA + ps;
+    T* nk = nq + rows;
+    T* rq = nk + rows;
+    T* rk = rq + rows;
+    const T* qb = q + b0 * seq;
+    const T* kb = k + b0 * seq;
+    const T* vb = v + b0 * seq;
+    const T* dob = dout + b0 * seqo;
+    const T* ob = o + b0 * seqo;
+    const T* denb = den + b0 * s.H * s.T;
+    const Rows g{nb, s.H, s.T, s.dh};
+    const unsigned blocks = row_blocks(rows);
+    block_products<T>(h, G, ps, map, qb, kb, ldqkv, s, nb);
+    head_sqnorms<T><<<blocks, kWarps * 32, 0, stream>>>(nq, qb, ldqkv, g);
+    MEMCAP_CUDA_CHECK_LAUNCH("head_sqnorms");
+    head_sqnorms<T><<<blocks, kWarps * 32, 0, stream>>>(nk, kb, ldqkv, g);
+    MEMCAP_CUDA_CHECK_LAUNCH("head_sqnorms");
+    kata_rows_probs<T><<<blocks, kWarps * 32, 0, stream>>>(P, G, ps, nullptr, denb, nq, nk, g, c);
+    MEMCAP_CUDA_CHECK_LAUNCH("kata_rows_probs");
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {
+      const std::int64_t off = hh * s.dh;
+      gemm<T>(h, false, true, s.dh, s.T, s.T, T(1), dob + off, ldo, seqo, P + hh * TT, s.T, s.H * TT, T(0),
+              dv + b0 * seqd + off, lddqkv, seqd, nb);
+      gemm<T>(h, true, false, s.T, s.T, s.dh, T(1), vb + off, ldqkv, seq, dob + off, ldo, seqo, T(0), dA + hh * TT, s.T,
+              s.H * TT, nb);
+    }
+    kata_rows_backward<T><<<blocks, kWarps * 32, 0, stream>>>(dA, G, ps, rq, denb, dob, ob, ldo, g, c);
+    MEMCAP_CUDA_CHECK_LAUNCH("kata_rows_backward");
+    // dQ_a = Σ_b dG_ab K_b, dK_b = Σ_a dG_abᵀ Q_a (first contribution overwrites).
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {
+      const std::int64_t off = hh * s.dh;
+      for (std::int64_t a = 0, p = 0; a < gg; ++a)
+        for (std::int64_t b = 0; b < gg; ++b) {
+          if (!sum && a != b) continue;
+          const T* dG = G + p * ps + hh * TT;
+          gemm<T>(h, false, false, m, s.T, s.T, T(1), kb + off + b * m, ldqkv, seq, dG, s.T, s.H * TT,
+                  T(b == 0 || !sum ? 0 : 1), dq + b0 * seqd + off + a * m, lddqkv, seqd, nb);
+          gemm<T>(h, false, true, m, s.T, s.T, T(1), qb + off + a * m, ldqkv, seq, dG, s.T, s.H * TT,
+                  T(a == 0 || !sum ? 0 : 1), dk + b0 * seqd + off + b * m, lddqkv, seqd, nb);
+          ++p;
+        }
+    }
+    if (c.ec != T(0)) {
+      kata_cols_sum<T><<<static_cast<unsigned>((rows + 255) / 256), 256, 0, stream>>>(rk, dA, g, T(2) * c.ec);
+      MEMCAP_CUDA_CHECK_LAUNCH("kata_cols_sum");
+      add_scaled_rows<T><<<blocks, kWarps * 32, 0, stream>>>(dq + b0 * seqd, lddqkv, rq, qb, ldqkv, g);
+      MEMCAP_CUDA_CHECK_LAUNCH("add_scaled_rows");
+      add_scaled_rows<T><<<blocks, kWarps * 32, 0, stream>>>(dk + b0 * seqd, lddqkv, rk, kb, ldqkv, g);
+      MEMCAP_CUDA_CHECK_LAUNCH("add_scaled_rows");
+    }
+  }
+}
+
+#define MEMCAP_MQAR_GEMM(T)                                                                                           \
+  template void softmax_heads_forward_gemm<T>(T*, std::int64_t, T*, const T*, const T*, const T*, std::int64_t,       \
+                                              const HeadShape&, double, cublasHandle_t, void*, std::size_t,           \
+                                              cudaStream_t);                                                          \
+  template void softmax_heads_backward_gemm<T>(T*, T*, T*, std::int64_t, const T*, const T*, std::int64_t, const T*,  \
+                                               const T*, const T*, std::int64_t, const T*, const HeadShape&, double,  \
+                                               cublasHandle_t, void*, std::size_t, cudaStream_t);                     \
+  template void kata_heads_forward_gemm<T>(T*, std::int64_t, T*, const MapParams&, const T*, const T*, const T*,      \
+                                           std::int64_t, const HeadShape&, cublasHandle_t, void*, std::size_t,        \
+                                           cudaStream_t);                                                             \
+  template void kata_heads_backward_gemm<T>(T*, T*, T*, std::int64_t, const T*, const T*, std::int64_t,               \
+                                            const MapParams&, const T*, const T*, const T*, std::int64_t, const T*,   \
+                                            const HeadShape&, cublasHandle_t, void*, std::size_t, cudaStream_t);
+MEMCAP_MQAR_GEMM(float)
+MEMCAP_MQAR_GEMM(double)
+#undef MEMCAP_MQAR_GEMM
+
+}  // namespace memcap::kata::mqar::cuda
