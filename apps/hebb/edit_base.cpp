@@ -1,14 +1,19 @@
 // `hebb edit base`: train the fact expert on the (book → author) embedding map (§2.7, or the
 // data-dependent construction of Fig. 9), insert it into the §6.4 model, train the model (§4.9: AdamW,
-// shuffled batches, value-accuracy early stop, best state kept) on the CPU, write base.h5.
+// shuffled batches, value-accuracy early stop, best state kept) on the CPU (float64) or, with --device cuda
+// (or auto on a GPU), on the GPU (float32, edit/edit_train_cuda.hpp), write base.h5.
 #include <fmt/format.h>
 
 #include <chrono>
 #include <memory>
 
 #include "core/error.hpp"
+#ifdef MEMCAP_HAVE_CUDA
+#include "core/gpu.hpp"
+#endif
 #include "edit/edit_io.hpp"
 #include "edit/edit_pipeline.hpp"
+#include "edit/edit_train_cuda.hpp"
 #include "edit_common.hpp"
 #include "io/output_file.hpp"
 #include "nn/edit_data.hpp"
@@ -45,7 +50,8 @@ void run_base(CLI::App* sub, BaseState& st) {
   require(st.expert_epochs >= 1, "--expert-epochs must be >= 1 (got {})", st.expert_epochs);
   st.train.seed = st.common.seed;
   st.train.validate();
-  edit_device_rule(prep.ctx, st.common.device, "hebb edit base");
+  // --device cuda (no GPU: DeviceError from prepare) or auto on a GPU: the GPU trainer in float32.
+  const bool on_gpu = prep.ctx.device.device == Device::cuda;
   io::check_output_path(st.common.out);
   const std::string data = find_edit_data(st.data);
   const auto t_start = std::chrono::steady_clock::now();
@@ -62,6 +68,15 @@ void run_base(CLI::App* sub, BaseState& st) {
   cfg.fact_gate = gd ? nn::Activation::silu : nn::Activation::identity;
   edit::EditModel model(cfg);
   model.init(st.common.seed);
+  const edit::BaseTrainCudaOptions gpu_opt;  // f32, CUDA graphs, evaluation batches of 1024 sequences
+  if (on_gpu) {
+#ifdef MEMCAP_HAVE_CUDA
+    // before the expert is trained: a model that cannot fit is refused at once (exit 2)
+    gpu::require_device_memory(edit::edit_base_cuda_bytes(cfg, seqs, st.train, gpu_opt),
+                               fmt::format("hebb edit base on the GPU (d = {}, vocabulary {}, {} sequences)", cfg.d,
+                                           cfg.vocab, seqs.S));
+#endif
+  }
 
   // ---- the fact expert on the identity (book -> author) map ----
   std::vector<std::int32_t> identity(static_cast<std::size_t>(corpus.num_facts()));
@@ -74,7 +89,7 @@ void run_base(CLI::App* sub, BaseState& st) {
   {
     sweep::Progress p(gd ? st.expert_epochs : 1, st.progress, "hebb edit base: expert", gd ? "epochs" : "builds");
     ex = build_expert(expert_kind, expert_method, fs, cfg.fact_hidden, st.expert_seed,
-                      [&p](std::int64_t e, double loss) { p.update(e, fmt::format("mse {:.3g}", loss)); });
+                      [&p](std::int64_t e, double loss) { p.update(e, fmt::format("mse {:.3g}", loss)); }, on_gpu);
     p.update(gd ? ex.epochs_run : 1);
     p.finish();
   }
@@ -90,9 +105,21 @@ void run_base(CLI::App* sub, BaseState& st) {
   tc.on_step = [&progress](std::int64_t done, std::int64_t, std::int64_t epoch, double loss) {
     progress.update(done, fmt::format("epoch {} loss {:.4g}", epoch, loss));
   };
-  const edit::BaseTrainResult res = edit::train_base(model, seqs, tc);
-  progress.finish();
-  const edit::PromptEval ev = edit::evaluate_prompts(model, seqs, tc.eval_batch);
+  edit::BaseTrainResult res;
+  edit::PromptEval ev;
+  if (on_gpu) {
+    // the kept (best-epoch) state's evaluation comes with the result: the same parameters, evaluated on the GPU
+    edit::BaseTrainCudaResult r = edit::train_base_cuda(model, seqs, tc, gpu_opt);
+    res = std::move(r.train);
+    ev = std::move(r.final_eval);
+    progress.finish();
+  } else {
+    res = edit::train_base(model, seqs, tc);
+    progress.finish();
+    ev = edit::evaluate_prompts(model, seqs, tc.eval_batch);
+  }
+  const char* path = on_gpu ? "cuda" : "cpu";
+  const char* precision = on_gpu ? "f32" : "f64";
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
 
   // ---- results ----
@@ -152,15 +179,16 @@ void run_base(CLI::App* sub, BaseState& st) {
       .set("train_s", res.train_s)
       .set("eval_s", res.eval_s)
       .set("wall_s", wall_s)
-      .set("path", "cpu")
-      .set("precision", "f64")
+      .set("path", path)
+      .set("precision", precision)
       .set("status", "ok");
   io::Table t;
   t.append(row);
   out.write_summary(t);
   out.commit();
-  fmt::print("facts {}  templates {}  vocab {}  d {}  params {}  seed {}  path cpu\n", corpus.num_facts(),
-             corpus.num_templates(), corpus.vocab_size(), cfg.d, edit::edit_trainable_count(cfg), st.common.seed);
+  fmt::print("facts {}  templates {}  vocab {}  d {}  params {}  seed {}  path {} ({})\n", corpus.num_facts(),
+             corpus.num_templates(), corpus.vocab_size(), cfg.d, edit::edit_trainable_count(cfg), st.common.seed, path,
+             precision);
   fmt::print("mlp_accuracy {:.6f}  value_accuracy {:.6f}  nonfact_ce {:.6f}  epochs {}  best_epoch {}{}  train {:.2f} s  "
              "eval {:.2f} s\n",
              ex.accuracy, ev.value_accuracy, ev.nonfact_ce, res.epochs_run, res.best_epoch,
@@ -173,7 +201,9 @@ void run_base(CLI::App* sub, BaseState& st) {
 void add_edit_base(CLI::App* edit) {
   auto* sub = edit->add_subcommand(
       "base",
-      "Train the base model of the fact-editing experiment (spec hebbian.md §4.9, §6.4) on the CPU (float64):\n"
+      "Train the base model of the fact-editing experiment (spec hebbian.md §4.9, §6.4) on the CPU (float64) or,\n"
+      "with --device cuda (or auto on a GPU), on the GPU (float32: the GD expert by the GPU GD trainer, the model\n"
+      "with one CUDA graph per batch shape):\n"
       "1. the fact expert on the facts' (book -> author) embedding map: keys = L2-normalized book-token\n"
       "   embeddings, values = author-token embeddings, identity map; --expert gd (§2.7: GD-MSE, silu gate,\n"
       "   biases, h = 512, <= 10000 epochs, seed 10042) or data-dependent (Fig. 9: hebbian:data-dependent,\n"
@@ -184,7 +214,7 @@ void add_edit_base(CLI::App* edit) {
       "   vocabulary) after every epoch, early stop at >= 0.99, the best state kept.\n"
       "Writes /model (configuration, weights, vocabulary fingerprint), /expert, /runs/base, /runs/expert and a\n"
       "one-row /summary (mlp_accuracy, value_accuracy, epochs, params, ...). The defaults are the paper's (16,384\n"
-      "facts, 16 templates, d = 256), which the CPU cannot train in useful time; the GPU path is not built yet.\n"
+      "facts, 16 templates, d = 256), which the CPU cannot train in useful time: use --device cuda for them.\n"
       "Miniature (CI, 35 s with the swap; --threads 1 is faster at this size):\n"
       "  hebb edit base --threads 1 --facts 256 --templates 4 --dim 48 --expert-hidden 32 --expert-epochs 3000 \\\n"
       "                 --epochs 120 --lr 4e-3 --target-accuracy 1 --out base.h5");

@@ -9,6 +9,9 @@
 #include <filesystem>
 
 #include "core/error.hpp"
+#ifdef MEMCAP_HAVE_CUDA
+#include "core/gpu.hpp"
+#endif
 #include "edit/edit_pipeline.hpp"
 #include "mlp/constructions.hpp"
 #include "mlp/method.hpp"
@@ -50,14 +53,16 @@ std::string find_edit_data(const std::string& given) {
 
 void edit_device_rule(const io::RunContext& ctx, const std::string& device_flag, const char* what) {
   if (device_flag == "cuda")
-    throw UserError(fmt::format("{}: --device cuda: the GPU path of hebb edit is not built yet; use --device cpu", what));
+    throw UserError(fmt::format("{}: --device cuda: the GPU path of hebb edit is not built yet for this subcommand "
+                                "(only hebb edit base trains on the GPU); use --device cpu",
+                                what));
   if (ctx.device.device == Device::cuda)
-    std::fprintf(stderr, "%s: the GPU path is not built yet; running on the CPU (float64)\n", what);
+    std::fprintf(stderr, "%s: the GPU path is not built yet for this subcommand; running on the CPU (float64)\n", what);
 }
 
 ExpertBuild build_expert(const std::string& kind, const std::string& method, const mlp::FactSet& facts,
                          std::int64_t width, std::uint64_t seed,
-                         const std::function<void(std::int64_t, double)>& on_epoch) {
+                         const std::function<void(std::int64_t, double)>& on_epoch, bool on_gpu) {
   ExpertBuild b;
   const auto t0 = std::chrono::steady_clock::now();
   const mlp::MethodSpec spec = mlp::parse_method(method);
@@ -68,7 +73,19 @@ ExpertBuild build_expert(const std::string& kind, const std::string& method, con
     mlp::GdConfig cfg = spec.gd;
     cfg.record_every = std::max<std::int64_t>(1, cfg.epochs / 200);
     cfg.on_epoch = on_epoch;
-    mlp::GdResult r = mlp::train_gd_cpu(facts, width, seed, cfg);
+    mlp::GdResult r;
+    if (on_gpu) {
+#ifdef MEMCAP_HAVE_CUDA
+      cfg.precision = "f32";
+      gpu::Stream stream;
+      gpu::Handles handles(stream);
+      r = mlp::train_gd_cuda(facts, width, seed, cfg, handles);
+#else
+      throw DeviceError("this build of hebb has no CUDA support; use --device cpu");
+#endif
+    } else {
+      r = mlp::train_gd_cpu(facts, width, seed, cfg);
+    }
     b.mlp = std::move(r.mlp);
     b.final_loss = r.final_loss;
     b.epochs_run = r.epochs_run;

@@ -1,5 +1,5 @@
 // Shared pieces of `hebb edit base` and `hebb edit run` (apps/hebb/edit_base.cpp, edit_run.cpp):
-// locating the shipped data, building the fact expert, and the device rule (the GPU path is not built).
+// locating the shipped data, building the fact expert, and the device rule of the CPU-only subcommands.
 #pragma once
 #include <cstdint>
 #include <string>
@@ -15,8 +15,8 @@ namespace memcap::hebb_app {
 // <exe>/../share/memcap/data/edit, $MEMCAP_SRC/data/edit, ./data/edit holding book_authors.csv.
 std::string find_edit_data(const std::string& given);
 
-// CPU only for now: --device cuda is refused (UserError, exit 2); auto that found a GPU says on stderr
-// that the CPU runs.
+// hebb edit run / table1 are CPU only for now: --device cuda is refused (UserError, exit 2); auto that found
+// a GPU says on stderr that the CPU runs. (hebb edit base has a GPU path: edit/edit_train_cuda.hpp.)
 void edit_device_rule(const io::RunContext& ctx, const std::string& device_flag, const char* what);
 
 struct ExpertBuild {
@@ -29,10 +29,12 @@ struct ExpertBuild {
   std::vector<std::int64_t> curve_epoch;
   double wall_s = 0;
 };
-// kind "gd-mse": mlp::train_gd_cpu with `method` (a gd:edit spec) and `width`; "data-dependent":
-// mlp::build_mlp(hebbian:data-dependent...). on_epoch: progress hook for GD (may be empty).
+// kind "gd-mse": mlp::train_gd_cpu with `method` (a gd:edit spec) and `width` (mlp::train_gd_cuda in float32
+// when on_gpu); "data-dependent": mlp::build_mlp(hebbian:data-dependent...) on the CPU. on_epoch: progress
+// hook for GD (may be empty).
 ExpertBuild build_expert(const std::string& kind, const std::string& method, const mlp::FactSet& fs,
-                         std::int64_t width, std::uint64_t seed, const std::function<void(std::int64_t, double)>& on_epoch);
+                         std::int64_t width, std::uint64_t seed, const std::function<void(std::int64_t, double)>& on_epoch,
+                         bool on_gpu = false);
 
 }  // namespace memcap::hebb_app
 
