@@ -72,13 +72,22 @@ __global__ void start_kernel(std::int64_t n, const T* dinv, const T* R, T* X, T*
   store_pair_partials(rr, rz, partials, sh);
 }
 
-__global__ void start_finish_kernel(const double* partials, CgScalars* sc) {
+__global__ void start_finish_kernel(const double* partials, CgScalars* sc, double tol, long long max_iter) {
   __shared__ double sh[kThreads];
   double ra, rb;
   finish_pair_partials(partials, sh, ra, rb);
   if (threadIdx.x == 0) {
     sc->rhs_norm2 = ra;
+    sc->rnorm2 = ra;
     sc->rz = rb;
+    sc->pq = 0;
+    sc->beta = 0;
+    sc->tol = tol;
+    sc->iterations = 0;
+    sc->max_iter = max_iter;
+    sc->done = max_iter <= 0 ? 1 : 0;
+    sc->converged = 0;
+    sc->curvature = 0;
   }
 }
 
@@ -93,10 +102,17 @@ __global__ void dot_kernel(std::int64_t n, const T* x, const T* y, double* parti
 
 __global__ void pq_finish_kernel(const double* partials, CgScalars* sc) {
   __shared__ double sh[kThreads];
+  if (sc->done) return;  // uniform across the block
   double a = 0;
   for (int i = threadIdx.x; i < kCgReduceBlocks; i += kThreads) a += partials[i];
   const double r = block_sum(a, sh);
-  if (threadIdx.x == 0) sc->pq = r;
+  if (threadIdx.x == 0) {
+    sc->pq = r;
+    if (!(r > 0)) {  // curvature abort: nothing moves this iteration (update_kernel checks pq)
+      sc->curvature = 1;
+      sc->done = 1;
+    }
+  }
 }
 
 template <class T>
@@ -105,7 +121,7 @@ __global__ void update_kernel(std::int64_t n, T* X, T* R, const T* P, const T* Q
   __shared__ double sh[kThreads];
   const double pq = sc->pq;
   double rr = 0, rz = 0;
-  if (pq > 0) {  // else: curvature abort, nothing moves (the host stops)
+  if (!sc->done && pq > 0) {  // else: stopped earlier, or curvature abort this iteration: nothing moves
     const T alpha = static_cast<T>(sc->rz / pq);
     CG_GRID_LOOP(i, n) {
       X[i] = add_rn(X[i], mul_rn(alpha, P[i]));
@@ -122,17 +138,28 @@ __global__ void update_kernel(std::int64_t n, T* X, T* R, const T* P, const T* Q
 
 __global__ void update_finish_kernel(const double* partials, CgScalars* sc) {
   __shared__ double sh[kThreads];
+  if (sc->done) return;  // uniform across the block (pq_finish of this iteration may have set it)
   double rr, rz_new;
   finish_pair_partials(partials, sh, rr, rz_new);
   if (threadIdx.x == 0) {
     sc->rnorm2 = rr;
     sc->beta = rz_new / sc->rz;
     sc->rz = rz_new;
+    sc->iterations += 1;
+    // The host rule, in the same float64 operations: sqrt(||R||²) <= tol sqrt(||RHS||²).
+    if (sqrt(rr) <= sc->tol * sqrt(sc->rhs_norm2)) {
+      sc->converged = 1;
+      sc->done = 1;
+    } else if (sc->iterations >= sc->max_iter) {
+      sc->done = 1;
+    }
   }
 }
 
 template <class T>
 __global__ void update_p_kernel(std::int64_t n, const T* Z, T* P, const CgScalars* sc) {
+  // done after this iteration's update: converged or max_iter (P is not used again), or stopped before.
+  if (sc->done) return;
   const T beta = static_cast<T>(sc->beta);
   CG_GRID_LOOP(i, n) P[i] = add_rn(Z[i], mul_rn(beta, P[i]));
 }
@@ -169,10 +196,10 @@ unsigned grid_for(std::int64_t n) {
 
 template <class T>
 void start_impl(cudaStream_t s, std::int64_t n, const T* dinv, const T* R, T* X, T* Z, T* P, double* partials,
-                CgScalars* sc) {
+                CgScalars* sc, double tol, std::int64_t max_iter) {
   start_kernel<<<kCgReduceBlocks, kThreads, 0, s>>>(n, dinv, R, X, Z, P, partials);
   MEMCAP_CUDA_CHECK_LAUNCH("mlp cg start");
-  start_finish_kernel<<<1, kThreads, 0, s>>>(partials, sc);
+  start_finish_kernel<<<1, kThreads, 0, s>>>(partials, sc, tol, static_cast<long long>(max_iter));
   MEMCAP_CUDA_CHECK_LAUNCH("mlp cg start_finish");
 }
 
@@ -218,12 +245,12 @@ void jacobi_impl(cudaStream_t s, std::int64_t m, std::int64_t d, const double* M
 }  // namespace
 
 void cg_start(cudaStream_t s, std::int64_t n, const float* dinv, const float* R, float* X, float* Z, float* P,
-              double* partials, CgScalars* sc) {
-  start_impl(s, n, dinv, R, X, Z, P, partials, sc);
+              double* partials, CgScalars* sc, double tol, std::int64_t max_iter) {
+  start_impl(s, n, dinv, R, X, Z, P, partials, sc, tol, max_iter);
 }
 void cg_start(cudaStream_t s, std::int64_t n, const double* dinv, const double* R, double* X, double* Z, double* P,
-              double* partials, CgScalars* sc) {
-  start_impl(s, n, dinv, R, X, Z, P, partials, sc);
+              double* partials, CgScalars* sc, double tol, std::int64_t max_iter) {
+  start_impl(s, n, dinv, R, X, Z, P, partials, sc, tol, max_iter);
 }
 void cg_dot_pq(cudaStream_t s, std::int64_t n, const float* P, const float* Q, double* partials, CgScalars* sc) {
   dot_pq_impl(s, n, P, Q, partials, sc);

@@ -1,7 +1,9 @@
 // Device pieces of the data-dependent construction's Jacobi-preconditioned CG (CPU reference:
 // run_cg in src/mlp/construct_data_dependent.cpp): deterministic two-stage dot products with
 // float64 accumulation, the fused X/R/Z update, the P update and the Jacobi diagonal with its
-// (W0ᵀ Gv W0)_rr factor. The CG scalars live on the device so one iteration needs one host read.
+// (W0ᵀ Gv W0)_rr factor. The CG scalars, the iteration count and the stopping test live on the device, so
+// the host can enqueue several iterations and read the scalars once: after the stopping iteration every
+// kernel leaves X, R, Z, P and the scalars as they were (the result is the same as reading after each one).
 #pragma once
 #include <cuda_runtime_api.h>
 
@@ -18,23 +20,28 @@ struct CgScalars {
   double rnorm2 = 0;     // ||R||² after the update
   double beta = 0;       // rz_new / rz (P = Z + beta P)
   double rhs_norm2 = 0;  // ||RHS||² (start)
+  double tol = 0;        // stop once sqrt(rnorm2) <= tol * sqrt(rhs_norm2)
+  long long iterations = 0, max_iter = 0;  // completed iterations; stop when iterations reaches max_iter
+  int done = 0;          // 1: stopped (converged, curvature abort or max_iter); later iterations change nothing
+  int converged = 0, curvature = 0;  // why it stopped (curvature: <P, Op(P)> <= 0, nothing moved)
 };
 
-// Start: X = 0, Z = dinv ⊙ R, P = Z; sc->rhs_norm2 = <R,R>, sc->rz = <R,Z>.
+// Start: X = 0, Z = dinv ⊙ R, P = Z; sc->rhs_norm2 = sc->rnorm2 = <R,R>, sc->rz = <R,Z>, the stopping rule
+// (tol, max_iter), iterations = 0, done = (max_iter <= 0).
 void cg_start(cudaStream_t s, std::int64_t n, const float* dinv, const float* R, float* X, float* Z, float* P,
-              double* partials, CgScalars* sc);
+              double* partials, CgScalars* sc, double tol, std::int64_t max_iter);
 void cg_start(cudaStream_t s, std::int64_t n, const double* dinv, const double* R, double* X, double* Z, double* P,
-              double* partials, CgScalars* sc);
-// sc->pq = <P, Q>.
+              double* partials, CgScalars* sc, double tol, std::int64_t max_iter);
+// Unless done: sc->pq = <P, Q>; pq <= 0 (or NaN) sets curvature and done.
 void cg_dot_pq(cudaStream_t s, std::int64_t n, const float* P, const float* Q, double* partials, CgScalars* sc);
 void cg_dot_pq(cudaStream_t s, std::int64_t n, const double* P, const double* Q, double* partials, CgScalars* sc);
-// If sc->pq > 0: alpha = rz/pq, X += (T)alpha P, R -= (T)alpha Q, Z = dinv ⊙ R; then
-// sc->rnorm2 = <R,R>, sc->beta = <R,Z>/sc->rz, sc->rz = <R,Z>. Nothing is updated if pq <= 0.
+// Unless done: alpha = rz/pq, X += (T)alpha P, R -= (T)alpha Q, Z = dinv ⊙ R; then sc->rnorm2 = <R,R>,
+// sc->beta = <R,Z>/sc->rz, sc->rz = <R,Z>, iterations + 1, and the stopping test (converged, or max_iter).
 void cg_update(cudaStream_t s, std::int64_t n, float* X, float* R, const float* P, const float* Q, const float* dinv,
                float* Z, double* partials, CgScalars* sc);
 void cg_update(cudaStream_t s, std::int64_t n, double* X, double* R, const double* P, const double* Q,
                const double* dinv, double* Z, double* partials, CgScalars* sc);
-// P = Z + (T)sc->beta P.
+// Unless done: P = Z + (T)sc->beta P.
 void cg_update_p(cudaStream_t s, std::int64_t n, const float* Z, float* P, const CgScalars* sc);
 void cg_update_p(cudaStream_t s, std::int64_t n, const double* Z, double* P, const CgScalars* sc);
 // Q += (T)ridge ⊙ P   (the + λX term of Op).

@@ -109,6 +109,25 @@ TEST_CASE("run_parallel: the result does not depend on the worker count") {
   fs::remove_all(dir);
 }
 
+TEST_CASE("run_parallel: costliest jobs start first (Job::cost, ties in plan order); the file is the same") {
+  const std::string dir = temp_dir();
+  auto plan = plan_of(8);
+  const double costs[8] = {1, 5, 0, 5, 9, 2, 0, 7};
+  for (std::size_t i = 0; i < plan.jobs.size(); ++i) plan.jobs[i].cost = costs[i];
+  sweep::Options opt;
+  opt.progress = "none";
+  const std::string plain = dir + "/plain.h5", costed = dir + "/costed.h5";
+  REQUIRE(sweep::run(plan_of(8), opt, ctx_for(), plain, job_output) == 0);
+  std::vector<int> started;
+  REQUIRE(sweep::run_parallel(plan, opt, ctx_for(), costed, [&](const sweep::Job& j, const sweep::JobContext&) {
+            started.push_back(j.params["x"]);  // one worker: jobs run one after another on this thread
+            return job_output(j);
+          }) == 0);
+  CHECK(started == std::vector<int>{4, 7, 1, 3, 5, 0, 2, 6});
+  check_same(summary_of(plain), summary_of(costed));  // records assembled in plan order
+  fs::remove_all(dir);
+}
+
 TEST_CASE("run_parallel: a failing job stops the run; --resume completes it, scratch files carry over") {
   const std::string dir = temp_dir();
   const auto plan = plan_of(10);

@@ -176,6 +176,10 @@ void run_capacity(CLI::App* sub, CapState& st) {
         j.key = fmt::format("method={}/dim={}/facts={}/seed={}", js.method.text, p.dim, p.facts, j.seed);
         j.params = {{"method", js.method.text}, {"dim", p.dim}, {"facts", p.facts}, {"seed", j.seed}};
         js.key = j.key;
+        // Start order only (sweep::Job::cost): the closed forms grow like F² d per probe; the data-dependent
+        // CG and GD training cost far more per probe at the same F.
+        j.cost = static_cast<double>(p.facts) * static_cast<double>(p.facts) * static_cast<double>(p.dim) *
+                 (gd ? 100.0 : js.method.kind == mlp::MethodKind::data_dependent ? 10.0 : 1.0);
         plan.jobs.push_back(j);
         specs.push_back(js);
       }

@@ -276,6 +276,9 @@ void run_capacity(CLI::App* sub, SsfrSweepState& st) {
                     : fmt::format("mlp={}/facts={}/seed={}", js.mlp.text, x, js.seed);
         j.params = {{"mlp", js.mlp.text}, {t99 ? "width" : "facts", x}, {"seed", js.seed}};
         js.key = j.key;
+        // Start order only (sweep::Job::cost): larger F first; a GD probe trains two MLPs (F² logits each).
+        j.cost = static_cast<double>(js.facts) * static_cast<double>(js.facts) *
+                 (margin::is_gd_method(js.mlp.method) ? 10.0 : 1.0);
         plan.jobs.push_back(j);
         specs.push_back(js);
       }

@@ -117,7 +117,7 @@ FitResult fit_projection_device(Ctx* c, DeviceArena& a, const double* A_other, d
   };
 
   cuda::CgScalars hs;
-  cuda::cg_start(c->s, md, dinv, R, X, Z, P, partials, sc);
+  cuda::cg_start(c->s, md, dinv, R, X, Z, P, partials, sc, tol, max_iter);
   c->read(&hs, sc);
   const double rhs_norm = std::sqrt(hs.rhs_norm2);
   if (rhs_norm == 0) {
@@ -125,25 +125,25 @@ FitResult fit_projection_device(Ctx* c, DeviceArena& a, const double* A_other, d
     res.converged = true;
     return res;
   }
-  double rnorm = rhs_norm;
-  for (std::int64_t it = 0; it < max_iter; ++it) {
-    apply(P, Q);
-    cuda::cg_dot_pq(c->s, md, P, Q, partials, sc);
-    cuda::cg_update(c->s, md, X, R, P, Q, dinv, Z, partials, sc);
-    cuda::cg_update_p(c->s, md, Z, P, sc);
-    c->read(&hs, sc);  // the one host read of the iteration
-    if (!(hs.pq > 0)) {
-      res.curvature_abort = true;
-      break;
+  // The stopping test runs on the device (mlp_cg.cuh): enqueue iterations in growing batches (1, 1, 1, 1, 2, ...
+  // up to 16) and read the scalars once per batch; iterations past the stopping one change nothing, so the
+  // result equals a read after every iteration while the GPU no longer waits for the host between them.
+  std::int64_t launched = 0;
+  while (launched < max_iter && !hs.done) {
+    const std::int64_t batch = std::min<std::int64_t>(max_iter - launched, std::min<std::int64_t>(16, 1 + launched / 4));
+    for (std::int64_t i = 0; i < batch; ++i) {
+      apply(P, Q);
+      cuda::cg_dot_pq(c->s, md, P, Q, partials, sc);
+      cuda::cg_update(c->s, md, X, R, P, Q, dinv, Z, partials, sc);
+      cuda::cg_update_p(c->s, md, Z, P, sc);
     }
-    res.iterations = it + 1;
-    rnorm = std::sqrt(hs.rnorm2);
-    if (rnorm <= tol * rhs_norm) {
-      res.converged = true;
-      break;
-    }
+    launched += batch;
+    c->read(&hs, sc);
   }
-  res.rel_residual = rnorm / rhs_norm;
+  res.iterations = hs.iterations;
+  res.converged = hs.converged != 0;
+  res.curvature_abort = hs.curvature != 0;
+  res.rel_residual = std::sqrt(hs.rnorm2) / rhs_norm;
   cuda::convert(c->s, md, X, dst);
   c->zero(flag, 1);
   cuda::flag_nonfinite(c->s, md, dst, flag);

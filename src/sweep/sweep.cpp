@@ -344,13 +344,14 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
     fs::rename(partial / "meta.json.tmp", partial / "meta.json");
   }
 
-  // Jobs still to run (no record yet), in plan order; workers take them in turn.
+  // Jobs still to run (no record yet), costliest first (Job::cost; ties in plan order); workers take them in turn.
   std::int64_t done = 0;
   std::vector<const Job*> pending;
   for (const Job* j : mine) {
     if (fs::exists(partial / record_name(j->index))) ++done;
     else pending.push_back(j);
   }
+  std::stable_sort(pending.begin(), pending.end(), [](const Job* a, const Job* b) { return a->cost > b->cost; });
   if (done > 0)
     std::fprintf(stderr, "%s %s: resuming: %lld of %zu jobs done\n", ctx.tool.c_str(), ctx.subcommand.c_str(),
                  static_cast<long long>(done), mine.size());

@@ -27,6 +27,10 @@ struct Job {
   std::string key;            // unique, human-readable: "width=64/seed=0"
   nlohmann::json params;      // the job's parameters (also stored per record)
   std::uint64_t seed = 0;     // per-job seed (plan decides: base seed or derive_seed)
+  // Estimated relative cost (any unit, >= 0; 0 = unknown). run_parallel starts the costliest pending jobs
+  // first (ties in plan order), so one long job does not start last and set the wall time; records are
+  // still assembled in plan order, so results do not depend on it.
+  double cost = 0;
 };
 
 struct JobOutput {
