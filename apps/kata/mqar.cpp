@@ -326,9 +326,10 @@ void add_train(CLI::App* mqar) {
   sub->add_option("--early-stop", c.early_stop, "Stop once every evaluation slice reaches this accuracy (>1 = never)")
       ->capture_default_str();
   sub->add_option("--precision", c.precision,
-                  "Forward/backward precision: f32 or f64 (float64 reference; on the GPU f64 keeps float64 weights)")
+                  "Forward/backward precision: f32 or f64 (float64 reference; on the GPU f64 keeps float64 weights), "
+                  "or tf32 (GPU only: f32 storage and master weights, cuBLAS products on TF32 tensor cores)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f64"}));
+      ->check(CLI::IsMember({"f32", "f64", "tf32"}));
   sub->add_option("--mixer-kernel", c.mixer_kernel,
                   "GPU mixer core: auto (first that applies), gemm (scores in memory, cuBLAS products; softmax and "
                   "m<g>/sigma<g>, any d_head) or tiled (shared-memory tiles; every mixer, d_head <= 128); the one that "

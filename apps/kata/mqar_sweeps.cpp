@@ -85,9 +85,10 @@ void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out) {
   sub->add_option("--clip", c.clip, "Global gradient-norm clip (0 = none)")->capture_default_str();
   sub->add_option("--early-stop", c.early_stop, "Stop once every evaluation slice reaches this accuracy (>1 = never)")
       ->capture_default_str();
-  sub->add_option("--precision", c.precision, "Forward/backward precision: f32 or f64 (float64 reference)")
+  sub->add_option("--precision", c.precision,
+                  "Forward/backward precision: f32, f64 (float64 reference) or tf32 (GPU only: TF32 tensor-core products)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"f32", "f64"}));
+      ->check(CLI::IsMember({"f32", "f64", "tf32"}));
   sub->add_option("--mixer-kernel", c.mixer_kernel,
                   "GPU mixer core: auto, gemm or tiled (kata mqar train --help); recorded per job as mixer_kernel")
       ->capture_default_str();

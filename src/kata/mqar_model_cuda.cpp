@@ -141,7 +141,8 @@ struct MqarDeviceModel<T>::Impl {
   std::string kernel;  // mixer-core variant: "gemm" or "tiled"
   bool gemm = false;
 
-  Impl(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& handles, const std::string& want)
+  Impl(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& handles, const std::string& want,
+       bool tf32)
       : m(model),
         h(handles),
         s(handles.stream()),
@@ -150,7 +151,8 @@ struct MqarDeviceModel<T>::Impl {
         V(model.cfg.vocab),
         H(model.heads),
         dh(model.d_head) {
-    MEMCAP_CUBLAS_CHECK(cublasSetMathMode(blas, CUBLAS_DEFAULT_MATH));
+    require(!tf32 || sizeof(T) == 4, "MqarDeviceModel: TF32 applies to float only");
+    MEMCAP_CUBLAS_CHECK(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     if (m.kind != MixerKind::softmax) map = m.map.params();
     kernel = resolve_mixer_kernel(m, want);
     gemm = kernel == "gemm";
@@ -423,11 +425,11 @@ struct MqarDeviceModel<T>::Impl {
 
 template <class T>
 MqarDeviceModel<T>::MqarDeviceModel(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& h,
-                                    const std::string& mixer_kernel)
+                                    const std::string& mixer_kernel, bool tf32)
     : model_(model), n_(model.param_count()) {
   require(!shapes.empty(), "MqarDeviceModel: no batch shape");
   model.cfg.require_cuda_support();  // RoPE and the gated mixers have no device path yet
-  impl_ = std::make_unique<Impl>(model, shapes, h, mixer_kernel);
+  impl_ = std::make_unique<Impl>(model, shapes, h, mixer_kernel, tf32);
 }
 
 template <class T>

@@ -37,8 +37,9 @@ class MqarDeviceModel {
  public:
   // Buffers for every shape in `shapes` (at least one); the handles' stream runs everything. mixer_kernel:
   // "auto" or a variant of mqar_mixer_kernels() (resolve_mixer_kernel; UserError when it does not apply).
+  // tf32 (T = float only): the handle's cuBLAS products run on TF32 tensor cores (else exact fp32 / fp64).
   MqarDeviceModel(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& h,
-                  const std::string& mixer_kernel = "auto");
+                  const std::string& mixer_kernel = "auto", bool tf32 = false);
   ~MqarDeviceModel();
   MqarDeviceModel(const MqarDeviceModel&) = delete;
   MqarDeviceModel& operator=(const MqarDeviceModel&) = delete;

@@ -317,8 +317,12 @@ void MqarTrainConfig::validate() const {
   require(micro_tokens >= 1, "--micro-tokens {} must be >= 1", micro_tokens);
   require(checkpoint_every >= 0, "--checkpoint-every {} must be >= 0 steps (0 = after evaluations only)",
           checkpoint_every);
-  require(precision == "f32" || precision == "f64", "--precision '{}': use f32 or f64", precision);
+  require(precision == "f32" || precision == "f64" || precision == "tf32",
+          "--precision '{}': use f32, f64 or tf32 (GPU only)", precision);
   require(device == "cpu" || device == "cuda", "device '{}': use cpu or cuda", device);
+  require(precision != "tf32" || device == "cuda",
+          "--precision tf32 (TF32 tensor-core products in cuBLAS) runs on the GPU only: use --device cuda, or f32 on "
+          "the CPU");
   {
     bool known = mixer_kernel == "auto";
     for (const auto& v : mqar_mixer_kernels()) known = known || mixer_kernel == v.name;
@@ -411,6 +415,7 @@ SliceResult evaluate_mqar(const MqarModel& model, const std::vector<double>& par
     return evaluate_mqar_cuda(model, params, slice, seed, precision);
   }
   require(device == "cpu", "evaluate_mqar: device '{}': use cpu or cuda", device);
+  require(precision != "tf32", "evaluate_mqar: precision tf32 runs on the GPU only");
   set_threads(0);
   if (precision == "f64") {
     Trainer<double> tr(c, model);

@@ -32,7 +32,9 @@ struct MqarTrainConfig {
   std::int64_t eval_every = 1;    // epochs between evaluations (the last epoch is always evaluated)
   double early_stop = 0.999;      // stop once every evaluation slice reaches this accuracy (> 1 = never)
   std::int64_t micro_tokens = 1024;  // tokens per micro-batch (>= one sequence)
-  std::string precision = "f32";  // f32 | f64 forward/backward
+  // f32 | f64 forward/backward; tf32 (GPU only): f32 storage and master weights, cuBLAS products on TF32
+  // tensor cores (the dense layers, the logits and the gemm mixer's scores).
+  std::string precision = "f32";
   // cpu | cuda (mqar_train_cuda.hpp: the whole step on the current GPU, fp32 master weights for f32).
   std::string device = "cpu";
   // GPU mixer-core variant: auto or a name of mqar_mixer_kernels() (mqar_model.hpp); ignored on the CPU.

@@ -117,7 +117,7 @@ struct CudaTrainer {
       max_tokens = std::max(max_tokens, s.B * s.T);
       max_labelled = std::max(max_labelled, s.labelled);
     }
-    dm = std::make_unique<MqarDeviceModel<T>>(model, plan.shapes, handles, cfg.mixer_kernel);
+    dm = std::make_unique<MqarDeviceModel<T>>(model, plan.shapes, handles, cfg.mixer_kernel, cfg.precision == "tf32");
     planned = training ? cfg.steps_per_epoch() * cfg.epochs : 1;
     chunks = mc::grad_norm_chunks(n);
     state = gpu::Tensor({static_cast<std::int64_t>(sizeof(cu::TrainState))}, gpu::DType::u8);
@@ -402,7 +402,8 @@ SliceResult evaluate_mqar_cuda(const MqarModel& model, const std::vector<double>
   slice.validate();
   require(static_cast<std::int64_t>(params.size()) == model.param_count(), "evaluate_mqar: {} parameters, model has {}",
           params.size(), model.param_count());
-  require(precision == "f32" || precision == "f64", "--precision '{}': use f32 or f64", precision);
+  require(precision == "f32" || precision == "f64" || precision == "tf32", "--precision '{}': use f32, f64 or tf32",
+          precision);
   MqarTrainConfig c;
   c.model = model.cfg;
   c.precision = precision;
