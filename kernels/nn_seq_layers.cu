@@ -197,14 +197,23 @@ __global__ void colsum_partial_kernel(double* partial, Term term, std::int64_t N
   }
 }
 
-// Stage 2: out[col] += Σ_chunk partial[chunk, col], chunks in order.
+// Stage 2: out[col] += Σ_chunk partial[chunk, col]. Block (32, 32) over 32 columns: thread (x, y) sums chunks
+// y, y + 32, ... in order, then the 32 partial sums of a column are added in a fixed tree (deterministic).
 template <class T>
 __global__ void colsum_final_kernel(T* out, const double* partial, std::int64_t chunks, std::int64_t cols) {
-  const std::int64_t col = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x;
-  if (col >= cols) return;
+  __shared__ double sh[32][33];
+  const std::int64_t col = blockIdx.x * std::int64_t(32) + threadIdx.x;
   double s = 0;
-  for (std::int64_t k = 0; k < chunks; ++k) s += partial[k * cols + col];
-  out[col] = static_cast<T>(static_cast<double>(out[col]) + s);
+  if (col < cols)
+    for (std::int64_t k = threadIdx.y; k < chunks; k += 32) s += partial[k * cols + col];
+  sh[threadIdx.y][threadIdx.x] = s;
+  __syncthreads();
+#pragma unroll
+  for (int w = 16; w >= 1; w /= 2) {
+    if (threadIdx.y < w) sh[threadIdx.y][threadIdx.x] += sh[threadIdx.y + w][threadIdx.x];
+    __syncthreads();
+  }
+  if (threadIdx.y == 0 && col < cols) out[col] = static_cast<T>(static_cast<double>(out[col]) + sh[0][threadIdx.x]);
 }
 
 template <class T, class Term>
@@ -215,7 +224,7 @@ void column_sum_add(T* out, const Term& term, std::int64_t N, std::int64_t cols,
   const dim3 grid(static_cast<unsigned>((cols + 31) / 32), static_cast<unsigned>(chunks)), block(32, 8);
   colsum_partial_kernel<Term><<<grid, block, 0, s>>>(scratch, term, N, cols);
   MEMCAP_CUDA_CHECK_LAUNCH("colsum_partial_kernel");
-  colsum_final_kernel<T><<<static_cast<unsigned>((cols + 127) / 128), 128, 0, s>>>(out, scratch, chunks, cols);
+  colsum_final_kernel<T><<<static_cast<unsigned>((cols + 31) / 32), dim3(32, 32), 0, s>>>(out, scratch, chunks, cols);
   MEMCAP_CUDA_CHECK_LAUNCH("colsum_final_kernel");
 }
 
@@ -519,6 +528,10 @@ void gather_rows(T* out, const T* src, const std::int64_t* rows, std::int64_t n,
   MEMCAP_ELEM_LAUNCH(gather_rows_kernel, n * C, out, src, rows, n, C);
 }
 template <class T>
+void column_sums_add(T* out, const T* x, std::int64_t N, std::int64_t cols, double* scratch, cudaStream_t s) {
+  column_sum_add(out, PlainTerm<T>{x, cols}, N, cols, scratch, s);
+}
+template <class T>
 void scatter_add_rows(T* dst, const std::int64_t* rows, const T* in, std::int64_t n, std::int64_t C, cudaStream_t s) {
   MEMCAP_ELEM_LAUNCH(scatter_add_rows_kernel, n * C, dst, rows, in, n, C);
 }
@@ -548,7 +561,8 @@ void scatter_add_rows(T* dst, const std::int64_t* rows, const T* in, std::int64_
   template void baseconv_gate_forward<T>(T*, const T*, const T*, const T*, std::int64_t, cudaStream_t);                \
   template void baseconv_gate_backward<T>(T*, T*, const T*, const T*, const T*, std::int64_t, cudaStream_t);           \
   template void gather_rows<T>(T*, const T*, const std::int64_t*, std::int64_t, std::int64_t, cudaStream_t);           \
-  template void scatter_add_rows<T>(T*, const std::int64_t*, const T*, std::int64_t, std::int64_t, cudaStream_t);
+  template void scatter_add_rows<T>(T*, const std::int64_t*, const T*, std::int64_t, std::int64_t, cudaStream_t);      \
+  template void column_sums_add<T>(T*, const T*, std::int64_t, std::int64_t, double*, cudaStream_t);
 MEMCAP_NN_SEQ(float)
 MEMCAP_NN_SEQ(double)
 #undef MEMCAP_NN_SEQ

@@ -26,6 +26,11 @@ constexpr std::int64_t kColChunkRows = 256;  // rows per chunk of the determinis
 // reductions sizes one shared scratch: LayerNorm C, RMSNorm C, conv C·K).
 std::size_t seq_col_scratch_elems(std::int64_t N, std::int64_t cols);
 
+// out[c] += Σ_n x[n, c] over row-major [N, cols] (a bias gradient) by the two-stage column reduction above;
+// scratch: seq_col_scratch_elems(N, cols) doubles. Many more blocks than nn_layers' one-stage bias gradient.
+template <class T>
+void column_sums_add(T* out, const T* x, std::int64_t N, std::int64_t cols, double* scratch, cudaStream_t stream);
+
 // ---- LayerNorm (nn::cpu::layernorm_*): rows N of width C; mean / rstd [N] kept (may be null).
 template <class T>
 void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, const T* bias, std::int64_t N,

@@ -65,7 +65,8 @@ Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::si
     z.mixer_ws = std::max(z.mixer_ws, w);
     z.embed_ws = std::max(z.embed_ws, cu::embedding_backward_workspace_bytes(N, m.cfg.vocab));
     z.col_scratch =
-        std::max({z.col_scratch, cu::seq_col_scratch_elems(N, D * kMixerConvK), cu::seq_col_scratch_elems(N * H, dh)});
+        std::max({z.col_scratch, cu::seq_col_scratch_elems(N, D * kMixerConvK), cu::seq_col_scratch_elems(N * H, dh),
+                  cu::seq_col_scratch_elems(N, 3 * D)});  // conv weights, head norms, biases (W_qkv: 3D)
   }
   return z;
 }
@@ -227,7 +228,7 @@ struct MqarDeviceModel<T>::Impl {
                   std::int64_t OC, bool accumulate = false) {
     if (din) gemm_rm(blas, false, false, N, C, OC, dout, W, din, accumulate ? 1.0 : 0.0);
     if (dW) gemm_rm(blas, true, false, OC, C, N, dout, in, dW, 1.0);
-    if (db) cu::linear_backward<T>(nullptr, nullptr, db, dout, in, W, N, C, OC, blas, cs());
+    if (db) cu::column_sums_add<T>(db, dout, N, OC, scratch(), cs());  // two-stage, deterministic
   }
 
   void mixer_forward(std::int64_t i, Layer& l, const MqarShape& sh, T* y) {
