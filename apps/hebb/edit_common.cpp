@@ -7,10 +7,12 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <memory>
 
 #include "core/error.hpp"
 #ifdef MEMCAP_HAVE_CUDA
 #include "core/gpu.hpp"
+#include "mlp/construct_cuda.hpp"
 #endif
 #include "edit/edit_pipeline.hpp"
 #include "mlp/constructions.hpp"
@@ -51,19 +53,22 @@ std::string find_edit_data(const std::string& given) {
                             tried));
 }
 
-void edit_device_rule(const io::RunContext& ctx, const std::string& device_flag, const char* what) {
-  if (device_flag == "cuda")
-    throw UserError(fmt::format("{}: --device cuda: the GPU path of hebb edit is not built yet for this subcommand "
-                                "(only hebb edit base trains on the GPU); use --device cpu",
-                                what));
-  if (ctx.device.device == Device::cuda)
-    std::fprintf(stderr, "%s: the GPU path is not built yet for this subcommand; running on the CPU (float64)\n", what);
-}
-
 ExpertBuild build_expert(const std::string& kind, const std::string& method, const mlp::FactSet& facts,
                          std::int64_t width, std::uint64_t seed,
-                         const std::function<void(std::int64_t, double)>& on_epoch, bool on_gpu) {
+                         const std::function<void(std::int64_t, double)>& on_epoch, bool on_gpu,
+                         gpu::Handles* handles) {
   ExpertBuild b;
+#ifdef MEMCAP_HAVE_CUDA
+  std::unique_ptr<gpu::Stream> own_stream;
+  std::unique_ptr<gpu::Handles> own_handles;
+  if (on_gpu && !handles) {
+    own_stream = std::make_unique<gpu::Stream>();
+    own_handles = std::make_unique<gpu::Handles>(*own_stream);
+    handles = own_handles.get();
+  }
+#else
+  if (on_gpu) throw DeviceError("this build of hebb has no CUDA support; use --device cpu");
+#endif
   const auto t0 = std::chrono::steady_clock::now();
   const mlp::MethodSpec spec = mlp::parse_method(method);
   if (kind == "gd-mse") {
@@ -77,9 +82,7 @@ ExpertBuild build_expert(const std::string& kind, const std::string& method, con
     if (on_gpu) {
 #ifdef MEMCAP_HAVE_CUDA
       cfg.precision = "f32";
-      gpu::Stream stream;
-      gpu::Handles handles(stream);
-      r = mlp::train_gd_cuda(facts, width, seed, cfg, handles);
+      r = mlp::train_gd_cuda(facts, width, seed, cfg, *handles);
 #else
       throw DeviceError("this build of hebb has no CUDA support; use --device cpu");
 #endif
@@ -96,15 +99,29 @@ ExpertBuild build_expert(const std::string& kind, const std::string& method, con
   } else if (kind == "data-dependent") {
     require(spec.kind == mlp::MethodKind::data_dependent, "the constructed expert must be hebbian:data-dependent; got '{}'",
             method);
-    b.mlp = mlp::build_mlp(spec, facts, width, seed);
+#ifdef MEMCAP_HAVE_CUDA
+    if (on_gpu && mlp::has_cuda_construction(spec))
+      b.mlp = mlp::build_mlp_cuda(spec, facts, width, seed, *handles);
+    else
+#endif
+      b.mlp = mlp::build_mlp(spec, facts, width, seed);
   } else {
     throw UserError(fmt::format("unknown fact expert '{}': gd or data-dependent", kind));
   }
   b.mlp.method = method;
   b.mlp.param_count = mlp::param_count(spec, b.mlp.width(), facts.d());
-  b.accuracy = edit::expert_accuracy(b.mlp, facts);
+  b.accuracy = expert_accuracy_on(b.mlp, facts, on_gpu ? handles : nullptr);
   b.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return b;
+}
+
+double expert_accuracy_on(const mlp::GatedMLP& m, const mlp::FactSet& fs, gpu::Handles* handles) {
+#ifdef MEMCAP_HAVE_CUDA
+  if (handles) return mlp::evaluate_mlp_cuda(m, fs, *handles).accuracy;
+#else
+  (void)handles;
+#endif
+  return edit::expert_accuracy(m, fs);
 }
 
 }  // namespace memcap::hebb_app

@@ -1,5 +1,5 @@
 // Shared pieces of `hebb edit base` and `hebb edit run` (apps/hebb/edit_base.cpp, edit_run.cpp):
-// locating the shipped data, building the fact expert, and the device rule of the CPU-only subcommands.
+// locating the shipped data and building the fact expert (CPU or GPU).
 #pragma once
 #include <cstdint>
 #include <string>
@@ -9,15 +9,14 @@
 #include "mlp/gated_mlp.hpp"
 #include "mlp/gd_train.hpp"
 
+namespace memcap::gpu { class Handles; }
+
 namespace memcap::hebb_app {
 
 // --data DIR, or the first of $MEMCAP_DATA/edit, <exe>/../data/edit, <exe>/../../data/edit,
 // <exe>/../share/memcap/data/edit, $MEMCAP_SRC/data/edit, ./data/edit holding book_authors.csv.
 std::string find_edit_data(const std::string& given);
 
-// hebb edit run / table1 are CPU only for now: --device cuda is refused (UserError, exit 2); auto that found
-// a GPU says on stderr that the CPU runs. (hebb edit base has a GPU path: edit/edit_train_cuda.hpp.)
-void edit_device_rule(const io::RunContext& ctx, const std::string& device_flag, const char* what);
 
 struct ExpertBuild {
   mlp::GatedMLP mlp;
@@ -30,11 +29,16 @@ struct ExpertBuild {
   double wall_s = 0;
 };
 // kind "gd-mse": mlp::train_gd_cpu with `method` (a gd:edit spec) and `width` (mlp::train_gd_cuda in float32
-// when on_gpu); "data-dependent": mlp::build_mlp(hebbian:data-dependent...) on the CPU. on_epoch: progress
-// hook for GD (may be empty).
+// when on_gpu); "data-dependent": mlp::build_mlp(hebbian:data-dependent...) on the CPU (mlp::build_mlp_cuda,
+// float64, when on_gpu). The standalone accuracy: edit::expert_accuracy on the CPU, mlp::evaluate_mlp_cuda
+// (float64) when on_gpu. on_epoch: progress hook for GD (may be empty). handles: the GPU stream to run on
+// (nullptr: a stream of its own).
 ExpertBuild build_expert(const std::string& kind, const std::string& method, const mlp::FactSet& fs,
                          std::int64_t width, std::uint64_t seed, const std::function<void(std::int64_t, double)>& on_epoch,
-                         bool on_gpu = false);
+                         bool on_gpu = false, gpu::Handles* handles = nullptr);
+// The standalone accuracy of an expert (argmax over the F author embeddings): CPU float64, or the GPU
+// (mlp::evaluate_mlp_cuda, float64) when handles is not null.
+double expert_accuracy_on(const mlp::GatedMLP& m, const mlp::FactSet& fs, gpu::Handles* handles);
 
 }  // namespace memcap::hebb_app
 

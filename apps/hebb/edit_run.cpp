@@ -10,6 +10,7 @@
 #include "core/error.hpp"
 #include "edit/edit_io.hpp"
 #include "edit/edit_local.hpp"
+#include "edit/edit_local_cuda.hpp"
 #include "edit/edit_metrics.hpp"
 #include "edit/edit_pipeline.hpp"
 #include "edit_common.hpp"
@@ -18,6 +19,9 @@
 #include "mlp/model_io.hpp"
 #include "nn/edit_data.hpp"
 #include "sweep/progress.hpp"
+#ifdef MEMCAP_HAVE_CUDA
+#include "core/gpu.hpp"
+#endif
 
 namespace memcap::hebb_app {
 
@@ -76,7 +80,8 @@ void run_edit(CLI::App* sub, RunState& st) {
       require(sub->get_option(f)->count() == 0, "{} applies to --method memit, alphaedit and rome only (not {})", f,
               st.method);
   }
-  edit_device_rule(prep.ctx, st.common.device, "hebb edit run");
+  // --device cuda (no GPU: DeviceError from prepare) or auto on a GPU: the GPU editors in float32.
+  const bool on_gpu = prep.ctx.device.device == Device::cuda;
   io::check_output_path(st.common.out);
   const auto t_start = std::chrono::steady_clock::now();
 
@@ -109,8 +114,24 @@ void run_edit(CLI::App* sub, RunState& st) {
   const nn::EditSequences seqs = nn::pack_edit_sequences(corpus, nn::EditLabels::all);
   const edit::EditSet set = edit::select_edit_set(corpus.num_facts(), corpus.num_templates(), st.fraction, st.common.seed);
 
+  // The GPU editors (model, prompts and activations on the device; memory checked here, before any file).
+  gpu::Handles* handles = nullptr;
+#ifdef MEMCAP_HAVE_CUDA
+  std::unique_ptr<gpu::Stream> stream;
+  std::unique_ptr<gpu::Handles> own_handles;
+#endif
+  std::unique_ptr<edit::EditGpu> eg;
+  if (on_gpu) {
+#ifdef MEMCAP_HAVE_CUDA
+    stream = std::make_unique<gpu::Stream>();
+    own_handles = std::make_unique<gpu::Handles>(*stream);
+    handles = own_handles.get();
+#endif
+    eg = std::make_unique<edit::EditGpu>(model, seqs, *handles);
+  }
+
   // ---- before the edit ----
-  const edit::PromptEval pre = edit::evaluate_prompts(model, seqs);
+  const edit::PromptEval pre = eg ? eg->evaluate() : edit::evaluate_prompts(model, seqs);
   const edit::EditMetrics m_pre = edit::edit_metrics(set, pre.predicted, corpus.author_token);
 
   // ---- the editor ----
@@ -119,12 +140,12 @@ void run_edit(CLI::App* sub, RunState& st) {
   edit::LocalEditResult le;
   if (local) {
     // MEMIT / AlphaEdit / ROME: residuals, then W_out += ΔW (the base's expert otherwise unchanged)
-    le = edit::local_edit(model, seqs, set, corpus.author_token, lc);
+    le = eg ? eg->local_edit(set, corpus.author_token, lc) : edit::local_edit(model, seqs, set, corpus.author_token, lc);
     ex.mlp = base.expert;
     ex.mlp.B += le.delta;
     ex.mlp.method = fmt::format("{}+{}", base.info.expert_method, st.method);
     ex.wall_s = le.wall_s;
-    ex.accuracy = edit::expert_accuracy(ex.mlp, edit::expert_factset(model, corpus, set.target_fact));
+    ex.accuracy = expert_accuracy_on(ex.mlp, edit::expert_factset(model, corpus, set.target_fact), handles);
   } else {
     // MLP swapping: the base's expert recipe on the post-edit map, seed --seed
     const mlp::FactSet fs = edit::expert_factset(model, corpus, set.target_fact);
@@ -132,14 +153,16 @@ void run_edit(CLI::App* sub, RunState& st) {
     const std::int64_t epochs = gd ? mlp::parse_method(base.info.expert_method).gd.epochs : 1;
     sweep::Progress p(epochs, st.progress, "hebb edit run: expert", gd ? "epochs" : "builds");
     ex = build_expert(base.info.expert, base.info.expert_method, fs, base.config.fact_hidden, edit_seed,
-                      [&p](std::int64_t e, double loss) { p.update(e, fmt::format("mse {:.3g}", loss)); });
+                      [&p](std::int64_t e, double loss) { p.update(e, fmt::format("mse {:.3g}", loss)); }, on_gpu,
+                      handles);
     p.update(gd ? ex.epochs_run : 1);
     p.finish();
   }
   edit::load_expert(model, ex.mlp);
+  if (eg) eg->set_expert(ex.mlp);
 
   // ---- after the edit ----
-  const edit::PromptEval post = edit::evaluate_prompts(model, seqs);
+  const edit::PromptEval post = eg ? eg->evaluate() : edit::evaluate_prompts(model, seqs);
   const edit::EditMetrics m = edit::edit_metrics(set, post.predicted, corpus.author_token);
   const double r_nf = edit::nonfact_ratio(pre.nonfact_ce, post.nonfact_ce);
   const double wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t_start).count();
@@ -213,16 +236,17 @@ void run_edit(CLI::App* sub, RunState& st) {
       .set("expert_s", ex.wall_s)
       .set("eval_s", pre.wall_s + post.wall_s)
       .set("wall_s", wall_s)
-      .set("path", "cpu")
+      .set("path", on_gpu ? "cuda" : "cpu")
+      .set("precision", on_gpu ? "f32" : "f64")
       .set("status", "ok");
   io::Table t;
   t.append(row);
   out.write_summary(t);
   out.commit();
-  fmt::print("method {}  fraction {}  facts {}  altered {}  templates {}  seed {}  path cpu\n", st.method, st.fraction,
-             set.facts, set.n_altered, set.templates, st.common.seed);
-  fmt::print("mlp_accuracy {:.6f}  expert_epochs {}  expert {:.2f} s  eval {:.2f} s\n", ex.accuracy, ex.epochs_run,
-             ex.wall_s, pre.wall_s + post.wall_s);
+  fmt::print("method {}  fraction {}  facts {}  altered {}  templates {}  seed {}  path {}\n", st.method, st.fraction,
+             set.facts, set.n_altered, set.templates, st.common.seed, on_gpu ? "cuda (f32)" : "cpu (f64)");
+  fmt::print("mlp_accuracy {:.6f}  expert_epochs {}  expert {:.2f} s  eval {:.2f} s  wall {:.2f} s\n", ex.accuracy,
+             ex.epochs_run, ex.wall_s, pre.wall_s + post.wall_s, wall_s);
   fmt::print("efficacy {:.6f}  paraphrase {:.6f}  specificity {:.6f}  score {:.6f}  r_NF {:.6f}  ce_pre {:.6f}  "
              "ce_post {:.6f}\n",
              m.efficacy, m.paraphrase, m.specificity, m.score, r_nf, pre.nonfact_ce, post.nonfact_ce);
@@ -246,6 +270,8 @@ void add_edit_run(CLI::App* edit) {
       "then MEMIT dW = R Ka^T (lambda C_p + Ka Ka^T)^-1, AlphaEdit dW = R Ka^T P (Ka Ka^T P + I)^-1 with P the\n"
       "null-space projector of Kp Kp^T (singular values < --tol), ROME sequential rank-one updates; unset flags\n"
       "take the method's Table-1 winner at 10%).\n"
+      "--device cuda (or auto on a GPU): the GPU path in float32 (model, prompt evaluation, keys and residual\n"
+      "optimization on the GPU; the closed-form dW on the CPU in float64; swap: the GD expert on the GPU).\n"
       "Writes /edit (target_fact, prompt_order, predicted_pre/post), /expert and a one-row /summary.\n"
       "Example: hebb edit run --method swap --fraction 0.1 --base base.h5 --out e.h5");
   auto st = std::make_shared<RunState>();

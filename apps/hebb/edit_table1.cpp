@@ -18,11 +18,13 @@
 #include "core/threads.hpp"
 #include "edit/edit_io.hpp"
 #include "edit/edit_local.hpp"
+#include "edit/edit_local_cuda.hpp"
 #include "edit/edit_metrics.hpp"
 #include "edit/edit_pipeline.hpp"
 #include "edit_common.hpp"
 #include "mlp/method.hpp"
 #include "nn/edit_data.hpp"
+#include "sweep/gpu_workers.hpp"
 #include "sweep/sweep.hpp"
 
 namespace memcap::hebb_app {
@@ -38,7 +40,8 @@ struct Table1State {
   sweep::Options sweep;
   std::string preset, base, data, devices = "all";
   std::int64_t dim = 0;
-  int jobs = 1;
+  int jobs = 1;          // CPU: jobs at once
+  int jobs_per_gpu = 1;  // GPU: jobs at once on each GPU of --devices
   std::vector<std::string> methods = {"swap", "memit", "alphaedit", "rome"};
   std::vector<double> fractions = {0.02, 0.05, 0.1};
   // §4.9: steps and learning rates are shared by the three local editors
@@ -169,6 +172,8 @@ void check_values(const std::vector<double>& v, const char* flag, bool positive,
 
 void check_flags(const Table1State& st) {
   require(st.jobs >= 1 && st.jobs <= 64, "--jobs must be in [1, 64] (got {})", st.jobs);
+  require(st.jobs_per_gpu >= 1 && st.jobs_per_gpu <= 64, "--jobs-per-gpu must be in [1, 64] (got {})",
+          st.jobs_per_gpu);
   require(st.dim >= 0, "--dim must be >= 0 (0 = the base file's); got {}", st.dim);
   require(!st.methods.empty(), "--methods is empty (swap, swap-constructed, memit, alphaedit, rome)");
   for (const auto& m : st.methods)
@@ -211,7 +216,7 @@ void check_flags(const Table1State& st) {
     require_list(st.rome_stops, "--rome-early-stops", "0 = no early stop");
     check_values(st.rome_stops, "--rome-early-stops", false, "0 = no early stop");
   }
-  // --devices: all, or GPU numbers; the editors run on the CPU, so a GPU list needs --device auto.
+  // --devices: all, or GPU numbers (checked against the GPUs present by sweep::gpu_ordinals later).
   if (st.devices != "all") {
     require(st.common.device != "cpu", "--devices {} lists GPUs but this run uses the CPU (--device cpu)", st.devices);
     std::string tok;
@@ -299,8 +304,17 @@ struct Shared {
   std::unique_ptr<edit::EditModel> model;
   std::once_flag pre_once;
   edit::PromptEval pre;
-  const edit::PromptEval& pre_eval() {
-    std::call_once(pre_once, [this] { pre = edit::evaluate_prompts(*model, seqs); });
+  // CPU: evaluate_prompts; GPU: the first job's worker evaluates with the base's expert (a GPU evaluation in
+  // float32: every job of the run then compares against the same pre-edit numbers).
+  const edit::PromptEval& pre_eval(edit::EditGpu* eg) {
+    std::call_once(pre_once, [this, eg] {
+      if (eg) {
+        eg->reset_expert();
+        pre = eg->evaluate();
+      } else {
+        pre = edit::evaluate_prompts(*model, seqs);
+      }
+    });
     return pre;
   }
 };
@@ -315,28 +329,34 @@ io::Row job_row(const Spec& s, const edit::EditSet& set) {
   return r;
 }
 
-sweep::JobOutput run_job(Shared& sh, const Spec& s, std::uint64_t seed, int threads) {
+// eg / hd: the worker's GPU editors and handles (nullptr: the CPU path, float64).
+sweep::JobOutput run_job(Shared& sh, const Spec& s, std::uint64_t seed, int threads, edit::EditGpu* eg,
+                         gpu::Handles* hd) {
   omp_set_num_threads(threads);
   const auto& corpus = sh.corpus;
   const edit::EditSet set = edit::select_edit_set(corpus.num_facts(), corpus.num_templates(), s.fraction, seed);
-  const edit::PromptEval& pre = sh.pre_eval();
+  const edit::PromptEval& pre = sh.pre_eval(eg);
   const edit::EditMetrics m_pre = edit::edit_metrics(set, pre.predicted, corpus.author_token);
   const bool local = is_local(s.method);
-  edit::EditModel model = *sh.model;
+  // the CPU path edits a copy of the base; the GPU path only reads it (the device model is the worker's)
+  std::unique_ptr<edit::EditModel> copy = eg ? nullptr : std::make_unique<edit::EditModel>(*sh.model);
+  const edit::EditModel& model = eg ? *sh.model : *copy;
   ExpertBuild ex;
   edit::LocalEditResult le;
   std::string status = "done", message;
   const auto t_edit = std::chrono::steady_clock::now();
   try {
     if (local) {
-      le = edit::local_edit(model, sh.seqs, set, corpus.author_token, s.lc);
+      le = eg ? eg->local_edit(set, corpus.author_token, s.lc)
+              : edit::local_edit(*copy, sh.seqs, set, corpus.author_token, s.lc);
       ex.mlp = sh.base.expert;
       ex.mlp.B += le.delta;
       ex.mlp.method = fmt::format("{}+{}", sh.base.info.expert_method, s.method);
-      ex.accuracy = edit::expert_accuracy(ex.mlp, edit::expert_factset(model, corpus, set.target_fact));
+      ex.accuracy = expert_accuracy_on(ex.mlp, edit::expert_factset(model, corpus, set.target_fact), hd);
     } else {
       const mlp::FactSet fs = edit::expert_factset(model, corpus, set.target_fact);
-      ex = build_expert(sh.base.info.expert, sh.base.info.expert_method, fs, sh.base.config.fact_hidden, seed, {});
+      ex = build_expert(sh.base.info.expert, sh.base.info.expert_method, fs, sh.base.config.fact_hidden, seed, {},
+                        eg != nullptr, hd);
     }
   } catch (const NumericError& e) {  // a diverged residual optimization (e.g. lr 0.5): recorded, the grid goes on
     status = "diverged";
@@ -348,8 +368,13 @@ sweep::JobOutput run_job(Shared& sh, const Spec& s, std::uint64_t seed, int thre
   edit::EditMetrics m;
   double r_nf = kNaN;
   if (status == "done") {
-    edit::load_expert(model, ex.mlp);
-    post = edit::evaluate_prompts(model, sh.seqs);
+    if (eg) {
+      eg->set_expert(ex.mlp);
+      post = eg->evaluate();
+    } else {
+      edit::load_expert(*copy, ex.mlp);
+      post = edit::evaluate_prompts(*copy, sh.seqs);
+    }
     m = edit::edit_metrics(set, post.predicted, corpus.author_token);
     r_nf = edit::nonfact_ratio(pre.nonfact_ce, post.nonfact_ce);
   } else {
@@ -388,8 +413,8 @@ sweep::JobOutput run_job(Shared& sh, const Spec& s, std::uint64_t seed, int thre
       .set("dim", sh.base.config.d)
       .set("edit_s", edit_s)
       .set("eval_s", ok ? post.wall_s : 0.0)
-      .set("path", "cpu")
-      .set("precision", "f64")
+      .set("path", eg ? "cuda" : "cpu")
+      .set("precision", eg ? "f32" : "f64")
       .set("status", status)
       .set("message", message);
   sweep::JobOutput out;
@@ -400,18 +425,17 @@ sweep::JobOutput run_job(Shared& sh, const Spec& s, std::uint64_t seed, int thre
 // ---------------------------------------------------------------- the command
 void run_table1(CLI::App* sub, Table1State& st) {
   if (!st.preset.empty()) cli::apply_preset(sub, st.preset);
-  // CPU-only editors: --device cuda is refused before anything else (also on a machine with no GPU).
-  require(st.common.device != "cuda",
-          "{}: --device cuda: the GPU path of hebb edit is not built yet (the editors run on the CPU); use --device cpu",
-          kWhat);
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
   io::RunContext ctx = prep.ctx;
   check_flags(st);
   require(!st.base.empty() || st.sweep.dry_run,
           "--base FILE.h5 is required (a base model written by 'hebb edit base'; --dry-run alone may omit it)");
-  edit_device_rule(ctx, st.common.device, kWhat);
-  ctx.device.device = Device::cpu;
+  // --device cuda (no GPU: DeviceError from prepare) or auto on a GPU: every job on a GPU of --devices,
+  // --jobs-per-gpu at once on each, in float32; the CPU: --jobs at once, float64.
+  const bool on_gpu = ctx.device.device == Device::cuda;
+  const std::vector<int> ords = sweep::gpu_ordinals(st.devices, ctx.device.device, st.common.device);
+  const int workers = on_gpu ? static_cast<int>(ords.size()) * st.jobs_per_gpu : st.jobs;
   const std::vector<Spec> specs = build_specs(st);
 
   // The base: read its configuration (a dry run without --base assumes the paper's: 16,384 facts x 16
@@ -461,17 +485,42 @@ void run_table1(CLI::App* sub, Table1State& st) {
   }
   for (double f : st.fractions) (void)edit::altered_count(F, f);  // round(F p) >= 1, before any work
 
-  // Plan printout (dry run) and the memory check.
-  const int threads = std::max(1, max_threads() / st.jobs);
+  // Plan printout (dry run) and the memory checks (host; on the GPU also every GPU of --devices), before any
+  // file is created.
+  const int threads = std::max(1, max_threads() / workers);
   const double per_job = job_memory_bytes(cfg, F, K, T);
   const double shared = 4.0 * 8.0 *
                             static_cast<double>(edit::edit_trainable_layout(cfg).numel() +
                                                 edit::edit_frozen_layout(cfg).numel()) +
                         3.0 * 4.0 * static_cast<double>(F * K * T);
-  const double need = shared + per_job * st.jobs;
+  const double need = shared + per_job * workers;
+  double gpu_per_job = 0;
+  if (on_gpu) {
+    nn::EditSequences shape_only;  // edit_gpu_bytes reads S and T only
+    shape_only.S = F * K;
+    shape_only.T = T;
+    // the device editors + the swap's GD expert training / the expert's accuracy (a margin of 512 MiB)
+    gpu_per_job = static_cast<double>(edit::edit_gpu_bytes(cfg, shape_only, F)) + static_cast<double>(512 << 20);
+  }
+  std::string gpu_problem;
+#ifdef MEMCAP_HAVE_CUDA
+  for (int o : ords) {
+    gpu::set_device(o);
+    const double free = static_cast<double>(gpu::memory_info().free);
+    if (gpu_per_job * st.jobs_per_gpu > 0.95 * free && gpu_problem.empty())
+      gpu_problem = fmt::format("{}: {} job(s) per GPU need about {:.2f} GiB of GPU memory but GPU {} has {:.2f} GiB "
+                                "free; lower --jobs-per-gpu",
+                                kWhat, st.jobs_per_gpu, gpu_per_job * st.jobs_per_gpu / (1 << 30), o, free / (1 << 30));
+  }
+  if (!ords.empty()) gpu::set_device(ords.front());
+#endif
   if (st.sweep.dry_run) {
-    fmt::print("{} plan: {} jobs, {} at once on the cpu, {} thread(s) each; seed {}\n", kWhat, specs.size(), st.jobs,
-               threads, st.common.seed);
+    if (on_gpu)
+      fmt::print("{} plan: {} jobs, {} at once on {} GPU(s) ({} per GPU, float32), {} thread(s) each; seed {}\n", kWhat,
+                 specs.size(), workers, ords.size(), st.jobs_per_gpu, threads, st.common.seed);
+    else
+      fmt::print("{} plan: {} jobs, {} at once on the cpu, {} thread(s) each; seed {}\n", kWhat, specs.size(),
+                 st.jobs, threads, st.common.seed);
     fmt::print("  base: {}\n", where);
     fmt::print("  {:<16} {:>6} {:>13}\n", "method", "jobs", "per fraction");
     for (const auto& m : st.methods) {
@@ -481,13 +530,19 @@ void run_table1(CLI::App* sub, Table1State& st) {
     for (double f : st.fractions)
       fmt::print("  fraction {:g}: {} facts altered of {}\n", f, edit::altered_count(F, f), F);
     fmt::print("  memory ~{:.0f} MB per job, ~{:.0f} MB in all ({} at once + the shared base model and data)\n",
-               per_job / 1e6, need / 1e6, st.jobs);
+               per_job / 1e6, need / 1e6, workers);
+    if (on_gpu)
+      fmt::print("  GPU memory ~{:.0f} MB per job, ~{:.0f} MB per GPU\n", gpu_per_job / 1e6,
+                 gpu_per_job * st.jobs_per_gpu / 1e6);
+    if (!gpu_problem.empty()) std::fprintf(stderr, "%s: warning: %s (a real run stops here)\n", kWhat, gpu_problem.c_str());
     const std::int64_t have = sweep::available_memory();
     if (have > 0 && need > 0.9 * static_cast<double>(have))
       std::fprintf(stderr, "%s: warning: the plan needs about %.2f GiB of memory but %.2f GiB are available (a real run "
                    "stops here)\n", kWhat, need / (1 << 30), static_cast<double>(have) / (1 << 30));
   } else {
-    sweep::require_memory(need, fmt::format("{} jobs at once of the edit grid (--jobs)", st.jobs));
+    if (!gpu_problem.empty()) throw UserError(gpu_problem);
+    sweep::require_memory(need, fmt::format("{} jobs at once of the edit grid ({})", workers,
+                                            on_gpu ? "GPUs x --jobs-per-gpu" : "--jobs"));
     if (!st.sweep.resume) io::check_output_path(st.common.out);
   }
 
@@ -498,6 +553,8 @@ void run_table1(CLI::App* sub, Table1State& st) {
     j.index = static_cast<std::int64_t>(plan.jobs.size());
     j.seed = st.common.seed;  // one edit set per fraction for every method: the same seed for every job
     j.key = job_key(s);
+    // longest first: the swap's GD expert, then the local editors by altered facts x steps
+    j.cost = is_local(s.method) ? s.fraction * static_cast<double>(s.lc.steps + 1) : 1e6;
     j.params = {{"method", s.method}, {"fraction", s.fraction}};
     if (is_local(s.method))
       j.params.update({{"steps", s.lc.steps}, {"edit_lr", s.lc.lr}, {"edit_wd", s.lc.weight_decay},
@@ -510,10 +567,43 @@ void run_table1(CLI::App* sub, Table1State& st) {
     edit::load_base_weights(bf, *sh->model);
     edit::load_expert(*sh->model, sh->base.expert);
   }
-  st.sweep.workers = st.jobs;
+  st.sweep.workers = workers;
+  sweep::WorkerPool pool(ords, st.jobs_per_gpu);
+  // One GPU editor object per worker (the device model, prompts and buffers), made on first use on the worker's
+  // GPU and freed with that GPU current before the pool's streams go.
+  struct Slots {
+    std::vector<int> ord;
+    std::vector<std::unique_ptr<edit::EditGpu>> eg;
+    ~Slots() {
+      for (std::size_t i = 0; i < eg.size(); ++i) {
+        if (!eg[i]) continue;
+#ifdef MEMCAP_HAVE_CUDA
+        try {
+          gpu::set_device(ord[i]);
+        } catch (...) {
+        }
+#endif
+        eg[i].reset();
+      }
+    }
+  } slots;
+  slots.ord.assign(static_cast<std::size_t>(workers), 0);
+  slots.eg.resize(static_cast<std::size_t>(workers));
   const int rc = sweep::run_parallel(plan, st.sweep, ctx, st.common.out,
-                                     [&](const sweep::Job& j, const sweep::JobContext&) {
-                                       return run_job(*sh, specs[static_cast<std::size_t>(j.index)], j.seed, threads);
+                                     [&](const sweep::Job& j, const sweep::JobContext& jc) {
+                                       std::string path;
+                                       gpu::Handles* hd = pool.handles(jc, path);
+                                       edit::EditGpu* eg = nullptr;
+                                       if (hd) {
+                                         const auto w = static_cast<std::size_t>(jc.worker);
+                                         if (!slots.eg[w]) {
+                                           slots.ord[w] = ords[w % ords.size()];
+                                           slots.eg[w] = std::make_unique<edit::EditGpu>(*sh->model, sh->seqs, *hd);
+                                         }
+                                         eg = slots.eg[w].get();
+                                       }
+                                       return run_job(*sh, specs[static_cast<std::size_t>(j.index)], j.seed, threads,
+                                                      eg, hd);
                                      });
   if (rc != 0) throw UserError(fmt::format("{} failed", kWhat), rc);
 }
@@ -533,7 +623,8 @@ void add_edit_table1(CLI::App* edit) {
       "fraction (--seed). /summary: one row per job (efficacy, paraphrase, specificity, score, nf_ce_before,\n"
       "nf_ce_after, r_nf, the hyper-parameters, status done | diverged); /best: the best score per (fraction,\n"
       "method) beside the paper's cell, printed at the end and after 'hebb merge'. --dry-run (jobs per method,\n"
-      "memory), --shard i/n, --resume, --jobs (jobs at once on the CPU). CPU only: --device cuda is refused.\n"
+      "memory), --shard i/n, --resume, --jobs (jobs at once on the CPU). --device cuda (or auto on a GPU): the\n"
+      "jobs run on the GPUs of --devices, --jobs-per-gpu at once on each (float32; the closed-form dW on the CPU).\n"
       "Presets: edit-table1 (the paper's grid), edit-table1-smoke (seconds on a miniature base).\n"
       "Example: hebb edit table1 --preset edit-table1 --base base.h5 --out table1.h5");
   auto st = std::make_shared<Table1State>();
@@ -581,8 +672,10 @@ void add_edit_table1(CLI::App* edit) {
       ->capture_default_str();
   sub->add_option("--jobs", st->jobs, "Jobs at once on the CPU (the --threads are split between them)")
       ->capture_default_str();
-  sub->add_option("--devices", st->devices,
-                  "GPUs for the jobs: all, or numbers such as 0,1 (recorded; the editors run on the CPU today)")
+  sub->add_option("--devices", st->devices, "GPUs to spread the jobs over: all, or numbers such as 0,1")
+      ->capture_default_str();
+  sub->add_option("--jobs-per-gpu", st->jobs_per_gpu,
+                  "Jobs at once on each GPU (each on its own stream, with its own copy of the model on the device)")
       ->capture_default_str();
   sub->callback([sub, st] { run_table1(sub, *st); });
 }

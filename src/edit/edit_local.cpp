@@ -45,6 +45,51 @@ Prompts train_prompts(const nn::EditSequences& seqs, const EditSet& set) {
 
 }  // namespace
 
+void local_closed_form(const LocalEditConfig& cfg, const Eigen::MatrixXd& KpKpT, const Eigen::MatrixXd& KaKaT,
+                       const Eigen::MatrixXd& Ka, const Eigen::MatrixXd& R, std::int64_t np, LocalEditResult& res) {
+  const Eigen::Index h = KpKpT.rows();
+  require(np >= 1 && KpKpT.cols() == h && KaKaT.rows() == h && KaKaT.cols() == h && Ka.rows() == h &&
+              R.cols() == Ka.cols(),
+          "local_closed_form: inconsistent shapes (h {}, K_a {} x {}, R {} x {})", h, Ka.rows(), Ka.cols(), R.rows(),
+          R.cols());
+  const Eigen::MatrixXd Cp = KpKpT / static_cast<double>(np);
+  if (cfg.method == "memit") {
+    // ΔW = R K_aᵀ (λ C_p + K_a K_aᵀ)^{-1}
+    const Eigen::MatrixXd S = cfg.lambda * Cp + KaKaT;
+    res.delta = S.completeOrthogonalDecomposition().solve(Ka * R.transpose()).transpose();
+  } else if (cfg.method == "alphaedit") {
+    // P = U0 U0ᵀ over the singular vectors of K_p K_pᵀ (symmetric PSD: eigenvectors) with value < tol
+    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(KpKpT);
+    const Eigen::VectorXd ev = es.eigenvalues().cwiseAbs();
+    std::vector<Eigen::Index> keep;
+    for (Eigen::Index i = 0; i < ev.size(); ++i)
+      if (ev(i) < cfg.tol) keep.push_back(i);
+    Eigen::MatrixXd U0(h, static_cast<Eigen::Index>(keep.size()));
+    for (std::size_t i = 0; i < keep.size(); ++i) U0.col(static_cast<Eigen::Index>(i)) = es.eigenvectors().col(keep[i]);
+    res.null_dim = static_cast<std::int64_t>(keep.size());
+    const Eigen::MatrixXd P = U0 * U0.transpose();
+    const Eigen::MatrixXd Y = KaKaT * P + Eigen::MatrixXd::Identity(h, h);
+    // ΔW Y = R K_aᵀ P  <=>  Yᵀ ΔWᵀ = P K_a Rᵀ
+    res.delta = Y.transpose().partialPivLu().solve(P * Ka * R.transpose()).transpose();
+  } else {
+    // ROME, sequentially per altered fact: W += r (C_p^{-1} k)ᵀ / (kᵀ C_p^{-1} k); residuals not recomputed, so
+    // the sum is R diag(1/den) Uᵀ with U = C_p^{-1} K_a (pseudo-inverse: complete orthogonal decomposition)
+    const Eigen::MatrixXd U = Cp.completeOrthogonalDecomposition().solve(Ka);
+    Eigen::VectorXd inv_den(Ka.cols());
+    for (Eigen::Index a = 0; a < Ka.cols(); ++a) {
+      const double den = Ka.col(a).dot(U.col(a));
+      if (!(den > 0) || !std::isfinite(den))
+        throw NumericError(fmt::format("--method rome: kᵀ C_p⁻¹ k = {} for fact {} (a key outside the span of the "
+                                       "preserved keys); no rank-one update is possible",
+                                       den, np + a));
+      inv_den(a) = 1.0 / den;
+    }
+    res.delta = R * inv_den.asDiagonal() * U.transpose();
+  }
+  if (!res.delta.allFinite())
+    throw NumericError(fmt::format("--method {}: the closed-form update is not finite", cfg.method));
+}
+
 LocalEditResult local_edit(EditModel& model, const nn::EditSequences& seqs, const EditSet& set,
                            const std::vector<std::int32_t>& author_token, const LocalEditConfig& cfg) {
   cfg.validate();
@@ -144,45 +189,10 @@ LocalEditResult local_edit(EditModel& model, const nn::EditSequences& seqs, cons
   res.residual_norm = R.colwise().norm().mean();
 
   // ---- closed-form update ----
-  const Eigen::MatrixXd Cp = Kp * Kp.transpose() / static_cast<double>(np);
-  if (cfg.method == "memit") {
-    // ΔW = R K_aᵀ (λ C_p + K_a K_aᵀ)^{-1}
-    const Eigen::MatrixXd S = cfg.lambda * Cp + Ka * Ka.transpose();
-    res.delta = S.completeOrthogonalDecomposition().solve(Ka * R.transpose()).transpose();
-  } else if (cfg.method == "alphaedit") {
-    // P = U0 U0ᵀ over the singular vectors of K_p K_pᵀ (symmetric PSD: eigenvectors) with value < tol
-    const Eigen::SelfAdjointEigenSolver<Eigen::MatrixXd> es(Kp * Kp.transpose());
-    const Eigen::VectorXd ev = es.eigenvalues().cwiseAbs();
-    std::vector<Eigen::Index> keep;
-    for (Eigen::Index i = 0; i < ev.size(); ++i)
-      if (ev(i) < cfg.tol) keep.push_back(i);
-    Eigen::MatrixXd U0(h, static_cast<Eigen::Index>(keep.size()));
-    for (std::size_t i = 0; i < keep.size(); ++i) U0.col(static_cast<Eigen::Index>(i)) = es.eigenvectors().col(keep[i]);
-    res.null_dim = static_cast<std::int64_t>(keep.size());
-    const Eigen::MatrixXd P = U0 * U0.transpose();
-    const Eigen::MatrixXd Y = Ka * Ka.transpose() * P + Eigen::MatrixXd::Identity(h, h);
-    // ΔW Y = R K_aᵀ P  <=>  Yᵀ ΔWᵀ = P K_a Rᵀ
-    res.delta = Y.transpose().partialPivLu().solve(P * Ka * R.transpose()).transpose();
-  } else {
-    // ROME, sequentially per altered fact: W += r (C_p^{-1} k)ᵀ / (kᵀ C_p^{-1} k); residuals not recomputed
-    const auto cod = Cp.completeOrthogonalDecomposition();
-    res.delta = Eigen::MatrixXd::Zero(d, h);
-    for (std::int64_t a = 0; a < na; ++a) {
-      const Eigen::VectorXd k = Ka.col(a);
-      const Eigen::VectorXd u = cod.solve(k);
-      const double den = k.dot(u);
-      if (!(den > 0) || !std::isfinite(den))
-        throw NumericError(fmt::format("--method rome: kᵀ C_p⁻¹ k = {} for fact {} (a key outside the span of the "
-                                       "preserved keys); no rank-one update is possible",
-                                       den, np + a));
-      res.delta += R.col(a) * u.transpose() / den;
-    }
-  }
+  local_closed_form(cfg, Kp * Kp.transpose(), Ka * Ka.transpose(), Ka, R, np, res);
   res.residuals = std::move(R);
   res.keys_altered = Ka;
   res.keys_preserved = Kp;
-  if (!res.delta.allFinite())
-    throw NumericError(fmt::format("--method {}: the closed-form update is not finite", cfg.method));
   res.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
   return res;
 }

@@ -40,6 +40,13 @@ struct LocalEditResult {
   double wall_s = 0;
 };
 
+// The closed-form step shared by the CPU and GPU editors (CPU float64, Eigen): from K_p K_pᵀ and K_a K_aᵀ
+// (h × h, computed by the caller: Eigen on the CPU path, cuBLAS DGEMM on the GPU path), K_a (h × n_a), the
+// residuals R (d × n_a) and n_p: res.delta (MEMIT, AlphaEdit, ROME as described above) and, for AlphaEdit,
+// res.null_dim. NumericError for a non-positive ROME denominator (naming fact n_p + a) or a non-finite ΔW.
+void local_closed_form(const LocalEditConfig& cfg, const Eigen::MatrixXd& KpKpT, const Eigen::MatrixXd& KaKaT,
+                       const Eigen::MatrixXd& Ka, const Eigen::MatrixXd& R, std::int64_t np, LocalEditResult& res);
+
 // The altered facts of `set` get residuals toward author_token[target_fact]; the model is not changed.
 // UserError when the edit set has no preserved facts (C_p undefined); NumericError naming the fact on a
 // non-finite residual loss or a non-positive ROME denominator.

@@ -315,6 +315,10 @@ template <class T>
 T* EditDeviceModel<T>::g_f() const {
   return impl_->g_f.template data<T>();
 }
+template <class T>
+T* EditDeviceModel<T>::fh() const {
+  return impl_->fh.template data<T>();
+}
 
 template <class T>
 void EditDeviceModel<T>::upload_params(const std::vector<double>& p) {
@@ -386,6 +390,13 @@ void EditDeviceModel<T>::set_f_add(const std::vector<double>& host, const EditSh
                                     cudaMemcpyHostToDevice, s.get()));
   s.synchronize();
   impl_->f_add_tokens = N;
+}
+
+template <class T>
+T* EditDeviceModel<T>::enable_f_add(const EditShape& sh) {
+  impl_->check_shape(sh);
+  impl_->f_add_tokens = sh.B * sh.T;
+  return impl_->f_add.template data<T>();
 }
 
 template <class T>

@@ -66,6 +66,9 @@ class EditDeviceModel {
   // Optional [B·T, d] offset added to the fact expert's output before the router mix (the local editors'
   // residual, EditActs::f_add), used by every later forward until cleared; its gradient is g_f().
   void set_f_add(const std::vector<double>& host, const EditShape& s);
+  // The same, filled on the device: turns f_add on for shape s and returns its [B·T, d] buffer (contents as
+  // left; the caller writes every row on the stream before the next forward).
+  T* enable_f_add(const EditShape& s);
   void clear_f_add();
 
   // Enqueue the forward of shape s: *loss_mean() (device double: mean CE over the non-ignored targets, 0 if
@@ -80,6 +83,7 @@ class EditDeviceModel {
   T* losses() const;
   std::int32_t* argmax() const;
   T* g_f() const;  // [B·T, d] gradient of the loss w.r.t. the fact expert's output (after backward)
+  T* fh() const;   // [B·T, h] the fact expert's hidden activation of the last forward (the editors' keys)
 
  private:
   struct Impl;

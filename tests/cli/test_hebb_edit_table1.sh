@@ -3,7 +3,8 @@
 # the full preset's dry run plans 732 jobs (3 fractions x (swap 1 + MEMIT 108 + AlphaEdit 81 + ROME 54));
 # the smoke preset on a miniature base (64 facts x 4 templates, d = 32; ~3 s) runs 10 jobs with /summary
 # and /best; shards 0/2 + 1/2 merged give the full run's rows and Table 1; a run killed after some jobs
-# resumes keeping them; --device cuda is refused before any work.
+# resumes keeping them; a bad --jobs-per-gpu is refused before any work. (The GPU path, --device cuda, is
+# tested by tests/gpu/test_edit_editors_cuda.cpp and the commands of docs/hebb-edit.md.)
 set -u
 : "${HEBB:?set HEBB to the hebb executable}"
 SRC=${MEMCAP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -126,12 +127,12 @@ for plot in edit_table1 edit_fig9; do
   [ $rc -eq 77 ] || check '[ $rc -eq 0 ] && [ -s "$T/$plot.png" ]' "$plot.py failed: $(cat "$T/$plot.txt")"
 done
 
-# ---- the editors are CPU-only: --device cuda refused before any work (exit 2, nothing written) ----
-"$HEBB" edit table1 --preset edit-table1-smoke --base "$T/base.h5" --data "$DATA" --device cuda --out "$T/g.h5" \
+# ---- a bad --jobs-per-gpu is refused before any work (exit 2, nothing written; no GPU needed) ----
+"$HEBB" edit table1 --preset edit-table1-smoke --base "$T/base.h5" --data "$DATA" --jobs-per-gpu 0 --out "$T/g.h5" \
   >/dev/null 2>"$T/g.err"
 rc=$?
-check '[ $rc -eq 2 ] && grep -q "GPU path of hebb edit is not built yet" "$T/g.err" && [ ! -e "$T/g.h5" ] && [ ! -e "$T/g.h5.partial" ]' \
-  "--device cuda: expected exit 2 before any work (got $rc: $(cat "$T/g.err"))"
+check '[ $rc -eq 2 ] && grep -q -- "--jobs-per-gpu must be in" "$T/g.err" && [ ! -e "$T/g.h5" ] && [ ! -e "$T/g.h5.partial" ]' \
+  "--jobs-per-gpu 0: expected exit 2 before any work (got $rc: $(cat "$T/g.err"))"
 # a base of the wrong expert kind for swap-constructed, refused before any job
 "$HEBB" edit table1 --preset edit-table1-smoke --methods swap-constructed --base "$T/base.h5" --data "$DATA" \
   --device cpu --out "$T/c.h5" >/dev/null 2>"$T/c.err"
