@@ -389,6 +389,15 @@ void block_products(cublasHandle_t h, T* G, std::int64_t ps, const MapParams& ma
         ++p;
       }
 }
+// ‖q‖², ‖k‖² of every head row of the group (the ε terms of the PSD kernel).
+template <class T>
+void qk_sqnorms(T* nq, T* nk, const T* q, const T* k, std::int64_t ld, const Rows& g, cudaStream_t stream) {
+  const unsigned blocks = row_blocks(g.nb * g.H * g.T);
+  head_sqnorms<T><<<blocks, kWarps * 32, 0, stream>>>(nq, q, ld, g);
+  MEMCAP_CUDA_CHECK_LAUNCH("head_sqnorms");
+  head_sqnorms<T><<<blocks, kWarps * 32, 0, stream>>>(nk, k, ld, g);
+  MEMCAP_CUDA_CHECK_LAUNCH("head_sqnorms");
+}
 }  // namespace
 
 std::size_t kata_gemm_workspace_bytes(const MapParams& map, const HeadShape& s, std::size_t elem) {
@@ -417,10 +426,7 @@ void kata_heads_forward_gemm(T* o, std::int64_t ldo, T* den, const MapParams& ma
     const Rows g{nb, s.H, s.T, s.dh};
     const unsigned blocks = row_blocks(rows);
     block_products<T>(h, G, ps, map, qb, kb, ldqkv, s, nb);
-    head_sqnorms<T><<<blocks, kWarps * 32, 0, stream>>>(nq, qb, ldqkv, g);
-    MEMCAP_CUDA_CHECK_LAUNCH("head_sqnorms");
-    head_sqnorms<T><<<blocks, kWarps * 32, 0, stream>>>(nk, kb, ldqkv, g);
-    MEMCAP_CUDA_CHECK_LAUNCH("head_sqnorms");
+    qk_sqnorms<T>(nq, nk, qb, kb, ldqkv, g, stream);
     kata_rows_probs<T><<<blocks, kWarps * 32, 0, stream>>>(G, G, ps, den + b0 * s.H * s.T, nullptr, nq, nk, g, c);
     MEMCAP_CUDA_CHECK_LAUNCH("kata_rows_probs");
     for (std::int64_t hh = 0; hh < s.H; ++hh) {
@@ -462,10 +468,7 @@ void kata_heads_backward_gemm(T* dq, T* dk, T* dv, std::int64_t lddqkv, const T*
     const Rows g{nb, s.H, s.T, s.dh};
     const unsigned blocks = row_blocks(rows);
     block_products<T>(h, G, ps, map, qb, kb, ldqkv, s, nb);
-    head_sqnorms<T><<<blocks, kWarps * 32, 0, stream>>>(nq, qb, ldqkv, g);
-    MEMCAP_CUDA_CHECK_LAUNCH("head_sqnorms");
-    head_sqnorms<T><<<blocks, kWarps * 32, 0, stream>>>(nk, kb, ldqkv, g);
-    MEMCAP_CUDA_CHECK_LAUNCH("head_sqnorms");
+    qk_sqnorms<T>(nq, nk, qb, kb, ldqkv, g, stream);
     kata_rows_probs<T><<<blocks, kWarps * 32, 0, stream>>>(P, G, ps, nullptr, denb, nq, nk, g, c);
     MEMCAP_CUDA_CHECK_LAUNCH("kata_rows_probs");
     for (std::int64_t hh = 0; hh < s.H; ++hh) {

@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 #include <fmt/ranges.h>
 
+#include <algorithm>
 #include <limits>
 
 #include "core/error.hpp"
@@ -147,6 +148,17 @@ void Buffer::reset() {
   }
   ptr_ = nullptr;
   bytes_ = 0;
+}
+
+// ---- PinnedBuffer ----------------------------------------------------------------------------------
+PinnedBuffer::PinnedBuffer(std::size_t bytes) {
+  std::lock_guard<std::recursive_mutex> lock(capture_exclusion());
+  MEMCAP_CUDA_CHECK(cudaMallocHost(&ptr_, std::max<std::size_t>(bytes, 16)));
+}
+
+PinnedBuffer::~PinnedBuffer() {
+  std::lock_guard<std::recursive_mutex> lock(capture_exclusion());
+  cudaFreeHost(ptr_);  // never throws
 }
 
 // ---- Tensor ------------------------------------------------------------------------------------------

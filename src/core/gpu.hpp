@@ -71,6 +71,24 @@ class Buffer {
   std::size_t bytes_ = 0;
 };
 
+// Owning page-locked host allocation (cudaMallocHost / cudaFreeHost, both taken under capture_exclusion(),
+// since they synchronise) for asynchronous uploads and downloads; at least 16 bytes. Not copyable or movable.
+class PinnedBuffer {
+ public:
+  explicit PinnedBuffer(std::size_t bytes);
+  ~PinnedBuffer();
+  PinnedBuffer(const PinnedBuffer&) = delete;
+  PinnedBuffer& operator=(const PinnedBuffer&) = delete;
+  void* get() const { return ptr_; }
+  template <class U>
+  U* as(std::size_t byte_offset = 0) const {
+    return reinterpret_cast<U*>(static_cast<char*>(ptr_) + byte_offset);
+  }
+
+ private:
+  void* ptr_ = nullptr;
+};
+
 class Stream;
 
 // A dense device tensor: row-major (C order) shape, one dtype, owning its buffer.

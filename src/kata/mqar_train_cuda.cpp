@@ -40,27 +40,7 @@ double seconds_since(Clock::time_point t0) { return std::chrono::duration<double
 
 constexpr std::int64_t kSyncSteps = 64;  // steps between host reads of the device histories (progress)
 
-// Pinned host memory (cudaMallocHost / cudaFreeHost outside any graph capture of other threads).
-class Pinned {
- public:
-  explicit Pinned(std::size_t bytes) {
-    std::lock_guard<std::recursive_mutex> lock(gpu::capture_exclusion());
-    MEMCAP_CUDA_CHECK(cudaMallocHost(&p_, std::max<std::size_t>(bytes, 16)));
-  }
-  ~Pinned() {
-    std::lock_guard<std::recursive_mutex> lock(gpu::capture_exclusion());
-    cudaFreeHost(p_);
-  }
-  Pinned(const Pinned&) = delete;
-  Pinned& operator=(const Pinned&) = delete;
-  template <class U>
-  U* as(std::size_t byte_offset = 0) const {
-    return reinterpret_cast<U*>(static_cast<char*>(p_) + byte_offset);
-  }
-
- private:
-  void* p_ = nullptr;
-};
+using Pinned = gpu::PinnedBuffer;
 
 std::int64_t eval_batch(const TaskSlice& s, std::int64_t max_tokens) {
   return std::clamp<std::int64_t>(max_tokens / s.seq_len, 1, s.examples);
