@@ -56,7 +56,10 @@ def main():
                 F = np.geomspace(pts[fam][0].min(), pts[fam][0].max(), 50)
                 ax.plot(C * F * (np.log2(F) + b), F, ":", color=sp.COLORS[fam], lw=1,
                         label=f"{sp.LABELS[fam]} fit W = {C:.3g} F (log2 F + {b:.2f})")
-                print(f"{fam}: W = {C:.4g} F (log2 F + {b:.3f})")
+                edge = b >= sp.FIT_B_HI - 1e-9
+                print(f"{fam}: W = {C:.4g} F (log2 F + {b:.3f})"
+                      + ("  [b at the fit's upper end: W grows slower than F log F over these points;"
+                         " the fit is not a measurement of the F log F law]" if edge else ""))
     dd_gd, ntk_dd = ratios(pts)
     print(f"W_data/W_gd : {sp.fmt_range(dd_gd)}   (paper: <= 3x)")
     print(f"W_ntk/W_data: {sp.fmt_range(ntk_dd)}   (paper: 15-63x)")

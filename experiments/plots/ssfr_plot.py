@@ -18,7 +18,10 @@ def summary(path, kind, required=("summary",)):
     return s
 
 
-def fit_f_log_f(F, W, b_hi=24.0, points=2000):
+FIT_B_HI = 24.0  # upper end of the b grid of fit_f_log_f (a fit that lands there is degenerate)
+
+
+def fit_f_log_f(F, W, b_hi=FIT_B_HI, points=2000):
     """Least-squares fit of log2 W = log2 C + log2 F + log2(log2 F + b) over b in
     [-min log2 F + 1e-3, b_hi] (2000 grid points); returns (C, b) or None with < 2 points."""
     F, W = np.asarray(F, float), np.asarray(W, float)
