@@ -747,4 +747,14 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
   CHECK_THROWS_AS(resolve_mixer_kernel(model("delta-m2", 256, 1), "auto"), UserError);
   CHECK_THROWS_AS(resolve_mixer_kernel(model("orthant", 128, 2), "gemm"), UserError);
   CHECK_THROWS_AS(resolve_mixer_kernel(model("m2", 128, 2), "wgmma"), UserError);
+  // Long sequences: auto passes over gemm once one sequence's T² buffers exceed 1 GiB (softmax, one head:
+  // 2·T²·4 bytes, so T = 8192 needs 512 MiB and T = 16384 needs 2 GiB), unless nothing else applies.
+  CHECK(mqar_gemm_bytes_per_sequence(model("softmax", 128, 1), 8192) == 2.0 * 8192 * 8192 * 4);
+  CHECK(mqar_gemm_bytes_per_sequence(model("m2", 128, 2), 100) == 4.0 * 2 * 100 * 100 * 4);
+  CHECK(mqar_gemm_bytes_per_sequence(model("sigma2", 128, 2), 100) == 6.0 * 2 * 100 * 100 * 4);
+  CHECK(resolve_mixer_kernel(model("softmax", 128, 1), "auto", 8192) == "gemm");
+  CHECK(resolve_mixer_kernel(model("softmax", 128, 1), "auto", 16384) == "tiled");
+  CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto", 16384) == "tiled");
+  CHECK(resolve_mixer_kernel(model("softmax", 256, 1), "auto", 16384) == "gemm");  // tiled stops at d_head 128
+  CHECK(resolve_mixer_kernel(model("softmax", 128, 1), "gemm", 16384) == "gemm");  // named: the user's choice
 }

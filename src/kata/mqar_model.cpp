@@ -72,11 +72,28 @@ std::string mqar_mixer_kernel_names() {
   return s;
 }
 
-std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want) {
+double mqar_gemm_bytes_per_sequence(const MqarModel& model, std::int64_t T) {
+  double blocks = 2;  // softmax: P and dS
+  if (model.kind != MixerKind::softmax) {
+    const MapParams p = model.map.params();
+    blocks = (p.kind == MapKind::SumPsd ? p.g * p.g : p.g) + 2.0;  // block products, P, dA
+  }
+  return blocks * static_cast<double>(model.heads) * static_cast<double>(T) * static_cast<double>(T) * 4.0;
+}
+
+std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want, std::int64_t max_T) {
   const auto& table = mqar_mixer_kernels();
   if (want == "auto") {
-    for (const auto& v : table)
-      if (v.applies(model)) return v.name;
+    const char* fallback = nullptr;
+    for (const auto& v : table) {
+      if (!v.applies(model)) continue;
+      if (std::string(v.name) == "gemm" && mqar_gemm_bytes_per_sequence(model, max_T) > kGemmAutoBytes) {
+        fallback = v.name;  // too much T² memory at this length: take a later variant if one applies
+        continue;
+      }
+      return v.name;
+    }
+    if (fallback) return fallback;
     throw UserError(fmt::format("--mixer {}: no GPU mixer kernel applies (d_head = {})", model.cfg.mixer, model.d_head));
   }
   for (const auto& v : table) {

@@ -81,9 +81,15 @@ struct MixerKernelVariant {
 const std::vector<MixerKernelVariant>& mqar_mixer_kernels();
 // "auto|gemm|tiled" (for --help and messages).
 std::string mqar_mixer_kernel_names();
-// The variant `want` ("auto" or a table name) resolves to for `model`: UserError (exit 2) for an unknown name
-// or a variant that does not apply to this mixer / head width.
-std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want);
+// The variant `want` ("auto" or a table name) resolves to for `model` at sequences of up to max_T tokens:
+// UserError (exit 2) for an unknown name or a variant that does not apply to this mixer / head width. `auto`
+// passes over gemm when one sequence's scores would exceed kGemmAutoBytes (long sequences: the tiled cores
+// need no T² memory), unless no other variant applies. max_T = 0: no length given (training lengths).
+inline constexpr double kGemmAutoBytes = 1024.0 * 1024.0 * 1024.0;
+std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want, std::int64_t max_T = 0);
+// Bytes of the gemm variant's T × T buffers for one sequence of length T in float32 (softmax: P and dS per
+// head; KATA: the block products, P and dA per head).
+double mqar_gemm_bytes_per_sequence(const MqarModel& model, std::int64_t T);
 
 // Parameters drawn from the §4.4 init with counter-based normals (stream = `stream`, counter = arena
 // index): Linear and Embedding weights N(0, init_std²) (W_o: init_std/sqrt(2·n_layers)), biases 0,

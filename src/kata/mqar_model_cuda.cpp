@@ -108,7 +108,9 @@ void mqar_labelled_rows(const std::int32_t* inputs, const std::int32_t* labels, 
 
 std::size_t mqar_device_bytes(const MqarModel& m, const std::vector<MqarShape>& shapes, std::size_t elem,
                               const std::string& mixer_kernel) {
-  const Sizes z = sizes_of(m, shapes, elem, resolve_mixer_kernel(m, mixer_kernel) == "gemm");
+  std::int64_t max_T = 0;
+  for (const auto& s : shapes) max_T = std::max(max_T, s.T);
+  const Sizes z = sizes_of(m, shapes, elem, resolve_mixer_kernel(m, mixer_kernel, max_T) == "gemm");
   const double e = static_cast<double>(elem), D = static_cast<double>(m.cfg.d_model),
                V = static_cast<double>(m.cfg.vocab);
   const double total = 4 * static_cast<double>(m.param_count()) * e +
@@ -155,7 +157,9 @@ struct MqarDeviceModel<T>::Impl {
     require(!tf32 || sizeof(T) == 4, "MqarDeviceModel: TF32 applies to float only");
     MEMCAP_CUBLAS_CHECK(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     if (m.kind != MixerKind::softmax) map = m.map.params();
-    kernel = resolve_mixer_kernel(m, want);
+    std::int64_t max_T = 0;
+    for (const auto& sh : shapes) max_T = std::max(max_T, sh.T);
+    kernel = resolve_mixer_kernel(m, want, max_T);
     gemm = kernel == "gemm";
     z = sizes_of(m, shapes, sizeof(T), gemm);
     const gpu::DType dt = gpu::dtype_of<T>();
