@@ -1,0 +1,82 @@
+#!/usr/bin/env bash
+# The long GPU runs that do not fit one 10-minute device call, split into calls that resume each other.
+# Each call builds incrementally into ./build-gpu (kept between calls while the machine stays warm, so only the
+# first call pays the full build), runs STAGE for at most LIMIT seconds with --resume (finished jobs are kept in
+# OUT.partial/, a killed training continues from its checkpoint), and prints how far it got. Run the same
+# command again until it reports "complete"; the wall time of a stage is the sum of its calls' run times
+# (printed), the build excluded.
+#   bash experiments/bench/device_queue.sh STAGE [LIMIT_S]      results under ./queue/ (or $QUEUE)
+# STAGE:
+#   edit-grid   hebb edit base --device cuda (once), then hebb edit table1 --preset edit-table1 --jobs-per-gpu 4
+#               (issue 15: Table 1, the 732-job grid, <= 30 min target)
+#   fig3b       hebb ssfr capacity --preset fig3b --jobs-per-gpu 8 (issue 13: claim 10, < 30 min target)
+#   fig10       hebb ssfr capacity --preset fig10 --jobs-per-gpu 8 (issue 13: claim 11)
+#   table2      kata mqar table2 --preset table2 --seeds 2 --jobs 4 (trainings at once per GPU) (issue 12: Table 2)
+#   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
+set -uo pipefail
+STAGE=${1:?usage: device_queue.sh STAGE [LIMIT_S]}
+LIMIT=${2:-480}
+case "$STAGE" in
+  edit-grid | fig3b | fig10 | table2 | edit-torch) ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig3b, fig10, table2, edit-torch)" >&2; exit 2 ;;
+esac
+[ -f CMakeLists.txt ] && [ -d experiments/bench ] || { echo "run from the repository root" >&2; exit 2; }
+Q=${QUEUE:-queue}
+mkdir -p "$Q"
+export MEMCAP_PRESETS=${MEMCAP_PRESETS:-$PWD/experiments/presets}
+log() { echo "[$STAGE] $*" | tee -a "$Q/$STAGE.log"; }
+t0=$(date +%s)
+if [ ! -f build-gpu/build.ninja ]; then
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a > "$Q/cmake.log" 2>&1 ||
+    { tail -20 "$Q/cmake.log"; exit 1; }
+fi
+cmake --build build-gpu -j16 --target hebb kata > "$Q/build.log" 2>&1 || { grep -B2 -A12 error "$Q/build.log" | head -60; exit 1; }
+log "build $(( $(date +%s) - t0 )) s"
+left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
+# run_sweep NAME CMD...: the sweep with --resume when a partial run exists; records the run time of this call.
+run_sweep() {
+  local name=$1 out=$Q/$1.h5
+  shift
+  if [ -f "$out" ]; then log "complete ($out exists)"; return 0; fi
+  if [ "$(left)" -lt 30 ]; then log "no time left in this call (LIMIT $LIMIT s); run again"; return 0; fi
+  local res=""
+  [ -d "$out.partial" ] && res="--resume"
+  local t1
+  t1=$(date +%s)
+  timeout "$(left)" "$@" $res --progress lines --out "$out" > "$Q/$name.out" 2>> "$Q/$name.err"
+  local rc=$?
+  local dt=$(( $(date +%s) - t1 ))
+  echo "$dt" >> "$Q/$name.seconds"
+  local total
+  total=$(awk '{s += $1} END {print s}' "$Q/$name.seconds")
+  local done_jobs
+  done_jobs=$(ls "$out.partial" 2>/dev/null | grep -c '^job-' || true)
+  if [ -f "$out" ]; then
+    log "complete: rc $rc, this call ${dt} s, all calls ${total} s; $(tail -1 "$Q/$name.err")"
+  else
+    log "partial: rc $rc, this call ${dt} s, all calls ${total} s, ${done_jobs} job records so far; run again"
+  fi
+}
+case "$STAGE" in
+  edit-grid)
+    if [ ! -f "$Q/base.h5" ]; then
+      t1=$(date +%s)
+      build-gpu/hebb edit base --device cuda --progress none --out "$Q/base.h5" > "$Q/base.out" 2>&1 ||
+        { tail -5 "$Q/base.out"; exit 1; }
+      log "base $(( $(date +%s) - t1 )) s: $(grep -E 'mlp_accuracy' "$Q/base.out" | tail -1)"
+    fi
+    run_sweep edit-table1 build-gpu/hebb edit table1 --preset edit-table1 --device cuda --jobs-per-gpu 4 \
+      --base "$Q/base.h5"
+    ;;
+  fig3b) run_sweep fig3b build-gpu/hebb ssfr capacity --preset fig3b --device cuda --jobs-per-gpu 8 ;;
+  fig10) run_sweep fig10 build-gpu/hebb ssfr capacity --preset fig10 --device cuda --jobs-per-gpu 8 ;;
+  table2) run_sweep table2 build-gpu/kata mqar table2 --preset table2 --seeds 2 --device cuda --jobs 4 ;;
+  edit-torch)
+    t1=$(date +%s)
+    build-gpu/hebb edit base --device cuda --epochs 1 --progress none --out "$Q/base1.h5" > "$Q/base1.out" 2>&1
+    log "memcap base, one epoch: $(grep -E 'train .* s' "$Q/base1.out" | tail -1) ($(( $(date +%s) - t1 )) s)"
+    timeout "$(left)" python3 experiments/bench/edit_torch.py --eval-prompts 32768 > "$Q/edit_torch.json" 2> "$Q/edit_torch.err"
+    log "torch: $(tail -1 "$Q/edit_torch.json")"
+    ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig3b, fig10, table2, edit-torch)" >&2; exit 2 ;;
+esac
