@@ -143,15 +143,6 @@ template void gemm_cm_strided<double>(cublasHandle_t, cublasOperation_t, cublasO
                                       const double*, std::int64_t, std::int64_t, double, double*, std::int64_t,
                                       std::int64_t, std::int64_t);
 
-namespace {
-// Column-major strided-batched C[b] = alpha op(A[b]) op(B[b]) + beta C[b] (the int-sized calls of this file).
-template <class T>
-void gemm_batched(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int m, int n, int k, T alpha,
-                  const T* A, int lda, long long sa, const T* B, int ldb, long long sb, T beta, T* C, int ldc,
-                  long long sc, int batch) {
-  gemm_cm_strided<T>(h, ta, tb, m, n, k, alpha, A, lda, sa, B, ldb, sb, beta, C, ldc, sc, batch);
-}
-}  // namespace
 
 template <class T>
 void linear_forward_batched(T* out, const T* inp, const T* W, std::int64_t batch, std::int64_t N, std::int64_t C,
@@ -160,7 +151,7 @@ void linear_forward_batched(T* out, const T* inp, const T* W, std::int64_t batch
   if (n == 0 || oc == 0 || b == 0) return;
   check_handle_stream(h, stream);
   // out_cm[b] (OC x N) = W_cm[b]ᵀ (OC x C) · inp_cm (C x N); the input is shared (stride 0).
-  gemm_batched<T>(h, CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, T(1), W, c > 0 ? c : 1, static_cast<long long>(OC) * C, inp,
+  gemm_cm_strided<T>(h, CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, T(1), W, c > 0 ? c : 1, static_cast<long long>(OC) * C, inp,
                   c > 0 ? c : 1, 0LL, T(0), out, oc, static_cast<long long>(N) * OC, b);
 }
 
@@ -171,7 +162,7 @@ void linear_weight_grad_batched(T* dW, const T* dout, const T* inp, std::int64_t
   if (c == 0 || oc == 0 || b == 0) return;
   check_handle_stream(h, stream);
   // dW_cm[b] (C x OC) = inp_cm (C x N) · dout_cm[b]ᵀ (N x OC)
-  gemm_batched<T>(h, CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, T(1), inp, c, 0LL, dout, oc, static_cast<long long>(N) * OC,
+  gemm_cm_strided<T>(h, CUBLAS_OP_N, CUBLAS_OP_T, c, oc, n, T(1), inp, c, 0LL, dout, oc, static_cast<long long>(N) * OC,
                   T(0), dW, c, static_cast<long long>(OC) * C, b);
 }
 

@@ -447,26 +447,30 @@ TEST_CASE("whole model: FD of every parameter tensor per mixer (float64, T = 13,
   }
 }
 
+// The float32 forward / backward computes the float64 function: loss to 1e-4, gradient to 1e-4 (relative norm).
+static void check_f32_against_f64(const TinyRun& r) {
+  MqarWorkspace<double> wd;
+  MqarWorkspace<float> wf;
+  std::vector<float> pf(r.params.begin(), r.params.end());
+  const MqarForward fd = mqar_forward(r.model, r.params.data(), wd, r.in.data(), r.lab.data(), r.B, r.T);
+  const MqarForward ff = mqar_forward(r.model, pf.data(), wf, r.in.data(), r.lab.data(), r.B, r.T);
+  CHECK(ff.loss_sum == doctest::Approx(fd.loss_sum).epsilon(1e-4));
+  std::vector<double> gd(r.params.size(), 0.0);
+  std::vector<float> gf(r.params.size(), 0.0f);
+  mqar_backward(r.model, r.params.data(), gd.data(), wd, 1.0 / 6);
+  mqar_backward(r.model, pf.data(), gf.data(), wf, 1.0 / 6);
+  double num = 0, den = 0;
+  for (std::size_t i = 0; i < gd.size(); ++i) {
+    num += (gf[i] - gd[i]) * (gf[i] - gd[i]);
+    den += gd[i] * gd[i];
+  }
+  CHECK(std::sqrt(num / den) < 1e-4);
+}
+
 TEST_CASE("float32 path computes the float64 function (loss and gradient to float precision)") {
   for (const char* mixer : {"softmax", "m2", "delta-m2"}) {
     CAPTURE(mixer);
-    TinyRun r = tiny(mixer);
-    MqarWorkspace<double> wd;
-    MqarWorkspace<float> wf;
-    std::vector<float> pf(r.params.begin(), r.params.end());
-    const MqarForward fd = mqar_forward(r.model, r.params.data(), wd, r.in.data(), r.lab.data(), r.B, r.T);
-    const MqarForward ff = mqar_forward(r.model, pf.data(), wf, r.in.data(), r.lab.data(), r.B, r.T);
-    CHECK(ff.loss_sum == doctest::Approx(fd.loss_sum).epsilon(1e-4));
-    std::vector<double> gd(r.params.size(), 0.0);
-    std::vector<float> gf(r.params.size(), 0.0f);
-    mqar_backward(r.model, r.params.data(), gd.data(), wd, 1.0 / 6);
-    mqar_backward(r.model, pf.data(), gf.data(), wf, 1.0 / 6);
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < gd.size(); ++i) {
-      num += (gf[i] - gd[i]) * (gf[i] - gd[i]);
-      den += gd[i] * gd[i];
-    }
-    CHECK(std::sqrt(num / den) < 1e-4);
+    check_f32_against_f64(tiny(mixer));
   }
 }
 
@@ -705,23 +709,7 @@ TEST_CASE("RoPE changes the function, float32 = float64 for the new options") {
   for (const auto& [mixer, rope] : {std::pair{"convex-m2", true}, std::pair{"gated-delta-m2", true},
                                      std::pair{"gated-sigma4", false}}) {
     CAPTURE(mixer);
-    TinyRun r = tiny(mixer, rope);
-    MqarWorkspace<double> wd;
-    MqarWorkspace<float> wf;
-    std::vector<float> pf(r.params.begin(), r.params.end());
-    const MqarForward fd = mqar_forward(r.model, r.params.data(), wd, r.in.data(), r.lab.data(), r.B, r.T);
-    const MqarForward ff = mqar_forward(r.model, pf.data(), wf, r.in.data(), r.lab.data(), r.B, r.T);
-    CHECK(ff.loss_sum == doctest::Approx(fd.loss_sum).epsilon(1e-4));
-    std::vector<double> gd(r.params.size(), 0.0);
-    std::vector<float> gf(r.params.size(), 0.0f);
-    mqar_backward(r.model, r.params.data(), gd.data(), wd, 1.0 / 6);
-    mqar_backward(r.model, pf.data(), gf.data(), wf, 1.0 / 6);
-    double num = 0, den = 0;
-    for (std::size_t i = 0; i < gd.size(); ++i) {
-      num += (gf[i] - gd[i]) * (gf[i] - gd[i]);
-      den += gd[i] * gd[i];
-    }
-    CHECK(std::sqrt(num / den) < 1e-4);
+    check_f32_against_f64(tiny(mixer, rope));
   }
 }
 
