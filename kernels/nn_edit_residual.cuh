@@ -1,7 +1,7 @@
 // Device pieces of the local editors' target-residual optimization (spec hebbian.md §4.9; host driver
 // src/edit/edit_local_cuda.cpp; CPU reference src/edit/edit_local.cpp): gathering one row per edited fact
 // (its last prompt position) out of a [N, w] activation, the per-fact loss check (non-finite, early stop),
-// and the per-fact Adam step on r with the optional norm clip, written back into the model's f_add rows.
+// and the per-fact Adam step on r with the optional norm clip, written back into the model's residual rows.
 // The residual state (r, Adam m, v) is float64 whatever the model's type T. Host-side declarations only.
 // Nothing allocates or synchronises; every reduction has a fixed order (bit-identical run to run).
 #pragma once
@@ -27,7 +27,7 @@ void edit_residual_check(const T* losses, const std::int32_t* rows, std::int64_t
 // Per active fact b (one block each): g = g_scale · g_f[rows[b]·d + ·] (+ wd · r, PyTorch Adam's L2 decay),
 // m, v, r updated as nn::cpu::adam_update (not AdamW) at step t; then, when clip is true and
 // ||r_b|| > limit[b] and ||r_b|| > 0, r_b *= limit[b] / ||r_b|| (edit_local.cpp's clip).
-// Every fact's r_b is written (as T) into f_add[rows[b]·d + ·].
+// Every fact's r_b is written (as T) into f_add[rows[b]·d + ·] (the model's tail_add rows).
 template <class T>
 void edit_residual_adam(double* r, double* m, double* v, T* f_add, const T* g_f, const std::int32_t* rows,
                         const std::int32_t* active, const double* limit, std::int64_t B, std::int64_t d,

@@ -1,6 +1,7 @@
 // Edit protocol and metrics of hebbian.md §4.9 (edit/edit_metrics.hpp): the harmonic-mean score, the
 // altered-fact count, the edit set (which facts, which new authors, which train prompt), the metrics
-// from per-prompt predictions, r_NF; the batched prompt evaluation against per-sequence forwards; the
+// from per-prompt predictions, r_NF; the batched prompt evaluation against per-sequence forwards; the row
+// plan of the GPU evaluation (shared prefixes once, its reduction = evaluate_prompts); the
 // local editors' closed forms (MEMIT, AlphaEdit, ROME) against their defining identities.
 #include <doctest/doctest.h>
 #include <fmt/format.h>
@@ -163,6 +164,94 @@ TEST_CASE("batched prompt evaluation = one forward per sequence") {
   CHECK(all.nonfact_ce == doctest::Approx(ce / static_cast<double>(n)).epsilon(1e-12));
   CHECK(all.value_accuracy == doctest::Approx(static_cast<double>(correct) / 12.0));
   CHECK(all.nonfact_ce > 0);
+}
+
+TEST_CASE("prompt row plan: shared prefixes computed once, the reduction equals evaluate_prompts") {
+  // 6 facts x 3 templates: every template's words before {book} are the same for all facts
+  std::vector<nn::AuthorFact> facts = {{"A", "W"}, {"B", "X"}, {"C", "Y"}, {"D", "Z"}, {"E", "V"}, {"F", "U"}};
+  std::vector<std::string> templates = {"The author of {book} is {author}", "Who wrote {book}? It was {author}",
+                                        "It is said that {book} was written by {author}"};
+  const nn::EditCorpus corpus = nn::build_edit_corpus(facts, templates);
+  const nn::EditSequences seqs = nn::pack_edit_sequences(corpus, nn::EditLabels::all);
+  EditModelConfig cfg;
+  cfg.d = 8;
+  cfg.vocab = corpus.vocab_size();
+  cfg.qk_hidden = 6;
+  cfg.rank = 2;
+  cfg.fact_hidden = 5;
+  EditModel model(cfg);
+  model.init(5);
+  const std::int64_t S = seqs.S, T = seqs.T;
+  // every row's loss and argmax from one forward per sequence
+  std::vector<double> loss_all(static_cast<std::size_t>(S * T));
+  std::vector<std::int32_t> arg_all(loss_all.size());
+  EditActs acts;
+  for (std::int64_t s = 0; s < S; ++s) {
+    model.forward(acts, seqs.input_ids.data() + s * T, seqs.labels.data() + s * T, 1, T);
+    for (std::int64_t t = 0; t < T; ++t) {
+      loss_all[static_cast<std::size_t>(s * T + t)] = acts.losses[static_cast<std::size_t>(t)];
+      arg_all[static_cast<std::size_t>(s * T + t)] = acts.argmax[static_cast<std::size_t>(t)];
+    }
+  }
+  for (const std::int64_t batch : {1, 4, 7, 100}) {
+    CAPTURE(batch);
+    const PromptRowPlan plan = plan_prompt_rows(seqs, batch, true);
+    const std::int64_t U = static_cast<std::int64_t>(plan.row.size());
+    // needed rows: the t < last rows with a label and every last row; shared prefixes make fewer distinct rows
+    std::int64_t needed = 0;
+    for (std::int64_t s = 0; s < S; ++s) needed += seqs.length[static_cast<std::size_t>(s)];
+    CHECK(U < needed);
+    // the words before {book}: 3 + 2 + 4 rows per template in this corpus ("The author of", "Who wrote",
+    // "It is said that"), the last of each predicting the fact's own book; the others are shared by the 6 facts
+    CHECK(U == needed - (6 - 1) * ((3 - 1) + (2 - 1) + (4 - 1)));
+    CHECK(std::is_sorted(plan.row.begin(), plan.row.end()));
+    // each needed row maps to a distinct row with the same token prefix and the same label, and the same loss
+    std::int64_t w = 0;
+    for (std::int64_t s = 0; s < S; ++s) {
+      const std::int64_t len = seqs.length[static_cast<std::size_t>(s)];
+      for (std::int64_t t = 0; t < T; ++t) {
+        const std::int64_t g = s * T + t, u = plan.of_row[static_cast<std::size_t>(g)];
+        if (t >= len) {
+          CHECK(u == -1);
+          continue;
+        }
+        REQUIRE(u >= 0);
+        REQUIRE(u < U);
+        const std::int64_t r = plan.row[static_cast<std::size_t>(u)], rs = r / T, rt = r % T;
+        CHECK(rt == t);
+        CHECK(rs <= s);
+        CHECK(std::equal(seqs.input_ids.begin() + rs * T, seqs.input_ids.begin() + rs * T + t + 1,
+                         seqs.input_ids.begin() + s * T));
+        CHECK(seqs.labels[static_cast<std::size_t>(r)] == seqs.labels[static_cast<std::size_t>(g)]);
+        CHECK(loss_all[static_cast<std::size_t>(r)] == doctest::Approx(loss_all[static_cast<std::size_t>(g)]).epsilon(1e-12));
+        if (t < len - 1) ++w;
+      }
+      CHECK(plan.last[static_cast<std::size_t>(s)] == plan.of_row[static_cast<std::size_t>(s * T + len - 1)]);
+    }
+    CHECK(plan.nonfact_tokens == w);
+    // batches: distinct rows whose first occurrence lies in batch k, contiguous and in order
+    const std::int64_t nb = (S + batch - 1) / batch;
+    REQUIRE(static_cast<std::int64_t>(plan.batch_begin.size()) == nb + 1);
+    CHECK(plan.batch_begin.front() == 0);
+    CHECK(plan.batch_begin.back() == U);
+    for (std::int64_t k = 0; k < nb; ++k)
+      for (std::int64_t u = plan.batch_begin[static_cast<std::size_t>(k)]; u < plan.batch_begin[static_cast<std::size_t>(k + 1)]; ++u)
+        CHECK(plan.row[static_cast<std::size_t>(u)] / T / batch == k);
+    // the reduction from the distinct rows alone = evaluate_prompts
+    std::vector<double> lu(static_cast<std::size_t>(U));
+    std::vector<std::int32_t> au(lu.size());
+    for (std::int64_t u = 0; u < U; ++u) {
+      lu[static_cast<std::size_t>(u)] = loss_all[static_cast<std::size_t>(plan.row[static_cast<std::size_t>(u)])];
+      au[static_cast<std::size_t>(u)] = arg_all[static_cast<std::size_t>(plan.row[static_cast<std::size_t>(u)])];
+    }
+    const PromptEval viaplan = reduce_prompt_rows(plan, lu.data(), au.data());
+    const PromptEval direct = evaluate_prompts(model, seqs, 4);
+    CHECK(viaplan.predicted == direct.predicted);
+    CHECK(viaplan.nonfact_tokens == direct.nonfact_tokens);
+    CHECK(viaplan.nonfact_ce == doctest::Approx(direct.nonfact_ce).epsilon(1e-12));
+    CHECK(viaplan.value_accuracy == direct.value_accuracy);
+  }
+  CHECK_THROWS_AS(plan_prompt_rows(seqs, 0), UserError);
 }
 
 TEST_CASE("expert fact set and loading: keys unit, values raw, expert output reproduced inside the model") {

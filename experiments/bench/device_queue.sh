@@ -30,7 +30,9 @@ if [ ! -f build-gpu/build.ninja ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a > "$Q/cmake.log" 2>&1 ||
     { tail -20 "$Q/cmake.log"; exit 1; }
 fi
-cmake --build build-gpu -j16 --target hebb kata > "$Q/build.log" 2>&1 || { grep -B2 -A12 error "$Q/build.log" | head -60; exit 1; }
+TARGET=hebb
+[ "$STAGE" = table2 ] && TARGET=kata
+cmake --build build-gpu -j16 --target "$TARGET" > "$Q/build.log" 2>&1 || { grep -B2 -A12 error "$Q/build.log" | head -60; exit 1; }
 log "build $(( $(date +%s) - t0 )) s"
 left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
 # run_sweep NAME CMD...: the sweep with --resume when a partial run exists; records the run time of this call.

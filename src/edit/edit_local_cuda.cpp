@@ -44,7 +44,7 @@ struct Engine {
   const EditModelConfig mc;
   std::int64_t edit_B = 1;
   std::unique_ptr<EditDeviceModel<T>> dm;
-  gpu::Tensor corpus_rows, corpus_labels;
+  std::unique_ptr<EditPromptEval<T>> eval;  // the corpus on the device, logits only at the distinct rows
   bool base_expert = true;
   EditModel work;  // the base with a swapped expert (set_expert), host side
 
@@ -61,14 +61,7 @@ struct Engine {
     dm->upload_frozen(base.frozen().params);
     work.trainable().params = base.trainable().params;
     work.frozen().params = base.frozen().params;
-    const std::int64_t ST = seqs.S * seqs.T;
-    std::vector<std::int32_t> rows(static_cast<std::size_t>(ST));
-    edit_batch_rows(seqs.input_ids.data(), seqs.labels.data(), ST, mc.vocab, rows.data());
-    corpus_rows = gpu::Tensor({ST}, gpu::DType::i32);
-    corpus_labels = gpu::Tensor({ST}, gpu::DType::i32);
-    corpus_rows.upload(rows.data(), h.stream());
-    corpus_labels.upload(seqs.labels.data(), h.stream());
-    h.stream().synchronize();
+    eval = std::make_unique<EditPromptEval<T>>(seqs, mc.vocab, opt.eval_batch, h.stream());
   }
 
   cudaStream_t cs() const { return h.stream().get(); }
@@ -94,62 +87,25 @@ struct Engine {
     base_expert = true;
   }
 
-  PromptEval evaluate() {
-    const auto t0 = Clock::now();
-    const std::int64_t S = seqs.S, Tl = seqs.T, ST = S * Tl, eb = std::min(opt.eval_batch, S);
-    std::vector<T> losses_h(static_cast<std::size_t>(ST));
-    std::vector<std::int32_t> arg_h(static_cast<std::size_t>(ST));
-    dm->clear_f_add();
-    for (std::int64_t s0 = 0; s0 < S; s0 += eb) {
-      const std::int64_t B = std::min(eb, S - s0), N = B * Tl, r0 = s0 * Tl;
-      const std::size_t bytes = static_cast<std::size_t>(N) * 4;
-      MEMCAP_CUDA_CHECK(cudaMemcpyAsync(dm->emb_rows(), corpus_rows.data<std::int32_t>() + r0, bytes,
-                                        cudaMemcpyDeviceToDevice, cs()));
-      MEMCAP_CUDA_CHECK(cudaMemcpyAsync(dm->targets(), corpus_labels.data<std::int32_t>() + r0, bytes,
-                                        cudaMemcpyDeviceToDevice, cs()));
-      dm->forward(EditShape{B, Tl});
-      MEMCAP_CUDA_CHECK(cudaMemcpyAsync(losses_h.data() + r0, dm->losses(), static_cast<std::size_t>(N) * sizeof(T),
-                                        cudaMemcpyDeviceToHost, cs()));
-      MEMCAP_CUDA_CHECK(cudaMemcpyAsync(arg_h.data() + r0, dm->argmax(), bytes, cudaMemcpyDeviceToHost, cs()));
-    }
-    h.stream().synchronize();
-    // the host part of evaluate_prompts, in its order
-    PromptEval r;
-    r.predicted.assign(static_cast<std::size_t>(S), -1);
-    std::int64_t correct = 0;
-    double ce_sum = 0;
-    const std::int32_t* lab = seqs.labels.data();
-    for (std::int64_t s = 0; s < S; ++s) {
-      const std::int64_t last = seqs.length[static_cast<std::size_t>(s)] - 1, row = s * Tl + last;
-      const std::int32_t pred = arg_h[static_cast<std::size_t>(row)];
-      r.predicted[static_cast<std::size_t>(s)] = pred;
-      correct += pred == lab[row];
-      for (std::int64_t t = 0; t < last; ++t)
-        if (lab[s * Tl + t] != nn::kIgnoreLabel) {
-          ce_sum += static_cast<double>(losses_h[static_cast<std::size_t>(s * Tl + t)]);
-          ++r.nonfact_tokens;
-        }
-    }
-    r.value_accuracy = static_cast<double>(correct) / static_cast<double>(S);
-    r.nonfact_ce = r.nonfact_tokens > 0 ? ce_sum / static_cast<double>(r.nonfact_tokens) : 0.0;
-    r.wall_s = seconds_since(t0);
-    return r;
-  }
+  PromptEval evaluate() { return eval->run(*dm); }
 
-  // Uploads B sequences (their inputs; targets −100 but the last position, which gets last_target[b] when
-  // given) and the device row index b·T + last_b of each.
+  // Uploads B sequences (their inputs; every target ignored) and the device row index b·T + last_b of each,
+  // as int32 (rows32) and int64 (rows64).
   EditShape stage(const std::vector<std::int64_t>& seq, const std::vector<std::int64_t>& last, std::int64_t i0,
-                  std::int64_t B, const std::vector<std::int32_t>* last_target, gpu::Tensor& rows_dev) {
+                  std::int64_t B, gpu::Tensor& rows32, gpu::Tensor& rows64) {
     const std::int64_t Tl = seqs.T;
-    std::vector<std::int32_t> tok(static_cast<std::size_t>(B * Tl)), lab(tok.size(), nn::kIgnoreLabel), rows(B);
+    std::vector<std::int32_t> tok(static_cast<std::size_t>(B * Tl)), lab(tok.size(), nn::kIgnoreLabel), r32(B);
+    std::vector<std::int64_t> r64(static_cast<std::size_t>(B));
     for (std::int64_t b = 0; b < B; ++b) {
       const std::size_t i = static_cast<std::size_t>(i0 + b);
       std::copy_n(seqs.input_ids.data() + seq[i] * Tl, Tl, tok.data() + b * Tl);
-      rows[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(b * Tl + last[i]);
-      if (last_target) lab[static_cast<std::size_t>(b * Tl + last[i])] = (*last_target)[static_cast<std::size_t>(b)];
+      r64[static_cast<std::size_t>(b)] = b * Tl + last[i];
+      r32[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(r64[static_cast<std::size_t>(b)]);
     }
     const EditShape sh = dm->upload_batch(tok.data(), lab.data(), B, Tl);
-    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(rows_dev.raw(), rows.data(), static_cast<std::size_t>(B) * 4,
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(rows32.raw(), r32.data(), static_cast<std::size_t>(B) * 4,
+                                      cudaMemcpyHostToDevice, cs()));
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(rows64.raw(), r64.data(), static_cast<std::size_t>(B) * 8,
                                       cudaMemcpyHostToDevice, cs()));
     h.stream().synchronize();
     return sh;
@@ -180,8 +136,7 @@ struct Engine {
     require(static_cast<std::int64_t>(author_token.size()) == set.facts, "edit: {} author tokens for {} facts",
             author_token.size(), set.facts);
     reset_expert();
-    dm->clear_f_add();
-    const std::int64_t d = mc.d, hf = mc.fact_hidden, Tl = seqs.T, F = set.facts, np = set.n_preserved,
+    const std::int64_t d = mc.d, hf = mc.fact_hidden, F = set.facts, np = set.n_preserved,
                        na = set.n_altered;
     const std::int64_t CB = std::min(edit_B, F);
     std::vector<std::int64_t> seq(static_cast<std::size_t>(F)), last(seq.size());
@@ -189,14 +144,14 @@ struct Engine {
       seq[static_cast<std::size_t>(f)] = f * set.templates + set.prompt_order[static_cast<std::size_t>(f * set.templates)];
       last[static_cast<std::size_t>(f)] = seqs.length[static_cast<std::size_t>(seq[static_cast<std::size_t>(f)])] - 1;
     }
-    gpu::Tensor rows_dev({CB}, gpu::DType::i32);
+    gpu::Tensor rows_dev({CB}, gpu::DType::i32), rows64({CB}, gpu::DType::i64);
 
     // ---- keys: the expert's hidden activation at the last position of every train prompt ----
     gpu::Tensor Kdev({F, hf}, gpu::DType::f64);  // column-major h × F
     for (std::int64_t f0 = 0; f0 < F; f0 += CB) {
       const std::int64_t B = std::min(CB, F - f0);
-      const EditShape sh = stage(seq, last, f0, B, nullptr, rows_dev);
-      dm->forward(sh);
+      const EditShape sh = stage(seq, last, f0, B, rows_dev, rows64);
+      dm->forward(sh, false);
       cu::edit_gather_rows<T>(Kdev.data<double>() + f0 * hf, dm->fh(), rows_dev.data<std::int32_t>(), B, hf, cs());
     }
     Eigen::MatrixXd Kall(hf, F);
@@ -210,6 +165,9 @@ struct Engine {
     Kall.resize(0, 0);
 
     // ---- target residuals: Adam on the CE of the new author at the last position, on the device ----
+    // The residual is added to the expert's output at the last position only, and nothing before the expert
+    // depends on it: one forward of the chunk (no logits), then every Adam step runs the model's tail
+    // (router mix, RMSNorm_γf, tied CE) on the chunk's last rows alone (EditDeviceModel::tail_*).
     LocalEditResult res;
     Eigen::Map<const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor>> D(
         base.frozen().param("fact.D"), d, hf);
@@ -219,7 +177,14 @@ struct Engine {
     const std::int64_t AB = std::min(CB, na);
     gpu::Tensor r({AB, d}, gpu::DType::f64), m({AB, d}, gpu::DType::f64), v({AB, d}, gpu::DType::f64);
     gpu::Tensor active({AB}, gpu::DType::i32), bad({AB}, gpu::DType::i32), loss({AB}, gpu::DType::f64);
-    gpu::Tensor limit({AB}, gpu::DType::f64), counts({2}, gpu::DType::i32);
+    gpu::Tensor limit({AB}, gpu::DType::f64), counts({2}, gpu::DType::i32), ident({AB}, gpu::DType::i32),
+        tgt({AB}, gpu::DType::i32);
+    {
+      std::vector<std::int32_t> id(static_cast<std::size_t>(AB));
+      for (std::int64_t b = 0; b < AB; ++b) id[static_cast<std::size_t>(b)] = static_cast<std::int32_t>(b);
+      ident.upload(id.data(), h.stream());
+      h.stream().synchronize();
+    }
     double loss_sum = 0;
     for (std::int64_t a0 = 0; a0 < na; a0 += AB) {
       const std::int64_t B = std::min(AB, na - a0);
@@ -227,7 +192,7 @@ struct Engine {
       for (std::int64_t b = 0; b < B; ++b)
         target[static_cast<std::size_t>(b)] =
             author_token[static_cast<std::size_t>(set.target_fact[static_cast<std::size_t>(np + a0 + b)])];
-      const EditShape sh = stage(seq, last, np + a0, B, &target, rows_dev);
+      const EditShape sh = stage(seq, last, np + a0, B, rows_dev, rows64);
       const std::vector<std::int32_t> ones(static_cast<std::size_t>(B), 1), minus(static_cast<std::size_t>(B), -1);
       MEMCAP_CUDA_CHECK(cudaMemsetAsync(r.raw(), 0, r.bytes(), cs()));
       MEMCAP_CUDA_CHECK(cudaMemsetAsync(m.raw(), 0, m.bytes(), cs()));
@@ -238,12 +203,16 @@ struct Engine {
                                         cudaMemcpyHostToDevice, cs()));
       MEMCAP_CUDA_CHECK(cudaMemcpyAsync(limit.raw(), lim_all.data() + a0, static_cast<std::size_t>(B) * 8,
                                         cudaMemcpyHostToDevice, cs()));
-      T* f_add = dm->enable_f_add(sh);
-      MEMCAP_CUDA_CHECK(cudaMemsetAsync(f_add, 0, static_cast<std::size_t>(B * Tl * d) * sizeof(T), cs()));
+      MEMCAP_CUDA_CHECK(cudaMemcpyAsync(tgt.raw(), target.data(), static_cast<std::size_t>(B) * 4,
+                                        cudaMemcpyHostToDevice, cs()));
+      dm->forward(sh, false);
+      dm->tail_capture(rows64.data<std::int64_t>(), tgt.data<std::int32_t>(), B);
+      T* add = dm->tail_add();
+      MEMCAP_CUDA_CHECK(cudaMemsetAsync(add, 0, static_cast<std::size_t>(B * d) * sizeof(T), cs()));
       std::int32_t cnt[2] = {0, 0};
       for (std::int64_t step = 0; step <= cfg.steps; ++step) {
-        dm->forward(sh);
-        cu::edit_residual_check<T>(dm->losses(), rows_dev.data<std::int32_t>(), B, cfg.early_stop, step,
+        dm->tail_forward(B);
+        cu::edit_residual_check<T>(dm->losses(), ident.data<std::int32_t>(), B, cfg.early_stop, step,
                                    active.data<std::int32_t>(), loss.data<double>(), bad.data<std::int32_t>(),
                                    counts.data<std::int32_t>(), cs());
         MEMCAP_CUDA_CHECK(cudaMemcpyAsync(cnt, counts.raw(), sizeof cnt, cudaMemcpyDeviceToHost, cs()));
@@ -254,17 +223,16 @@ struct Engine {
           h.stream().synchronize();
           std::int64_t first = 0;
           while (first < B && bs[static_cast<std::size_t>(first)] < 0) ++first;
-          dm->clear_f_add();
           throw NumericError(fmt::format("--method {}: the residual loss of fact {} is not finite at step {}; lower "
                                          "--edit-lr",
                                          cfg.method, np + a0 + first, step));
         }
         if (step == cfg.steps || cnt[0] == 0) break;
-        dm->backward(sh);
-        // g_f is the gradient of the mean over the B labelled rows; each fact's own loss has B times it
-        cu::edit_residual_adam<T>(r.data<double>(), m.data<double>(), v.data<double>(), f_add, dm->g_f(),
-                                  rows_dev.data<std::int32_t>(), active.data<std::int32_t>(), limit.data<double>(), B,
-                                  d, static_cast<double>(B), cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay, step + 1,
+        dm->tail_backward(B);
+        // g_f is the gradient of the mean over the B rows; each fact's own loss has B times it
+        cu::edit_residual_adam<T>(r.data<double>(), m.data<double>(), v.data<double>(), add, dm->g_f(),
+                                  ident.data<std::int32_t>(), active.data<std::int32_t>(), limit.data<double>(), B, d,
+                                  static_cast<double>(B), cfg.lr, 0.9, 0.999, 1e-8, cfg.weight_decay, step + 1,
                                   cfg.clip > 0, cs());
       }
       std::vector<double> lh(static_cast<std::size_t>(B));
@@ -277,7 +245,6 @@ struct Engine {
         res.converged += cfg.early_stop > 0 && l < cfg.early_stop;
       }
     }
-    dm->clear_f_add();
     res.residual_loss = loss_sum / static_cast<double>(na);
     res.residual_norm = R.colwise().norm().mean();
 
@@ -340,7 +307,8 @@ std::size_t edit_gpu_bytes(const EditModelConfig& c, const nn::EditSequences& se
   const double F = static_cast<double>(std::max<std::int64_t>(facts, 1)), h = static_cast<double>(c.fact_hidden),
                d = static_cast<double>(c.d), B = static_cast<double>(std::min(opt.edit_batch, facts));
   const double total = static_cast<double>(edit_device_bytes(c, shapes_of(seqs, facts, opt), elem)) +
-                       static_cast<double>(seqs.S * seqs.T) * 8 + F * h * 8 + 2 * h * h * 8 + B * (3 * d + 4) * 8 +
+                       static_cast<double>(EditPromptEval<float>::device_bytes(seqs)) + F * h * 8 + 2 * h * h * 8 +
+                       B * (3 * d + 6) * 8 +
                        static_cast<double>(gpu::Handles::kBlasWorkspaceBytes) + (64 << 20);
   return total >= 1.8e19 ? static_cast<std::size_t>(1.8e19) : static_cast<std::size_t>(total);
 }

@@ -1,11 +1,12 @@
 // The fact editors on the GPU (spec hebbian.md §4.9): one object per worker thread holds the §6.4 model on the
 // device (EditDeviceModel<T>, T = float for the apps, double for the tests), the packed prompts, and runs
-//  - the prompt evaluation of every fact × template sentence (the GPU twin of evaluate_prompts),
+//  - the prompt evaluation of every fact × template sentence (EditPromptEval: the GPU twin of evaluate_prompts),
 //  - the local editors MEMIT / AlphaEdit / ROME (the GPU twin of local_edit): keys = the expert's hidden
 //    activation at the last position of each fact's train prompt (device forward, gathered), K_p K_pᵀ and
 //    K_a K_aᵀ by cuBLAS DGEMM in float64, the target residuals optimised on the device (every altered fact of
-//    a chunk at once: forward with the residual in f_add, per-fact loss check, backward, per-fact Adam + clip
-//    in float64 on g_f; one host synchronisation per step), then the closed form on the CPU in float64
+//    a chunk at once: one forward of the chunk, then per step the model's tail after the expert on the last
+//    rows only, per-fact loss check, tail backward, per-fact Adam + clip in float64 on g_f; one host
+//    synchronisation per step), then the closed form on the CPU in float64
 //    (edit_local.hpp local_closed_form: the same code as the CPU editors),
 //  - the swap of the fact expert (set_expert: only the fact.* tensors are uploaded).
 // Runs on the handles' stream and the calling thread's current GPU. Without CUDA the constructor throws

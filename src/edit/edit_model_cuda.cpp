@@ -8,6 +8,7 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cmath>
 
 #include "core/error.hpp"
@@ -44,12 +45,21 @@ Sizes sizes_of(const EditModelConfig& c, const std::vector<EditShape>& shapes, s
   return z;
 }
 
-// Activation elements per token (the EditActs buffers, f_add included).
+// Activation elements per token (the EditActs buffers, f_add included, and the compact rows of logits_at and
+// the tail: 7 of width d, 3 scalars).
 double per_token_elems(const EditModelConfig& c) {
   const double d = static_cast<double>(c.d), H = static_cast<double>(c.qk_hidden),
                hf = static_cast<double>(c.fact_hidden), R = static_cast<double>(c.rank);
-  return 31 * d + 13 + 6 * H + 6 * hf + 2 * R;
+  return 38 * d + 16 + 6 * H + 6 * hf + 2 * R;
 }
+
+// The part of the model after the fact expert, on some rows: ffn = mix(z, f, l), o = RMSNorm_γf(ffn), tied
+// logits + CE. The full forward runs it on every row; the residual optimization on compact rows.
+template <class T>
+struct TailRows {
+  T *f, *l, *z, *ffn, *alpha, *o, *rstdf, *g_o, *g_ffn, *g_z, *g_f, *g_l;
+  const std::int32_t* targets;
+};
 
 }  // namespace
 
@@ -98,7 +108,10 @@ struct EditDeviceModel<T>::Impl {
   gpu::Tensor g_o, g_ffn, g_z, g_f, g_l, g_mid, g_rh, g_rpre, g_fh, g_fu, g_fg, g_xt, g_tmp, g_a;
   gpu::Tensor g_q, g_k, g_h, g_lin, g_hid, g_pre, g_ln;
   gpu::Tensor ce_tile, ce_row_sum, attn_ws, col_scratch;
+  gpu::Tensor oc;                                                  // [N, d] the rows of logits_at
+  gpu::Tensor cf, cl, cz, cadd, cfs, cffn, calpha, co, crstd, ctargets;  // the tail's compact rows
   std::int64_t f_add_tokens = 0;  // B·T of the shape f_add was set for (0: none)
+  std::int64_t tail_rows = 0;     // rows of the last tail_capture
 
   Impl(const EditModelConfig& cfg, const std::vector<EditShape>& shapes, gpu::Handles& handles)
       : c(cfg),
@@ -138,6 +151,9 @@ struct EditDeviceModel<T>::Impl {
       *t = vec(N);
     for (auto* t : {&preq, &hq, &prek, &hk, &g_hid, &g_pre}) *t = vec(N * H);
     for (auto* t : {&fu, &fg, &fh, &g_fh, &g_fu, &g_fg}) *t = vec(N * hf);
+    for (auto* t : {&oc, &cf, &cl, &cadd, &cfs, &cffn, &co}) *t = vec(N * d);
+    for (auto* t : {&cz, &calpha, &crstd}) *t = vec(N);
+    ctargets = gpu::Tensor({N}, gpu::DType::i32);
     mid = vec(N * R);
     g_mid = vec(N * R);
     for (auto* t : {&g_o, &g_ffn, &g_f, &g_l, &g_rh, &g_rpre, &g_xt, &g_tmp, &g_a, &g_q, &g_k, &g_h, &g_lin, &g_ln})
@@ -169,7 +185,57 @@ struct EditDeviceModel<T>::Impl {
                   "EditDeviceModel: shape larger than the buffers it was sized for");
   }
 
-  void forward(const EditShape& sh) {
+  TailRows<T> main_tail() const {
+    return TailRows<T>{p(f), p(l), p(z_), p(ffn), p(alpha), p(o), p(rstdf), p(g_o), p(g_ffn), p(g_z), p(g_f), p(g_l),
+                       targets.data<std::int32_t>()};
+  }
+  TailRows<T> compact_tail() const {
+    return TailRows<T>{p(cfs), p(cl), p(cz), p(cffn), p(calpha), p(co), p(crstd), p(g_o), p(g_ffn), nullptr, p(g_f),
+                       nullptr, ctargets.data<std::int32_t>()};
+  }
+  void tail_forward(const TailRows<T>& t, std::int64_t N) {
+    cu::router_mix_forward<T>(t.ffn, t.alpha, t.z, t.f, t.l, N, d, cs());
+    cu::rmsnorm_gain_forward<T>(t.o, t.rstdf, t.ffn, P("rmsf.g"), N, d, c.rms_eps, cs());
+    cu::tied_logits_ce_forward<T>(p(losses), p(lse), argmax.data<std::int32_t>(), t.o, F("embed.E"), t.targets, N, V,
+                                  d, loss_mean.data<double>(), n_valid.data<std::int64_t>(), ce_ws(), blas, cs());
+  }
+  // g_o, g_ffn, g_f (and g_z, g_l where given; the gain gradient when `gain_grad`) from the mean loss.
+  void tail_backward(const TailRows<T>& t, std::int64_t N, bool gain_grad) {
+    T* nog = nullptr;
+    cu::tied_logits_ce_backward_mean<T>(t.g_o, nog, t.o, F("embed.E"), t.targets, p(lse), N, V, d, 1.0,
+                                        n_valid.data<std::int64_t>(), ce_ws(), blas, cs());
+    cu::rmsnorm_gain_backward<T>(t.g_ffn, gain_grad ? G("rmsf.g") : nog, t.g_o, t.ffn, P("rmsf.g"), t.rstdf, N, d,
+                                 scratch(), cs());
+    cu::router_mix_backward<T>(t.g_z, t.g_f, t.g_l, t.g_ffn, t.alpha, t.f, t.l, N, d, cs());
+  }
+
+  void logits_at(const std::int64_t* rows, const std::int32_t* tg, std::int64_t n) {
+    MEMCAP_ASSERT(n >= 1 && n <= z.tokens, "EditDeviceModel::logits_at: row count outside the buffers");
+    cu::gather_rows<T>(p(oc), p(o), rows, n, d, cs());
+    cu::tied_logits_ce_forward<T>(p(losses), p(lse), argmax.data<std::int32_t>(), p(oc), F("embed.E"), tg, n, V, d,
+                                  loss_mean.data<double>(), n_valid.data<std::int64_t>(), ce_ws(), blas, cs());
+  }
+
+  void tail_capture(const std::int64_t* rows, const std::int32_t* tg, std::int64_t n) {
+    MEMCAP_ASSERT(n >= 1 && n <= z.tokens, "EditDeviceModel::tail_capture: row count outside the buffers");
+    cu::gather_rows<T>(p(cf), p(f), rows, n, d, cs());
+    cu::gather_rows<T>(p(cl), p(l), rows, n, d, cs());
+    cu::gather_rows<T>(p(cz), p(z_), rows, n, 1, cs());
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(ctargets.raw(), tg, static_cast<std::size_t>(n) * sizeof(std::int32_t),
+                                      cudaMemcpyDeviceToDevice, cs()));
+    tail_rows = n;
+  }
+  void compact_forward(std::int64_t n) {
+    MEMCAP_ASSERT(n == tail_rows, "EditDeviceModel::tail_forward: not the row count of the last tail_capture");
+    cu::residual_add<T>(p(cfs), p(cf), p(cadd), n * d, cs());
+    tail_forward(compact_tail(), n);
+  }
+  void compact_backward(std::int64_t n) {
+    MEMCAP_ASSERT(n == tail_rows, "EditDeviceModel::tail_backward: not the row count of the last tail_capture");
+    tail_backward(compact_tail(), n, false);
+  }
+
+  void forward(const EditShape& sh, bool logits) {
     check_shape(sh);
     const std::int64_t B = sh.B, Tl = sh.T, N = B * Tl;
     cu::embedding_forward<T>(p(x), emb_rows.data<std::int32_t>(), p(epad), N, V + 1, d, cs());
@@ -200,11 +266,12 @@ struct EditDeviceModel<T>::Impl {
     cu::gelu_forward<T>(p(rh), p(rpre), N * d, cs());
     cu::linear_forward<T>(p(z_), p(rh), P("router.w2"), P("router.b2"), N, d, 1, blas, cs());
     cu::lowrank_forward<T>(p(l), p(mid), p(a), P("lowrank.U"), P("lowrank.V"), N, d, R, blas, cs());
-    cu::router_mix_forward<T>(p(ffn), p(alpha), p(z_), p(f), p(l), N, d, cs());
-    cu::rmsnorm_gain_forward<T>(p(o), p(rstdf), p(ffn), P("rmsf.g"), N, d, c.rms_eps, cs());
-    cu::tied_logits_ce_forward<T>(p(losses), p(lse), argmax.data<std::int32_t>(), p(o), F("embed.E"),
-                                  targets.data<std::int32_t>(), N, V, d, loss_mean.data<double>(),
-                                  n_valid.data<std::int64_t>(), ce_ws(), blas, cs());
+    if (logits) {
+      tail_forward(main_tail(), N);
+    } else {
+      cu::router_mix_forward<T>(p(ffn), p(alpha), p(z_), p(f), p(l), N, d, cs());
+      cu::rmsnorm_gain_forward<T>(p(o), p(rstdf), p(ffn), P("rmsf.g"), N, d, c.rms_eps, cs());
+    }
   }
 
   void backward(const EditShape& sh) {
@@ -212,10 +279,7 @@ struct EditDeviceModel<T>::Impl {
     const std::int64_t B = sh.B, Tl = sh.T, N = B * Tl;
     MEMCAP_CUDA_CHECK(cudaMemsetAsync(base() + n, 0, static_cast<std::size_t>(n) * sizeof(T), cs()));  // grads
     T* nog = nullptr;
-    cu::tied_logits_ce_backward_mean<T>(p(g_o), nog, p(o), F("embed.E"), targets.data<std::int32_t>(), p(lse), N, V, d,
-                                        1.0, n_valid.data<std::int64_t>(), ce_ws(), blas, cs());
-    cu::rmsnorm_gain_backward<T>(p(g_ffn), G("rmsf.g"), p(g_o), p(ffn), P("rmsf.g"), p(rstdf), N, d, scratch(), cs());
-    cu::router_mix_backward<T>(p(g_z), p(g_f), p(g_l), p(g_ffn), p(alpha), p(f), p(l), N, d, cs());
+    tail_backward(main_tail(), N, true);
     // low-rank path -> g_a
     cu::lowrank_backward<T>(p(g_a), G("lowrank.U"), G("lowrank.V"), p(g_mid), p(g_l), p(a), p(mid), P("lowrank.U"),
                             P("lowrank.V"), N, d, R, blas, cs());
@@ -392,12 +456,6 @@ void EditDeviceModel<T>::set_f_add(const std::vector<double>& host, const EditSh
   impl_->f_add_tokens = N;
 }
 
-template <class T>
-T* EditDeviceModel<T>::enable_f_add(const EditShape& sh) {
-  impl_->check_shape(sh);
-  impl_->f_add_tokens = sh.B * sh.T;
-  return impl_->f_add.template data<T>();
-}
 
 template <class T>
 void EditDeviceModel<T>::clear_f_add() {
@@ -405,12 +463,91 @@ void EditDeviceModel<T>::clear_f_add() {
 }
 
 template <class T>
-void EditDeviceModel<T>::forward(const EditShape& s) {
-  impl_->forward(s);
+void EditDeviceModel<T>::forward(const EditShape& s, bool logits) {
+  impl_->forward(s, logits);
+}
+template <class T>
+void EditDeviceModel<T>::logits_at(const std::int64_t* rows, const std::int32_t* targets, std::int64_t n) {
+  impl_->logits_at(rows, targets, n);
+}
+template <class T>
+void EditDeviceModel<T>::tail_capture(const std::int64_t* rows, const std::int32_t* targets, std::int64_t n) {
+  impl_->tail_capture(rows, targets, n);
+}
+template <class T>
+T* EditDeviceModel<T>::tail_add() const {
+  return impl_->cadd.template data<T>();
+}
+template <class T>
+void EditDeviceModel<T>::tail_forward(std::int64_t n) {
+  impl_->compact_forward(n);
+}
+template <class T>
+void EditDeviceModel<T>::tail_backward(std::int64_t n) {
+  impl_->compact_backward(n);
 }
 template <class T>
 void EditDeviceModel<T>::backward(const EditShape& s) {
   impl_->backward(s);
+}
+
+template <class T>
+EditPromptEval<T>::EditPromptEval(const nn::EditSequences& seqs, std::int64_t vocab, std::int64_t batch,
+                                  const gpu::Stream& s)
+    : seqs_(seqs), s_(s), plan_(plan_prompt_rows(seqs, std::max<std::int64_t>(1, std::min(batch, seqs.S)))) {
+  const std::int64_t ST = seqs.S * seqs.T, U = static_cast<std::int64_t>(plan_.row.size()), Tl = seqs.T;
+  require(seqs.S >= 1 && U >= 1, "edit: no prompts to evaluate");
+  std::vector<std::int32_t> rows(static_cast<std::size_t>(ST));
+  edit_batch_rows(seqs.input_ids.data(), seqs.labels.data(), ST, vocab, rows.data());
+  corpus_rows_ = gpu::Tensor({ST}, gpu::DType::i32);
+  corpus_rows_.upload(rows.data(), s);
+  // each distinct row relative to the first row of its batch
+  std::vector<std::int64_t> local(static_cast<std::size_t>(U));
+  const std::int64_t nb = static_cast<std::int64_t>(plan_.batch_begin.size()) - 1;
+  for (std::int64_t k = 0; k < nb; ++k)
+    for (std::int64_t u = plan_.batch_begin[static_cast<std::size_t>(k)]; u < plan_.batch_begin[static_cast<std::size_t>(k + 1)]; ++u)
+      local[static_cast<std::size_t>(u)] = plan_.row[static_cast<std::size_t>(u)] - k * plan_.batch * Tl;
+  rows_local_ = gpu::Tensor({U}, gpu::DType::i64);
+  targets_ = gpu::Tensor({U}, gpu::DType::i32);
+  rows_local_.upload(local.data(), s);
+  targets_.upload(plan_.target.data(), s);
+  out_ = std::make_unique<gpu::PinnedBuffer>(static_cast<std::size_t>(U) * (sizeof(T) + 4) + 16);
+  s.synchronize();
+}
+
+template <class T>
+EditPromptEval<T>::~EditPromptEval() = default;
+
+template <class T>
+std::size_t EditPromptEval<T>::device_bytes(const nn::EditSequences& seqs) {
+  return static_cast<std::size_t>(seqs.S * seqs.T) * (4 + 12) + 4096;  // corpus rows; distinct rows, targets
+}
+
+template <class T>
+PromptEval EditPromptEval<T>::run(EditDeviceModel<T>& dm) {
+  const auto t0 = std::chrono::steady_clock::now();
+  const std::int64_t S = seqs_.S, Tl = seqs_.T, eb = plan_.batch, U = static_cast<std::int64_t>(plan_.row.size());
+  cudaStream_t cs = s_.get();
+  T* loss_h = out_->as<T>();
+  std::int32_t* arg_h = out_->as<std::int32_t>(static_cast<std::size_t>(U) * sizeof(T));
+  for (std::int64_t k = 0, s0 = 0; s0 < S; ++k, s0 += eb) {
+    const std::int64_t B = std::min(eb, S - s0), N = B * Tl, r0 = s0 * Tl;
+    const std::int64_t u0 = plan_.batch_begin[static_cast<std::size_t>(k)],
+                       nu = plan_.batch_begin[static_cast<std::size_t>(k + 1)] - u0;
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(dm.emb_rows(), corpus_rows_.data<std::int32_t>() + r0,
+                                      static_cast<std::size_t>(N) * 4, cudaMemcpyDeviceToDevice, cs));
+    dm.forward(EditShape{B, Tl}, false);
+    if (nu == 0) continue;
+    dm.logits_at(rows_local_.data<std::int64_t>() + u0, targets_.data<std::int32_t>() + u0, nu);
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(loss_h + u0, dm.losses(), static_cast<std::size_t>(nu) * sizeof(T),
+                                      cudaMemcpyDeviceToHost, cs));
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(arg_h + u0, dm.argmax(), static_cast<std::size_t>(nu) * 4,
+                                      cudaMemcpyDeviceToHost, cs));
+  }
+  s_.synchronize();
+  PromptEval r = reduce_prompt_rows(plan_, loss_h, arg_h);
+  r.wall_s = std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
+  return r;
 }
 
 template <class T>
@@ -439,6 +576,8 @@ double edit_loss_grad_cuda(const EditModel& model, const std::int32_t* tokens, c
 
 template class EditDeviceModel<float>;
 template class EditDeviceModel<double>;
+template class EditPromptEval<float>;
+template class EditPromptEval<double>;
 template double edit_loss_grad_cuda<float>(const EditModel&, const std::int32_t*, const std::int32_t*, std::int64_t,
                                            std::int64_t, std::vector<double>*, std::vector<std::int32_t>*,
                                            const std::vector<double>*, gpu::Handles&);

@@ -14,6 +14,7 @@
 
 #include "core/gpu.hpp"
 #include "edit/edit_model.hpp"
+#include "edit/edit_pipeline.hpp"
 
 namespace memcap::edit {
 
@@ -66,15 +67,29 @@ class EditDeviceModel {
   // Optional [B·T, d] offset added to the fact expert's output before the router mix (the local editors'
   // residual, EditActs::f_add), used by every later forward until cleared; its gradient is g_f().
   void set_f_add(const std::vector<double>& host, const EditShape& s);
-  // The same, filled on the device: turns f_add on for shape s and returns its [B·T, d] buffer (contents as
-  // left; the caller writes every row on the stream before the next forward).
-  T* enable_f_add(const EditShape& s);
   void clear_f_add();
 
   // Enqueue the forward of shape s: *loss_mean() (device double: mean CE over the non-ignored targets, 0 if
   // none), *n_valid() (device int64), losses() [B·T] (0 for ignored rows), argmax() [B·T] (every row,
-  // smallest id on ties).
-  void forward(const EditShape& s);
+  // smallest id on ties). logits = false stops before the tied logits + CE (the final RMSNorm output is
+  // there for logits_at; losses, argmax and the loss scalars are left as they were).
+  void forward(const EditShape& s, bool logits = true);
+  // Tied logits + CE at n rows of the last forward (device rows[i] in [0, B·T), device targets[i]):
+  // losses()[i], argmax()[i] for i < n, *loss_mean() and *n_valid() over them. The evaluation computes the
+  // vocabulary products only where a prompt row is needed (plan_prompt_rows).
+  void logits_at(const std::int64_t* rows, const std::int32_t* targets, std::int64_t n);
+
+  // The tail of the model after the fact expert (f + residual -> router mix -> RMSNorm_γf -> tied CE) at n
+  // rows of the last forward, for the local editors' residual optimization: the residual enters only there
+  // and nothing before the expert depends on it, so each Adam step needs the tail alone.
+  // tail_capture copies f, the low-rank output and the router logit of the device rows[i] (and targets[i])
+  // into compact tail buffers; tail_add() is the [n, d] residual the caller writes; tail_forward gives
+  // losses()[i], argmax()[i], *loss_mean(), *n_valid() over the n rows; tail_backward leaves in g_f() the
+  // [n, d] gradient of that mean loss with respect to the captured f rows (no parameter gradients).
+  void tail_capture(const std::int64_t* rows, const std::int32_t* targets, std::int64_t n);
+  T* tail_add() const;
+  void tail_forward(std::int64_t n);
+  void tail_backward(std::int64_t n);
   // Enqueue the backward of the last forward of the same shape: the gradient of the mean loss, OVERWRITING
   // grads() (zeroed, then filled; frozen tensors get none).
   void backward(const EditShape& s);
@@ -82,7 +97,7 @@ class EditDeviceModel {
   std::int64_t* n_valid() const;
   T* losses() const;
   std::int32_t* argmax() const;
-  T* g_f() const;  // [B·T, d] gradient of the loss w.r.t. the fact expert's output (after backward)
+  T* g_f() const;  // gradient of the loss w.r.t. the fact expert's output: [B·T, d] after backward, [n, d] after tail_backward
   T* fh() const;   // [B·T, h] the fact expert's hidden activation of the last forward (the editors' keys)
 
  private:
@@ -90,6 +105,32 @@ class EditDeviceModel {
   EditModelConfig cfg_;
   std::int64_t n_ = 0;
   std::unique_ptr<Impl> impl_;
+};
+
+// The GPU evaluation of every prompt (the GPU twin of evaluate_prompts) through plan_prompt_rows: the corpus
+// and the plan's rows and targets live on the device; each batch of sequences is copied device-to-device into
+// the model's input rows, runs the forward without logits, then the tied logits + CE at its distinct rows only
+// (at paper scale 1.4 M of the 3.9 M rows); their losses and argmax go to pinned memory and the host reduces
+// them (reduce_prompt_rows). The model must be sized for EditShape{min(batch, S), T}.
+template <class T>
+class EditPromptEval {
+ public:
+  EditPromptEval(const nn::EditSequences& seqs, std::int64_t vocab, std::int64_t batch, const gpu::Stream& s);
+  ~EditPromptEval();
+  EditPromptEval(const EditPromptEval&) = delete;
+  EditPromptEval& operator=(const EditPromptEval&) = delete;
+  PromptEval run(EditDeviceModel<T>& dm);
+  std::int64_t batch() const { return plan_.batch; }
+  const PromptRowPlan& plan() const { return plan_; }
+  // Device bytes of the corpus and the plan (an upper bound: every row distinct).
+  static std::size_t device_bytes(const nn::EditSequences& seqs);
+
+ private:
+  const nn::EditSequences& seqs_;
+  const gpu::Stream& s_;
+  PromptRowPlan plan_;
+  gpu::Tensor corpus_rows_, rows_local_, targets_;
+  std::unique_ptr<gpu::PinnedBuffer> out_;  // U losses (T) | U argmax (int32)
 };
 
 // One forward (+ backward when grad is not null) of a host batch on the GPU in T: the test path of

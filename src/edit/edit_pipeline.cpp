@@ -7,6 +7,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <unordered_map>
 
 #include "core/error.hpp"
 #include "core/random_fill.hpp"
@@ -126,6 +127,86 @@ PromptEval evaluate_prompts(const EditModel& model, const nn::EditSequences& seq
   r.wall_s = seconds_since(t0);
   return r;
 }
+
+PromptRowPlan plan_prompt_rows(const nn::EditSequences& seqs, std::int64_t batch, bool row_map) {
+  require(batch >= 1, "edit: evaluation batch {} must be positive", batch);
+  const std::int64_t S = seqs.S, T = seqs.T;
+  require(S >= 0 && T >= 1 && static_cast<std::int64_t>(seqs.input_ids.size()) == S * T &&
+              static_cast<std::int64_t>(seqs.labels.size()) == S * T &&
+              static_cast<std::int64_t>(seqs.length.size()) == S,
+          "edit: the packed sequences are inconsistent ({} x {})", S, T);
+  PromptRowPlan p;
+  p.S = S;
+  p.T = T;
+  p.batch = batch;
+  p.last.assign(static_cast<std::size_t>(S), -1);
+  if (row_map) p.of_row.assign(static_cast<std::size_t>(S * T), -1);
+  // token ids and labels shifted to be non-negative (padding / ignore = −100 -> 0) for the keys
+  std::int64_t span = 1;
+  for (const std::int32_t v : seqs.input_ids) span = std::max<std::int64_t>(span, static_cast<std::int64_t>(v) + 102);
+  for (const std::int32_t v : seqs.labels) span = std::max<std::int64_t>(span, static_cast<std::int64_t>(v) + 102);
+  auto shifted = [](std::int32_t v) { return static_cast<std::uint64_t>(std::max<std::int64_t>(v + 101, 0)); };
+  // prefix trie: node(parent, token); node 0 is the empty prefix
+  std::unordered_map<std::uint64_t, std::int64_t> child, distinct;
+  child.reserve(static_cast<std::size_t>(S * T));
+  distinct.reserve(static_cast<std::size_t>(S * T));
+  const std::int64_t batches = S == 0 ? 0 : (S + batch - 1) / batch;
+  p.batch_begin.assign(static_cast<std::size_t>(batches + 1), 0);
+  for (std::int64_t s = 0; s < S; ++s) {
+    if (s % batch == 0) p.batch_begin[static_cast<std::size_t>(s / batch)] = static_cast<std::int64_t>(p.row.size());
+    const std::int64_t len = seqs.length[static_cast<std::size_t>(s)];
+    require(len >= 1 && len <= T, "edit: sequence {} has length {} outside [1, {}]", s, len, T);
+    std::uint64_t node = 0;
+    for (std::int64_t t = 0; t < len; ++t) {
+      const std::int64_t g = s * T + t;
+      const std::int32_t lab = seqs.labels[static_cast<std::size_t>(g)];
+      const std::uint64_t key = node * static_cast<std::uint64_t>(span) + shifted(seqs.input_ids[static_cast<std::size_t>(g)]);
+      const auto [it, fresh] = child.try_emplace(key, static_cast<std::int64_t>(child.size()) + 1);
+      node = static_cast<std::uint64_t>(it->second);
+      const bool is_last = t == len - 1, nonfact = !is_last && lab != nn::kIgnoreLabel;
+      if (!is_last && !nonfact) continue;
+      const std::uint64_t rkey = node * static_cast<std::uint64_t>(span) + shifted(lab);
+      const auto [rt, new_row] = distinct.try_emplace(rkey, static_cast<std::int64_t>(p.row.size()));
+      const std::int64_t u = rt->second;
+      if (new_row) {
+        p.row.push_back(g);
+        p.target.push_back(lab);
+        p.weight.push_back(0);
+      }
+      if (nonfact) {
+        ++p.weight[static_cast<std::size_t>(u)];
+        ++p.nonfact_tokens;
+      }
+      if (is_last) p.last[static_cast<std::size_t>(s)] = u;
+      if (row_map) p.of_row[static_cast<std::size_t>(g)] = u;
+    }
+  }
+  p.batch_begin[static_cast<std::size_t>(batches)] = static_cast<std::int64_t>(p.row.size());
+  return p;
+}
+
+template <class L>
+PromptEval reduce_prompt_rows(const PromptRowPlan& plan, const L* loss, const std::int32_t* argmax) {
+  PromptEval r;
+  const std::int64_t S = plan.S;
+  r.predicted.assign(static_cast<std::size_t>(S), -1);
+  std::int64_t correct = 0;
+  for (std::int64_t s = 0; s < S; ++s) {
+    const std::int64_t u = plan.last[static_cast<std::size_t>(s)];
+    const std::int32_t pred = argmax[u];
+    r.predicted[static_cast<std::size_t>(s)] = pred;
+    correct += pred == plan.target[static_cast<std::size_t>(u)];
+  }
+  double ce_sum = 0;
+  for (std::size_t u = 0; u < plan.row.size(); ++u)
+    if (plan.weight[u] > 0) ce_sum += static_cast<double>(plan.weight[u]) * static_cast<double>(loss[u]);
+  r.nonfact_tokens = plan.nonfact_tokens;
+  r.value_accuracy = S > 0 ? static_cast<double>(correct) / static_cast<double>(S) : 0.0;
+  r.nonfact_ce = r.nonfact_tokens > 0 ? ce_sum / static_cast<double>(r.nonfact_tokens) : 0.0;
+  return r;
+}
+template PromptEval reduce_prompt_rows<float>(const PromptRowPlan&, const float*, const std::int32_t*);
+template PromptEval reduce_prompt_rows<double>(const PromptRowPlan&, const double*, const std::int32_t*);
 
 void BaseTrainConfig::validate() const {
   require(epochs >= 1, "--epochs must be >= 1 (got {})", epochs);

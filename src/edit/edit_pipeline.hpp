@@ -40,6 +40,29 @@ struct PromptEval {
 };
 PromptEval evaluate_prompts(const EditModel& model, const nn::EditSequences& seqs, std::int64_t batch = 256);
 
+// The rows an evaluation needs, each computed once (the GPU evaluation's plan). The model is causal with
+// absolute positions, so a row's logits depend only on the tokens up to it: rows of different prompts with
+// the same token prefix (the template words before {book}) and the same label have the same CE. Needed rows
+// are the non-fact rows (t < length − 1, label not ignored) and the last row of every sequence. Distinct
+// rows are keyed by (prefix, label) and represented by their first occurrence, in row order; batches of
+// `batch` sequences run them as they come: batch k holds distinct rows [batch_begin[k], batch_begin[k+1]).
+struct PromptRowPlan {
+  std::int64_t S = 0, T = 0, batch = 1;
+  std::vector<std::int64_t> row;          // global row s·T + t of each distinct row (increasing)
+  std::vector<std::int32_t> target;       // its label (the ignore label where a last row has none)
+  std::vector<std::int64_t> weight;       // non-fact rows it stands for (0: only a last row)
+  std::vector<std::int64_t> last;         // per sequence: the distinct row of its last position
+  std::vector<std::int64_t> batch_begin;  // per batch of sequences, size batches + 1
+  std::int64_t nonfact_tokens = 0;        // Σ weight
+  // Optional (row_map = true): per global row, its distinct row (−1 where not needed). Tests only.
+  std::vector<std::int64_t> of_row;
+};
+PromptRowPlan plan_prompt_rows(const nn::EditSequences& seqs, std::int64_t batch, bool row_map = false);
+// PromptEval from the losses and argmax of the plan's distinct rows (wall_s left 0): value accuracy and
+// predictions at the last rows, non-fact CE = Σ weight · loss / Σ weight.
+template <class L>
+PromptEval reduce_prompt_rows(const PromptRowPlan& plan, const L* loss, const std::int32_t* argmax);
+
 struct BaseTrainConfig {
   std::int64_t epochs = 18;        // at most
   std::int64_t batch = 32;

@@ -4,9 +4,8 @@
 // the step's CUDA graph: forward (loss into a device scalar), backward (gradients overwritten), AdamW per
 // trainable tensor (weight decay on the ≥ 2-D ones; lr and t read from device memory). The step loss is
 // copied to a pinned history asynchronously; the host reads it every kSyncSteps steps and at the end of
-// the epoch. Evaluation: the corpus lives on the device; each batch is copied device-to-device into the
-// model inputs, its per-row losses and argmax go to pinned memory, and the host forms value accuracy and
-// non-fact CE exactly as evaluate_prompts does.
+// the epoch. Evaluation: EditPromptEval (the corpus on the device, the tied logits only at the distinct rows
+// of plan_prompt_rows; the host forms value accuracy and non-fact CE as evaluate_prompts does).
 #include "edit/edit_train_cuda.hpp"
 
 #include "core/error.hpp"
@@ -80,13 +79,14 @@ struct Trainer {
   std::unique_ptr<EditDeviceModel<T>> dm;
   std::int64_t n = 0;
   nn::ArenaLayout layout;
-  gpu::Tensor lr_dev, t_dev, best, corpus_rows, corpus_labels;
+  gpu::Tensor lr_dev, t_dev, best;
+  std::unique_ptr<EditPromptEval<T>> eval;  // the corpus on the device, logits only at the distinct rows
   // Staging slot: emb rows [Bmax·T] int32 | targets [Bmax·T] int32 | t int64 (8-aligned).
   std::size_t off_tg = 0, off_t = 0;
   std::unique_ptr<Pinned> stage[2];
   gpu::Event stage_free[2];
   int slot = 0;
-  std::unique_ptr<Pinned> loss_hist, eval_out;  // steps_per_epoch doubles; S·T losses (T) | S·T argmax (int32)
+  std::unique_ptr<Pinned> loss_hist;  // steps_per_epoch doubles
   std::vector<std::int32_t> tok, lab;
   std::map<std::int64_t, std::unique_ptr<gpu::Graph>> graphs;  // by B (T is fixed)
 
@@ -102,18 +102,7 @@ struct Trainer {
     n = dm->n();
     dm->upload_params(model.trainable().params);
     dm->upload_frozen(model.frozen().params);
-    const std::int64_t ST = plan.S * plan.T;
-    // the corpus on the device (evaluation batches are device-to-device copies)
-    {
-      std::vector<std::int32_t> rows(static_cast<std::size_t>(ST));
-      edit_batch_rows(seqs.input_ids.data(), seqs.labels.data(), ST, mc.vocab, rows.data());
-      corpus_rows = gpu::Tensor({ST}, gpu::DType::i32);
-      corpus_labels = gpu::Tensor({ST}, gpu::DType::i32);
-      corpus_rows.upload(rows.data(), stream);
-      corpus_labels.upload(seqs.labels.data(), stream);
-      stream.synchronize();
-    }
-    eval_out = std::make_unique<Pinned>(static_cast<std::size_t>(ST) * (sizeof(T) + 4) + 16);
+    eval = std::make_unique<EditPromptEval<T>>(seqs, mc.vocab, plan.eval_batch, stream);
     if (!training) return;
     lr_dev = gpu::Tensor({1}, gpu::DType::f64);
     t_dev = gpu::Tensor({1}, gpu::DType::i64);
@@ -178,47 +167,7 @@ struct Trainer {
     g->launch(stream);
   }
 
-  PromptEval evaluate() {
-    const auto t0 = Clock::now();
-    const std::int64_t S = plan.S, Tl = plan.T, ST = S * Tl, eb = plan.eval_batch;
-    cudaStream_t cs = stream.get();
-    T* losses_h = eval_out->as<T>();
-    std::int32_t* arg_h = eval_out->as<std::int32_t>(static_cast<std::size_t>(ST) * sizeof(T));
-    for (std::int64_t s0 = 0; s0 < S; s0 += eb) {
-      const std::int64_t B = std::min(eb, S - s0), N = B * Tl, r0 = s0 * Tl;
-      const std::size_t bytes = static_cast<std::size_t>(N) * 4;
-      MEMCAP_CUDA_CHECK(cudaMemcpyAsync(dm->emb_rows(), corpus_rows.data<std::int32_t>() + r0, bytes,
-                                        cudaMemcpyDeviceToDevice, cs));
-      MEMCAP_CUDA_CHECK(cudaMemcpyAsync(dm->targets(), corpus_labels.data<std::int32_t>() + r0, bytes,
-                                        cudaMemcpyDeviceToDevice, cs));
-      dm->forward(EditShape{B, Tl});
-      MEMCAP_CUDA_CHECK(cudaMemcpyAsync(losses_h + r0, dm->losses(), static_cast<std::size_t>(N) * sizeof(T),
-                                        cudaMemcpyDeviceToHost, cs));
-      MEMCAP_CUDA_CHECK(cudaMemcpyAsync(arg_h + r0, dm->argmax(), bytes, cudaMemcpyDeviceToHost, cs));
-    }
-    stream.synchronize();
-    // the host part of evaluate_prompts, in its order
-    PromptEval r;
-    r.predicted.assign(static_cast<std::size_t>(S), -1);
-    std::int64_t correct = 0;
-    double ce_sum = 0;
-    const std::int32_t* lab = seqs.labels.data();
-    for (std::int64_t s = 0; s < S; ++s) {
-      const std::int64_t last = seqs.length[static_cast<std::size_t>(s)] - 1, row = s * Tl + last;
-      const std::int32_t pred = arg_h[row];
-      r.predicted[static_cast<std::size_t>(s)] = pred;
-      correct += pred == lab[row];
-      for (std::int64_t t = 0; t < last; ++t)
-        if (lab[s * Tl + t] != nn::kIgnoreLabel) {
-          ce_sum += static_cast<double>(losses_h[s * Tl + t]);
-          ++r.nonfact_tokens;
-        }
-    }
-    r.value_accuracy = static_cast<double>(correct) / static_cast<double>(S);
-    r.nonfact_ce = r.nonfact_tokens > 0 ? ce_sum / static_cast<double>(r.nonfact_tokens) : 0.0;
-    r.wall_s = seconds_since(t0);
-    return r;
-  }
+  PromptEval evaluate() { return eval->run(*dm); }
 
   BaseTrainCudaResult run(EditModel& model, const BaseTrainConfig& cfg, bool use_graphs) {
     BaseTrainCudaResult out;
@@ -289,8 +238,8 @@ struct Trainer {
 std::size_t bytes_of(const EditModelConfig& c, const nn::EditSequences& seqs, std::int64_t batch,
                      std::int64_t eval_batch, bool training, std::size_t elem) {
   const Plan p = plan_of(seqs, batch, eval_batch, training);
-  const double ST = static_cast<double>(p.S * p.T);
-  const double total = static_cast<double>(edit_device_bytes(c, p.shapes, elem)) + ST * 8 +
+  const double total = static_cast<double>(edit_device_bytes(c, p.shapes, elem)) +
+                       static_cast<double>(EditPromptEval<float>::device_bytes(seqs)) +
                        static_cast<double>(edit_trainable_count(c)) * static_cast<double>(elem) +
                        static_cast<double>(gpu::Handles::kBlasWorkspaceBytes) + (64 << 20);
   return total >= 1.8e19 ? static_cast<std::size_t>(1.8e19) : static_cast<std::size_t>(total);

@@ -4,7 +4,8 @@
 // T = 7 tokens with right padding (token and target −100) and ignored targets inside a sequence:
 //   (a) double: loss within kTolF64 = 1e-9 relative, argmax of every row identical, EVERY trainable tensor's
 //       gradient within kTolF64 (relative Frobenius, per tensor); with f_add (the local editors' residual)
-//       also its gradient g_f;
+//       also its gradient g_f; logits_at and the tail (tail_capture / tail_forward / tail_backward) at chosen
+//       rows against the CPU model with targets (and the residual) at those rows only;
 //   (b) float (inputs rounded to float for the CPU reference): loss within kTolLossF32 = 1e-4 relative,
 //       every gradient within kTolGradF32 = 1e-3 of the tensor's max |CPU gradient| (float32 storage through
 //       ~20 layers: a few ulps per layer, amplified by the two RMSNorms at rms_eps = 1e-30), argmax equal on
@@ -257,6 +258,74 @@ TEST_CASE("EditDeviceModel<double>: loss, argmax and every gradient match the CP
     CHECK(std::abs(loss - c.loss) <= kTolF64 * std::abs(c.loss));
     CHECK(arg == c.argmax);
     CHECK(rel_err(grad, c.grads) <= kTolF64);
+  }
+}
+
+TEST_CASE("EditDeviceModel<double>: logits_at and the tail at chosen rows match the full CPU model there") {
+  gpu::Stream s;
+  gpu::Handles h(s);
+  std::uint64_t seed = 300;
+  const std::vector<std::int64_t> rows = {6, 2, 7 + 4, 14 + 0};  // valid positions of the batch, out of order
+  const std::int64_t n = static_cast<std::int64_t>(rows.size());
+  for (const Case& k : kCases) {
+    CAPTURE(k.d);
+    const EditModelConfig cfg = config_of(k);
+    EditModel m = make_model(cfg, ++seed);
+    Batch b = make_batch(k.V, seed);
+    // targets at the chosen rows only; a residual at those rows only (the local editors' layout)
+    std::vector<std::int32_t> tg(static_cast<std::size_t>(n));
+    Batch bt = b;
+    std::fill(bt.tgt.begin(), bt.tgt.end(), nn::kIgnoreLabel);
+    std::vector<double> fa(static_cast<std::size_t>(b.B * b.T * k.d), 0.0);
+    const std::vector<double> r = gputest::randn(n * k.d, seed + 9, 0.5);
+    for (std::int64_t i = 0; i < n; ++i) {
+      const std::size_t g = static_cast<std::size_t>(rows[static_cast<std::size_t>(i)]);
+      tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>((7 * i + 3) % k.V);
+      bt.tgt[g] = tg[static_cast<std::size_t>(i)];
+      for (std::int64_t j = 0; j < k.d; ++j) fa[g * static_cast<std::size_t>(k.d) + static_cast<std::size_t>(j)] = r[static_cast<std::size_t>(i * k.d + j)];
+    }
+    const CpuOut plain = run_cpu(m, bt, nullptr);
+    const CpuOut with_r = run_cpu(m, bt, &fa);
+    EditDeviceModel<double> dm(cfg, {EditShape{b.B, b.T}}, h);
+    dm.upload_params(m.trainable().params);
+    dm.upload_frozen(m.frozen().params);
+    const EditShape sh = dm.upload_batch(b.tok.data(), b.tgt.data(), b.B, b.T);
+    gpu::Tensor rows_d({n}, gpu::DType::i64), tg_d({n}, gpu::DType::i32);
+    rows_d.upload(rows.data(), s);
+    tg_d.upload(tg.data(), s);
+    dm.forward(sh, false);
+    // logits_at: the mean CE and argmax at the rows = the CPU model with targets there
+    dm.logits_at(rows_d.data<std::int64_t>(), tg_d.data<std::int32_t>(), n);
+    double loss = 0;
+    std::int64_t nv = 0;
+    std::vector<std::int32_t> am(static_cast<std::size_t>(n));
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(&loss, dm.loss_mean(), 8, cudaMemcpyDeviceToHost, s.get()));
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(&nv, dm.n_valid(), 8, cudaMemcpyDeviceToHost, s.get()));
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(am.data(), dm.argmax(), am.size() * 4, cudaMemcpyDeviceToHost, s.get()));
+    s.synchronize();
+    CHECK(nv == n);
+    CHECK(plain.n_valid == n);
+    CHECK(std::abs(loss - plain.loss) <= kTolF64 * std::abs(plain.loss));
+    for (std::int64_t i = 0; i < n; ++i)
+      CHECK(am[static_cast<std::size_t>(i)] == plain.argmax[static_cast<std::size_t>(rows[static_cast<std::size_t>(i)])]);
+    // the tail with the residual: loss and g_f at the rows = the full CPU model with f_add there
+    dm.tail_capture(rows_d.data<std::int64_t>(), tg_d.data<std::int32_t>(), n);
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(dm.tail_add(), r.data(), r.size() * 8, cudaMemcpyHostToDevice, s.get()));
+    MEMCAP_CUDA_CHECK(cudaMemsetAsync(dm.g_f(), 0xFF, r.size() * 8, s.get()));  // poisoned: must be overwritten
+    dm.tail_forward(n);
+    dm.tail_backward(n);
+    std::vector<double> gf(r.size());
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(&loss, dm.loss_mean(), 8, cudaMemcpyDeviceToHost, s.get()));
+    MEMCAP_CUDA_CHECK(cudaMemcpyAsync(gf.data(), dm.g_f(), gf.size() * 8, cudaMemcpyDeviceToHost, s.get()));
+    s.synchronize();
+    CHECK(std::abs(loss - with_r.loss) <= kTolF64 * std::abs(with_r.loss));
+    CHECK(std::abs(loss - plain.loss) > 1e-6);  // the residual changed the loss
+    std::vector<double> cg(r.size());
+    for (std::int64_t i = 0; i < n; ++i)
+      for (std::int64_t j = 0; j < k.d; ++j)
+        cg[static_cast<std::size_t>(i * k.d + j)] =
+            with_r.g_f[static_cast<std::size_t>(rows[static_cast<std::size_t>(i)] * k.d + j)];
+    CHECK(rel_err(gf, cg) <= kTolF64);
   }
 }
 
