@@ -19,6 +19,31 @@
 using namespace memcap;
 using namespace memcap::edit;
 
+namespace {
+
+// A tiny corpus packed with every position labelled, and the §6.4 model at d = 8 on its vocabulary.
+struct TinyEval {
+  nn::EditCorpus corpus;
+  nn::EditSequences seqs;
+  EditModel model;
+};
+TinyEval tiny_eval(const std::vector<nn::AuthorFact>& facts, const std::vector<std::string>& templates,
+                   std::uint64_t seed) {
+  nn::EditCorpus corpus = nn::build_edit_corpus(facts, templates);
+  nn::EditSequences seqs = nn::pack_edit_sequences(corpus, nn::EditLabels::all);
+  EditModelConfig cfg;
+  cfg.d = 8;
+  cfg.vocab = corpus.vocab_size();
+  cfg.qk_hidden = 6;
+  cfg.rank = 2;
+  cfg.fact_hidden = 5;
+  EditModel model(cfg);
+  model.init(seed);
+  return TinyEval{std::move(corpus), std::move(seqs), std::move(model)};
+}
+
+}  // namespace
+
 TEST_CASE("edit score: harmonic mean of efficacy, paraphrase and specificity") {
   CHECK(edit_score(1, 1, 1) == 1.0);
   CHECK(edit_score(0, 1, 1) == 0.0);
@@ -132,19 +157,12 @@ TEST_CASE("r_NF = exp(CE_post - CE_pre)") {
 
 TEST_CASE("batched prompt evaluation = one forward per sequence") {
   // a tiny corpus: 4 facts, 3 templates, the §6.4 model at d = 8
-  std::vector<nn::AuthorFact> facts = {{"A", "W"}, {"B", "X"}, {"C", "Y"}, {"D", "Z"}};
-  std::vector<std::string> templates = {"The author of {book} is {author}", "Who wrote {book}? It was {author}",
-                                        "It is said {book} was written by {author}"};
-  const nn::EditCorpus corpus = nn::build_edit_corpus(facts, templates);
-  const nn::EditSequences seqs = nn::pack_edit_sequences(corpus, nn::EditLabels::all);
-  EditModelConfig cfg;
-  cfg.d = 8;
-  cfg.vocab = corpus.vocab_size();
-  cfg.qk_hidden = 6;
-  cfg.rank = 2;
-  cfg.fact_hidden = 5;
-  EditModel model(cfg);
-  model.init(3);
+  TinyEval te = tiny_eval({{"A", "W"}, {"B", "X"}, {"C", "Y"}, {"D", "Z"}},
+                          {"The author of {book} is {author}", "Who wrote {book}? It was {author}",
+                           "It is said {book} was written by {author}"},
+                          3);
+  const nn::EditSequences& seqs = te.seqs;
+  EditModel& model = te.model;
   const PromptEval all = evaluate_prompts(model, seqs, 5);  // batches of 5, 5, 2
   REQUIRE(all.predicted.size() == 12);
   double ce = 0;
@@ -168,19 +186,12 @@ TEST_CASE("batched prompt evaluation = one forward per sequence") {
 
 TEST_CASE("prompt row plan: shared prefixes computed once, the reduction equals evaluate_prompts") {
   // 6 facts x 3 templates: every template's words before {book} are the same for all facts
-  std::vector<nn::AuthorFact> facts = {{"A", "W"}, {"B", "X"}, {"C", "Y"}, {"D", "Z"}, {"E", "V"}, {"F", "U"}};
-  std::vector<std::string> templates = {"The author of {book} is {author}", "Who wrote {book}? It was {author}",
-                                        "It is said that {book} was written by {author}"};
-  const nn::EditCorpus corpus = nn::build_edit_corpus(facts, templates);
-  const nn::EditSequences seqs = nn::pack_edit_sequences(corpus, nn::EditLabels::all);
-  EditModelConfig cfg;
-  cfg.d = 8;
-  cfg.vocab = corpus.vocab_size();
-  cfg.qk_hidden = 6;
-  cfg.rank = 2;
-  cfg.fact_hidden = 5;
-  EditModel model(cfg);
-  model.init(5);
+  TinyEval te = tiny_eval({{"A", "W"}, {"B", "X"}, {"C", "Y"}, {"D", "Z"}, {"E", "V"}, {"F", "U"}},
+                          {"The author of {book} is {author}", "Who wrote {book}? It was {author}",
+                           "It is said that {book} was written by {author}"},
+                          5);
+  const nn::EditSequences& seqs = te.seqs;
+  EditModel& model = te.model;
   const std::int64_t S = seqs.S, T = seqs.T;
   // every row's loss and argmax from one forward per sequence
   std::vector<double> loss_all(static_cast<std::size_t>(S * T));
