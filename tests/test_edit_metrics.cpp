@@ -21,20 +21,21 @@ using namespace memcap::edit;
 
 namespace {
 
-// A tiny corpus packed with every position labelled, and the §6.4 model at d = 8 on its vocabulary.
+// A tiny corpus packed with every position labelled, and the §6.4 model (width d, Q/K hidden qk, rank 2,
+// expert width 5) on its vocabulary.
 struct TinyEval {
   nn::EditCorpus corpus;
   nn::EditSequences seqs;
   EditModel model;
 };
 TinyEval tiny_eval(const std::vector<nn::AuthorFact>& facts, const std::vector<std::string>& templates,
-                   std::uint64_t seed) {
+                   std::uint64_t seed, std::int64_t d = 8, std::int64_t qk = 6) {
   nn::EditCorpus corpus = nn::build_edit_corpus(facts, templates);
   nn::EditSequences seqs = nn::pack_edit_sequences(corpus, nn::EditLabels::all);
   EditModelConfig cfg;
-  cfg.d = 8;
+  cfg.d = d;
   cfg.vocab = corpus.vocab_size();
-  cfg.qk_hidden = 6;
+  cfg.qk_hidden = qk;
   cfg.rank = 2;
   cfg.fact_hidden = 5;
   EditModel model(cfg);
@@ -266,16 +267,10 @@ TEST_CASE("prompt row plan: shared prefixes computed once, the reduction equals 
 }
 
 TEST_CASE("expert fact set and loading: keys unit, values raw, expert output reproduced inside the model") {
-  std::vector<nn::AuthorFact> facts = {{"A", "W"}, {"B", "X"}, {"C", "Y"}};
-  const nn::EditCorpus corpus = nn::build_edit_corpus(facts, {"The author of {book} is {author}"});
-  EditModelConfig cfg;
-  cfg.d = 6;
-  cfg.vocab = corpus.vocab_size();
-  cfg.qk_hidden = 4;
-  cfg.rank = 2;
-  cfg.fact_hidden = 5;
-  EditModel model(cfg);
-  model.init(1);
+  const std::vector<nn::AuthorFact> facts = {{"A", "W"}, {"B", "X"}, {"C", "Y"}};
+  TinyEval te = tiny_eval(facts, {"The author of {book} is {author}"}, 1, 6, 4);
+  const nn::EditCorpus& corpus = te.corpus;
+  EditModel& model = te.model;
   const mlp::FactSet fs = expert_factset(model, corpus, {2, 0, 1});
   CHECK(fs.F() == 3);
   for (std::int64_t i = 0; i < 3; ++i) CHECK(fs.keys.row(i).norm() == doctest::Approx(1.0).epsilon(1e-14));
