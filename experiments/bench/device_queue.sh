@@ -9,6 +9,8 @@
 # STAGE:
 #   edit-grid   hebb edit base --device cuda (once), then hebb edit table1 --preset edit-table1 --jobs-per-gpu 4
 #               (issue 15: Table 1, the 732-job grid, <= 30 min target)
+#   fig9-grid   hebb edit base --expert data-dependent --expert-hidden 1024 (once), then the same grid with
+#               --methods swap-constructed,memit,alphaedit,rome (issue 15: Fig. 9 with its retuned baselines)
 #   fig3b       hebb ssfr capacity --preset fig3b --jobs-per-gpu 8 (issue 13: claim 10, < 30 min target)
 #   fig10       hebb ssfr capacity --preset fig10 --jobs-per-gpu 8 (issue 13: claim 11)
 #   table2      kata mqar table2 --preset table2 --seeds 2 --jobs 4 (trainings at once per GPU) (issue 12: Table 2)
@@ -17,8 +19,8 @@ set -uo pipefail
 STAGE=${1:?usage: device_queue.sh STAGE [LIMIT_S]}
 LIMIT=${2:-480}
 case "$STAGE" in
-  edit-grid | fig3b | fig10 | table2 | edit-torch) ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig3b, fig10, table2, edit-torch)" >&2; exit 2 ;;
+  edit-grid | fig9-grid | fig3b | fig10 | table2 | edit-torch) ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, table2, edit-torch)" >&2; exit 2 ;;
 esac
 [ -f CMakeLists.txt ] && [ -d experiments/bench ] || { echo "run from the repository root" >&2; exit 2; }
 Q=${QUEUE:-queue}
@@ -70,6 +72,16 @@ case "$STAGE" in
     run_sweep edit-table1 build-gpu/hebb edit table1 --preset edit-table1 --device cuda --jobs-per-gpu 4 \
       --base "$Q/base.h5"
     ;;
+  fig9-grid)
+    if [ ! -f "$Q/base_dd.h5" ]; then
+      t1=$(date +%s)
+      build-gpu/hebb edit base --device cuda --expert data-dependent --expert-hidden 1024 --progress none \
+        --out "$Q/base_dd.h5" > "$Q/base_dd.out" 2>&1 || { tail -5 "$Q/base_dd.out"; exit 1; }
+      log "base (data-dependent expert) $(( $(date +%s) - t1 )) s: $(grep -E 'mlp_accuracy' "$Q/base_dd.out" | tail -1)"
+    fi
+    run_sweep fig9 build-gpu/hebb edit table1 --preset edit-table1 --device cuda --jobs-per-gpu 4 \
+      --methods swap-constructed,memit,alphaedit,rome --base "$Q/base_dd.h5"
+    ;;
   fig3b) run_sweep fig3b build-gpu/hebb ssfr capacity --preset fig3b --device cuda --jobs-per-gpu 8 ;;
   fig10) run_sweep fig10 build-gpu/hebb ssfr capacity --preset fig10 --device cuda --jobs-per-gpu 8 ;;
   table2) run_sweep table2 build-gpu/kata mqar table2 --preset table2 --seeds 2 --device cuda --jobs 4 ;;
@@ -80,5 +92,5 @@ case "$STAGE" in
     timeout "$(left)" python3 experiments/bench/edit_torch.py --eval-prompts 32768 > "$Q/edit_torch.json" 2> "$Q/edit_torch.err"
     log "torch: $(tail -1 "$Q/edit_torch.json")"
     ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig3b, fig10, table2, edit-torch)" >&2; exit 2 ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, table2, edit-torch)" >&2; exit 2 ;;
 esac
