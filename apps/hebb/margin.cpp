@@ -16,6 +16,7 @@
 #ifdef MEMCAP_HAVE_CUDA
 #include "core/gpu.hpp"
 #include "mlp/construct_cuda.hpp"
+#include "core/timing.hpp"
 #endif
 
 namespace {
@@ -31,9 +32,6 @@ struct MarginState {
   std::int64_t tile = 0;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 // GPU path (mlp/construct_cuda.hpp): resolved device cuda, an output convention it evaluates (raw or
 // normalized; kernel-memory margins stay on the CPU) and a model it can build (or one read with --in).

@@ -14,6 +14,7 @@
 #include "kata/bounds.hpp"
 #include "kata/dictionary.hpp"
 #include "kata/finite_field.hpp"
+#include "core/timing.hpp"
 
 namespace {
 
@@ -31,7 +32,6 @@ struct DictState {
   bool bench = false;
 };
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 double peak_rss_mb() {
   rusage u{};

@@ -19,6 +19,7 @@
 #include "ramnet/attention.hpp"
 #include "ramnet/topk.hpp"
 #include "sweep/sweep.hpp"
+#include "core/timing.hpp"
 
 namespace {
 
@@ -37,9 +38,6 @@ struct TopkState {
   int repeats = 5;
 };
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 std::vector<Generator> parse_generators(const std::vector<std::string>& pieces, std::vector<std::string>& shown) {
   const auto out = app::parse_generators(app::join_spec_pieces(pieces), shown);

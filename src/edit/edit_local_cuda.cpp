@@ -15,6 +15,7 @@
 #include "edit/edit_model_cuda.hpp"
 #include "nn/tied_ce.hpp"
 #include "nn_edit_residual.cuh"
+#include "core/timing.hpp"
 
 namespace memcap::edit {
 
@@ -22,7 +23,6 @@ namespace {
 
 namespace cu = nn::cuda;
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 void check_options(const EditGpuOptions& o) {
   require(o.precision == "f32" || o.precision == "f64", "edit: GPU precision '{}': use f32 or f64", o.precision);

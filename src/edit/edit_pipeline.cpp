@@ -14,13 +14,11 @@
 #include "margin/margins.hpp"
 #include "nn/layers.hpp"
 #include "nn/tied_ce.hpp"
+#include "core/timing.hpp"
 
 namespace memcap::edit {
 
 namespace {
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 const char* gate_name(nn::Activation a) {
   switch (a) {
     case nn::Activation::identity: return "identity";
@@ -208,6 +206,18 @@ PromptEval reduce_prompt_rows(const PromptRowPlan& plan, const L* loss, const st
 template PromptEval reduce_prompt_rows<float>(const PromptRowPlan&, const float*, const std::int32_t*);
 template PromptEval reduce_prompt_rows<double>(const PromptRowPlan&, const double*, const std::int32_t*);
 
+bool BaseTrainResult::record_epoch(std::int64_t epoch, double mean_loss, const PromptEval& ev) {
+  eval_s += ev.wall_s;
+  epoch_loss.push_back(mean_loss);
+  epoch_value_acc.push_back(ev.value_accuracy);
+  epoch_nonfact_ce.push_back(ev.nonfact_ce);
+  epochs_run = epoch + 1;
+  if (ev.value_accuracy <= best_value_acc) return false;
+  best_value_acc = ev.value_accuracy;
+  best_epoch = epoch + 1;
+  return true;
+}
+
 void BaseTrainConfig::validate() const {
   require(epochs >= 1, "--epochs must be >= 1 (got {})", epochs);
   require(batch >= 1, "--batch must be >= 1 (got {})", batch);
@@ -259,16 +269,7 @@ BaseTrainResult train_base(EditModel& model, const nn::EditSequences& seqs, cons
     }
     res.train_s += seconds_since(t0);
     const PromptEval ev = evaluate_prompts(model, seqs, cfg.eval_batch);
-    res.eval_s += ev.wall_s;
-    res.epoch_loss.push_back(loss_sum / static_cast<double>(steps_per_epoch));
-    res.epoch_value_acc.push_back(ev.value_accuracy);
-    res.epoch_nonfact_ce.push_back(ev.nonfact_ce);
-    res.epochs_run = epoch + 1;
-    if (ev.value_accuracy > res.best_value_acc) {
-      res.best_value_acc = ev.value_accuracy;
-      res.best_epoch = epoch + 1;
-      best = P.params;
-    }
+    if (res.record_epoch(epoch, loss_sum / static_cast<double>(steps_per_epoch), ev)) best = P.params;
     if (ev.value_accuracy >= cfg.target_accuracy) {
       res.stopped_early = epoch + 1 < cfg.epochs;
       break;

@@ -84,6 +84,9 @@ struct BaseTrainResult {
   std::int64_t epochs_run = 0, steps_run = 0;
   bool stopped_early = false;
   double train_s = 0, eval_s = 0;
+  // Appends epoch `epoch` (0-based): its mean loss and evaluation (eval_s included). Returns true when its
+  // value accuracy is the best so far (best_* updated; the caller keeps that state).
+  bool record_epoch(std::int64_t epoch, double mean_loss, const PromptEval& ev);
 };
 
 // AdamW (PyTorch semantics) with weight decay on every ≥ 2-D trainable tensor, shuffled batches

@@ -26,6 +26,7 @@
 #include "edit/edit_model_cuda.hpp"
 #include "nn/tied_ce.hpp"
 #include "nn_layers.cuh"
+#include "core/timing.hpp"
 
 namespace memcap::edit {
 
@@ -33,7 +34,6 @@ namespace {
 
 namespace cu = nn::cuda;
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 constexpr std::int64_t kSyncSteps = 64;  // steps between host reads of the loss history
 
@@ -211,14 +211,7 @@ struct Trainer {
       sync(spe);
       res.train_s += seconds_since(t0);
       const PromptEval ev = evaluate();
-      res.eval_s += ev.wall_s;
-      res.epoch_loss.push_back(loss_sum / static_cast<double>(spe));
-      res.epoch_value_acc.push_back(ev.value_accuracy);
-      res.epoch_nonfact_ce.push_back(ev.nonfact_ce);
-      res.epochs_run = epoch + 1;
-      if (ev.value_accuracy > res.best_value_acc) {
-        res.best_value_acc = ev.value_accuracy;
-        res.best_epoch = epoch + 1;
+      if (res.record_epoch(epoch, loss_sum / static_cast<double>(spe), ev)) {
         out.final_eval = ev;
         MEMCAP_CUDA_CHECK(cudaMemcpyAsync(best.raw(), dm->params(), static_cast<std::size_t>(n) * sizeof(T),
                                           cudaMemcpyDeviceToDevice, cs));

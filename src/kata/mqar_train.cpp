@@ -19,6 +19,7 @@
 #include "core/threads.hpp"
 #include "kata/mqar_train_cuda.hpp"
 #include "nn/layers.hpp"
+#include "core/timing.hpp"
 
 namespace memcap::kata {
 
@@ -28,9 +29,6 @@ constexpr std::uint64_t kShuffleStream = rng::kUser + 121;  // epoch permutation
 constexpr std::int64_t kSumChunk = 1 << 14;                  // fixed chunking of the float64 reductions
 constexpr std::int64_t kSlots = 16;                          // gradient buffers per step (fixed: determinism)
 
-double seconds_since(std::chrono::steady_clock::time_point t0) {
-  return std::chrono::duration<double>(std::chrono::steady_clock::now() - t0).count();
-}
 
 std::int64_t micro_size(std::int64_t micro_tokens, std::int64_t T) { return std::max<std::int64_t>(1, micro_tokens / T); }
 

@@ -28,6 +28,7 @@
 #include "kata_mqar_train.cuh"
 #include "nn/layers.hpp"
 #include "nn_train_state.cuh"
+#include "core/timing.hpp"
 
 namespace memcap::kata {
 
@@ -36,7 +37,6 @@ namespace {
 namespace cu = nn::cuda;
 namespace mc = mqar::cuda;
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 constexpr std::int64_t kSyncSteps = 64;  // steps between host reads of the device histories (progress)
 

@@ -18,6 +18,7 @@
 #include "mlp/gd_train.hpp"
 #include "nn/arena.hpp"
 #include "nn/layers.hpp"
+#include "core/timing.hpp"
 
 namespace memcap::mlp {
 
@@ -25,7 +26,6 @@ namespace {
 
 using Clock = std::chrono::steady_clock;
 
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 
 // MemAvailable from /proc/meminfo (bytes); 0 when unknown.

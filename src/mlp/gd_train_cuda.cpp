@@ -21,13 +21,13 @@
 #include "mlp/gd_checkpoint.hpp"
 #include "mlp/gd_cuda_device.hpp"
 #include "mlp/gd_init.hpp"
+#include "core/timing.hpp"
 
 namespace memcap::mlp {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-double seconds_since(Clock::time_point t0) { return std::chrono::duration<double>(Clock::now() - t0).count(); }
 
 
 // Sets a cuBLAS math mode for the training and restores the caller's on exit.
