@@ -56,4 +56,21 @@ void jacobi_inverse(cudaStream_t s, std::int64_t m, std::int64_t d, const double
 void jacobi_inverse(cudaStream_t s, std::int64_t m, std::int64_t d, const double* Mrr, const double* diag,
                     double ridge, double floor, double* dinv);
 
+// Fused float32 operator (mlp_cg_fused.cu): Op(P) = (Π ⊙ (W0ᵀ Gv W0 (Π ⊙ (P Kᵀ)))) K + λP without the m x F
+// intermediates of the cuBLAS form, in two kernels around the small product t2 = Gv t1 (the caller's GEMM).
+// Column-major operands: P, out m x d; Π m x F; K F x d; KT = Kᵀ (d x F, i.e. K row-major); W0t d x m (the
+// fit's W0); t1 d x F; t2T F x d (= t1ᵀ Gv, Gv symmetric). ws: cg_fused_workspace_floats floats. Shapes with
+// 1 <= d <= kCgFusedMaxDim (cg_fused_supported); otherwise use the cuBLAS form.
+inline constexpr std::int64_t kCgFusedMaxDim = 128;
+bool cg_fused_supported(std::int64_t m, std::int64_t d, std::int64_t F);
+std::int64_t cg_fused_workspace_floats(std::int64_t m, std::int64_t d, std::int64_t F);
+void cg_fused_transpose_keys(cudaStream_t s, std::int64_t F, std::int64_t d, const float* K, float* KT);
+// t1 = W0ᵀ·(Π ⊙ (P Kᵀ)), i.e. t1[a + i d] = Σ_r W0t[a + r d] Π[r + i m] Σ_j P[r + j m] K[i + j F].
+void cg_fused_first(cudaStream_t s, std::int64_t m, std::int64_t d, std::int64_t F, const float* P, const float* Pi,
+                    const float* K, const float* W0t, float* ws, float* t1);
+// out = (Π ⊙ (W0 t2)) K + ridge P, i.e. out[r + j m] = Σ_i Π[r + i m] (Σ_b W0t[b + r d] t2T[i + b F]) KT[j + i d]
+// + ridge P[r + j m].
+void cg_fused_second(cudaStream_t s, std::int64_t m, std::int64_t d, std::int64_t F, const float* P, const float* Pi,
+                     const float* KT, const float* W0t, const float* t2T, double ridge, float* ws, float* out);
+
 }  // namespace memcap::mlp::cuda

@@ -6,7 +6,10 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <cstdlib>
+#include <string>
 #include <limits>
+#include <type_traits>
 
 #include "core/gpu.hpp"
 #include "mlp/construct_cuda_impl.hpp"
@@ -16,7 +19,31 @@
 namespace memcap::mlp::cudaimpl {
 namespace {
 
+// How Op(P) is computed, from this table (never silently: the variant enters the method note):
+//   float64 CG (m·d <= 8192 by default)            -> cublas (GEMMs + Hadamard passes over m x F tensors)
+//   float32, m x m operator cheaper (useM)        -> cublas (M = W0ᵀ Gv W0)
+//   float32, d <= 64                              -> fused (mlp_cg_fused.cu: no m x F intermediates; H200,
+//                                                    d = 64, F = 4096: 5.72 s of probes vs 5.88 s, docs/perf.md)
+//   float32, d > 64                               -> cublas (the d <= 128 fused kernels are tested but not
+//                                                    timed against cuBLAS there)
+// MEMCAP_CG_KERNEL=auto (default: this table), cublas (always the cuBLAS form) or fused (the fused form
+// wherever it is built: float32, not useM, d <= 128; the cuBLAS form elsewhere, as the note says); anything
+// else is a UserError. Benchmarks and tests compare the two.
+enum class CgOpVariant { cublas, fused };
+
+template <class T>
+CgOpVariant cg_op_variant(std::int64_t m, std::int64_t d, std::int64_t F, bool useM) {
+  const char* env = std::getenv("MEMCAP_CG_KERNEL");
+  const std::string want = env && *env ? env : "auto";
+  if (want != "auto" && want != "cublas" && want != "fused")
+    throw UserError(fmt::format("unknown MEMCAP_CG_KERNEL '{}': use auto, fused or cublas", want));
+  if (!std::is_same_v<T, float> || useM || !cuda::cg_fused_supported(m, d, F) || want == "cublas")
+    return CgOpVariant::cublas;
+  return want == "fused" || d <= 64 ? CgOpVariant::fused : CgOpVariant::cublas;
+}
+
 struct FitResult {
+  CgOpVariant variant = CgOpVariant::cublas;
   std::int64_t iterations = 0;
   double rel_residual = 0;
   bool converged = false;
@@ -89,15 +116,30 @@ FitResult fit_projection_device(Ctx* c, DeviceArena& a, const double* A_other, d
     }
     a.release(mark);
   }
-  T* psi = a.take<T>(m * nc);
-  T* u = a.take<T>(m * nc);
-  T* t1 = useM ? nullptr : a.take<T>(d * nc);
-  T* t2 = useM ? nullptr : a.take<T>(d * nc);
+  const CgOpVariant variant = cg_op_variant<T>(m, d, F, useM);
+  const bool fused = variant == CgOpVariant::fused;
+  T* psi = fused ? nullptr : a.take<T>(m * nc);
+  T* u = fused ? nullptr : a.take<T>(m * nc);
+  T* t1 = useM ? nullptr : a.take<T>(d * (fused ? F : nc));
+  T* t2 = useM ? nullptr : a.take<T>(d * (fused ? F : nc));  // fused: t2ᵀ (F x d)
+  T* KT = fused ? a.take<T>(F * d) : nullptr;
+  T* ws = fused ? a.take<T>(cuda::cg_fused_workspace_floats(m, d, F)) : nullptr;
   FitResult res;
+  res.variant = variant;
   if (!c) return res;
+  if constexpr (std::is_same_v<T, float>)
+    if (fused) cuda::cg_fused_transpose_keys(c->s, F, d, K, KT);
 
   // Op(P) = (Π ⊙ (W0ᵀ Gv W0 Ψ(P))) K + λP, over column tiles of keys.
   auto apply = [&](const T* in, T* out) {
+    if constexpr (std::is_same_v<T, float>) {
+      if (fused) {
+        cuda::cg_fused_first(c->s, m, d, F, in, Pi, K, W0t, ws, t1);
+        gemm(*c, true, false, F, d, d, 1.0, t1, d, Gvt, d, 0.0, t2, F);  // t2ᵀ = t1ᵀ Gv (Gv symmetric)
+        cuda::cg_fused_second(c->s, m, d, F, in, Pi, KT, W0t, t2, ridge, ws, out);
+        return;
+      }
+    }
     for (std::int64_t i0 = 0; i0 < F; i0 += nc) {
       const std::int64_t n = std::min(nc, F - i0);
       const T* Pit = Pi + i0 * m;
@@ -201,7 +243,8 @@ std::string data_dependent_stage(Ctx* c, DeviceArena& a, const DeviceModel& dm, 
   const SolveOutcome ro = whitened_stage(c, a, dm, df, z, t, method.ridge, careful, flags);
   a.release(mark);
   if (!c) return {};
-  return fmt::format("cg {}: A1 {}; A0 {}; readout {} {}", f32 ? "float32" : "float64", describe(r1), describe(r0),
+  return fmt::format("cg {} ({} op): A1 {}; A0 {}; readout {} {}", f32 ? "float32" : "float64",
+                     r1.variant == CgOpVariant::fused ? "fused" : "cublas", describe(r1), describe(r0),
                      ro.dual ? "dual" : "primal", ro.solver);
 }
 

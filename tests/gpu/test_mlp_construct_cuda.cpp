@@ -41,6 +41,7 @@
 #include "mlp/factset.hpp"
 #include "mlp/gd_train.hpp"
 #include "mlp/method.hpp"
+#include "mlp_cg.cuh"
 
 using namespace memcap;
 using namespace memcap::mlp;
@@ -106,10 +107,14 @@ struct Case {
   double tol_margin;  // probe min margin vs the CPU's
 };
 
-// The solver note up to the first number-dependent part ("cg float32: A1 " / "primal cholesky").
+// The solver note up to the first number-dependent part ("cg float32: A1 " / "primal cholesky"), without the
+// GPU's operator variant ("cg float32 (fused op): A1 "; the CPU has one form).
 std::string note_head(const std::string& note) {
   const auto p = note.find(": A1 ");
-  return p == std::string::npos ? note : note.substr(0, p);
+  std::string h = p == std::string::npos ? note : note.substr(0, p);
+  const auto v = h.find(" (");
+  if (v != std::string::npos && h.size() >= 4 && h.compare(h.size() - 4, 4, " op)") == 0) h.erase(v);
+  return h;
 }
 std::string note_tail(const std::string& note) {
   const auto p = note.find("; readout ");
@@ -409,4 +414,97 @@ TEST_CASE("paper scale fits one H200: whitened dual F = 16384, m = 65536, d = 12
   CHECK(p.accuracy <= 1.0);
   CHECK(p.solver_note.rfind("dual ", 0) == 0);
   CHECK(std::isfinite(p.min_margin));
+}
+
+// The fused float32 CG operator (kernels/mlp_cg_fused.cu) against the operator evaluated in float64 on the
+// host from the same float inputs. Tolerance kFusedOp = 2e-5 relative Frobenius: float32 accumulation over
+// d (first product) then m or F (second), ~sqrt(k)·6e-8 per entry; shapes cover d <= 64 and 64 < d <= 128,
+// m and F not multiples of the 64-tile, single-row / single-key edges and the split partial sums.
+TEST_CASE("fused CG operator: both kernels against the float64 host operator") {
+  constexpr double kFusedOp = 2e-5;
+  struct Shape {
+    std::int64_t m, d, F;
+  };
+  const Shape shapes[] = {{1, 1, 1},     {37, 5, 70},    {200, 64, 300},  {130, 90, 129}, {64, 128, 64},
+                          {333, 128, 1000}, {65, 16, 2000}, {2047, 64, 4096}};
+  gpu::Stream s;
+  rng::Stream64 rng(2026, 0);
+  for (const Shape& z : shapes) {
+    CAPTURE(z.m);
+    CAPTURE(z.d);
+    CAPTURE(z.F);
+    REQUIRE(cuda::cg_fused_supported(z.m, z.d, z.F));
+    auto rnd = [&](std::int64_t r, std::int64_t c) {
+      Eigen::MatrixXf M(r, c);
+      for (std::int64_t k = 0; k < M.size(); ++k) M.data()[k] = static_cast<float>(2.0 * rng.uniform() - 1.0);
+      return M;
+    };
+    const Eigen::MatrixXf P = rnd(z.m, z.d), Pi = rnd(z.m, z.F), K = rnd(z.F, z.d), W0t = rnd(z.d, z.m),
+                          t2T = rnd(z.F, z.d);
+    const float ridge = 0.37f;
+    auto dev = [&](const Eigen::MatrixXf& M) {
+      gpu::Tensor t({std::max<std::int64_t>(M.size(), 1)}, gpu::DType::f32);
+      t.upload(M.data(), s);
+      return t;
+    };
+    gpu::Tensor dP = dev(P), dPi = dev(Pi), dK = dev(K), dW = dev(W0t), dT2 = dev(t2T);
+    gpu::Tensor dKT({z.F * z.d}, gpu::DType::f32), dt1({z.d * z.F}, gpu::DType::f32),
+        dout({z.m * z.d}, gpu::DType::f32), dws({cuda::cg_fused_workspace_floats(z.m, z.d, z.F)}, gpu::DType::f32);
+    dt1.fill_nan(s);
+    dout.fill_nan(s);
+    dws.fill_nan(s);
+    cuda::cg_fused_transpose_keys(s.get(), z.F, z.d, dK.data<float>(), dKT.data<float>());
+    cuda::cg_fused_first(s.get(), z.m, z.d, z.F, dP.data<float>(), dPi.data<float>(), dK.data<float>(),
+                         dW.data<float>(), dws.data<float>(), dt1.data<float>());
+    cuda::cg_fused_second(s.get(), z.m, z.d, z.F, dP.data<float>(), dPi.data<float>(), dKT.data<float>(),
+                          dW.data<float>(), dT2.data<float>(), ridge, dws.data<float>(), dout.data<float>());
+    Eigen::MatrixXf t1(z.d, z.F), out(z.m, z.d);
+    dt1.download(t1.data(), s);
+    dout.download(out.data(), s);
+    s.synchronize();
+
+    const Eigen::MatrixXd Pd = P.cast<double>(), Pid = Pi.cast<double>(), Kd = K.cast<double>(),
+                          Wd = W0t.cast<double>(), T2d = t2T.cast<double>();
+    const Eigen::MatrixXd t1_ref = Wd * Pid.cwiseProduct(Pd * Kd.transpose());
+    const Eigen::MatrixXd out_ref =
+        Pid.cwiseProduct(Wd.transpose() * T2d.transpose()) * Kd + static_cast<double>(ridge) * Pd;
+    CHECK(rel(t1.cast<double>(), t1_ref) <= kFusedOp);
+    CHECK(rel(out.cast<double>(), out_ref) <= kFusedOp);
+    MESSAGE("fused CG op m=" << z.m << " d=" << z.d << " F=" << z.F << ": rel err first "
+                             << rel(t1.cast<double>(), t1_ref) << ", second " << rel(out.cast<double>(), out_ref));
+  }
+}
+
+// The data-dependent build forced onto the fused operator (MEMCAP_CG_KERNEL=fused) against the same build
+// forced onto the cuBLAS form (MEMCAP_CG_KERNEL=cublas), and the default of the variant table: same accuracy, weights within kDataDepF32 (both float32 CGs to rel. residual 1e-5).
+TEST_CASE("data-dependent float32: fused and cuBLAS operator forms agree") {
+  gpu::Stream s;
+  gpu::Handles h(s);
+  struct C {
+    std::int64_t d, F, m;
+  };
+  for (const C c : {C{32, 600, 288}, C{64, 1024, 300}, C{90, 500, 300}}) {  // none takes the m x m form
+    CAPTURE(c.d);
+    CAPTURE(c.m);
+    const FactSet fs = make_facts(c.d, c.F, true, "permutation", 77);
+    const MethodSpec method = parse_method("hebbian:data-dependent");
+    const GatedMLP dflt = build_mlp_cuda(method, fs, c.m, 5, h);  // the table: fused at d <= 64, else cuBLAS
+    CHECK(dflt.solver_note.find(c.d <= 64 ? "(fused op)" : "(cublas op)") != std::string::npos);
+    ::setenv("MEMCAP_CG_KERNEL", "fused", 1);
+    const GatedMLP fused = build_mlp_cuda(method, fs, c.m, 5, h);
+    ::setenv("MEMCAP_CG_KERNEL", "cublas", 1);
+    const GatedMLP blas = build_mlp_cuda(method, fs, c.m, 5, h);
+    ::unsetenv("MEMCAP_CG_KERNEL");
+    CHECK(fused.solver_note.find("(fused op)") != std::string::npos);
+    CHECK(blas.solver_note.find("(cublas op)") != std::string::npos);
+    CHECK(rel(fused.A, blas.A) <= kDataDepF32);
+    CHECK(rel(fused.G, blas.G) <= kDataDepF32);
+    CHECK(rel(fused.B, blas.B) <= kDataDepF32);
+    CHECK(probe_width_cuda(method, fs, c.m, 5, h).accuracy == evaluate_mlp_cuda(blas, fs, h).accuracy);
+  }
+  // A misspelt variant is refused (exit 2), not silently replaced by the table's choice.
+  const FactSet fs = make_facts(32, 600, true, "permutation", 77);
+  ::setenv("MEMCAP_CG_KERNEL", "fuzed", 1);
+  CHECK_THROWS_AS(build_mlp_cuda(parse_method("hebbian:data-dependent"), fs, 288, 5, h), UserError);
+  ::unsetenv("MEMCAP_CG_KERNEL");
 }
