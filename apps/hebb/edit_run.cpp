@@ -32,6 +32,7 @@ struct RunState {
   std::string data, base, method = "swap";
   double fraction = 0.1;
   std::int64_t dim = 0;
+  std::uint64_t expert_seed = 0;  // swap / swap-constructed: the new expert's seed (unset: --seed)
   std::string progress = "auto";
   edit::LocalEditConfig local;  // memit | alphaedit | rome; unset flags take the method's §4.9 winner
 };
@@ -80,6 +81,9 @@ void run_edit(CLI::App* sub, RunState& st) {
       require(sub->get_option(f)->count() == 0, "{} applies to --method memit, alphaedit and rome only (not {})", f,
               st.method);
   }
+  const bool expert_seed_given = sub->get_option("--expert-seed")->count() > 0;
+  require(!local || !expert_seed_given,
+          "--expert-seed applies to --method swap and swap-constructed only (the local editors keep the base's expert)");
   // --device cuda (no GPU: DeviceError from prepare) or auto on a GPU: the GPU editors in float32.
   const bool on_gpu = prep.ctx.device.device == Device::cuda;
   io::check_output_path(st.common.out);
@@ -135,7 +139,9 @@ void run_edit(CLI::App* sub, RunState& st) {
   const edit::EditMetrics m_pre = edit::edit_metrics(set, pre.predicted, corpus.author_token);
 
   // ---- the editor ----
-  const std::uint64_t edit_seed = st.common.seed;
+  // The edit set always comes from --seed; the swapped expert's init / random factors from --expert-seed if
+  // given (so the spread over experts can be measured on one edit set), else from --seed as well.
+  const std::uint64_t edit_seed = expert_seed_given ? st.expert_seed : st.common.seed;
   ExpertBuild ex;
   edit::LocalEditResult le;
   if (local) {
@@ -147,7 +153,7 @@ void run_edit(CLI::App* sub, RunState& st) {
     ex.wall_s = le.wall_s;
     ex.accuracy = expert_accuracy_on(ex.mlp, edit::expert_factset(model, corpus, set.target_fact), handles);
   } else {
-    // MLP swapping: the base's expert recipe on the post-edit map, seed --seed
+    // MLP swapping: the base's expert recipe on the post-edit map, seed --expert-seed (default --seed)
     const mlp::FactSet fs = edit::expert_factset(model, corpus, set.target_fact);
     const bool gd = !constructed;
     const std::int64_t epochs = gd ? mlp::parse_method(base.info.expert_method).gd.epochs : 1;
@@ -233,6 +239,7 @@ void run_edit(CLI::App* sub, RunState& st) {
       .set("residual_loss", local ? le.residual_loss : 0.0)
       .set("dim", base.config.d)
       .set("seed", static_cast<std::int64_t>(st.common.seed))
+      .set("expert_seed", local ? std::int64_t{-1} : static_cast<std::int64_t>(edit_seed))
       .set("expert_s", ex.wall_s)
       .set("eval_s", pre.wall_s + post.wall_s)
       .set("wall_s", wall_s)
@@ -286,6 +293,10 @@ void add_edit_run(CLI::App* edit) {
   sub->add_option("--dim,-d", st->dim, "Expected model width (0 = take the base file's; another value is refused)")
       ->capture_default_str();
   sub->add_option("--data", st->data, "Folder with book_authors.csv and author_templates.txt (as in hebb edit base)");
+  sub->add_option("--expert-seed", st->expert_seed,
+                  "swap / swap-constructed: seed of the new expert (init, random factors); default --seed. The edit set "
+                  "always comes from --seed, so several --expert-seed values measure the spread over experts")
+      ->check(cli::Uint64);
   sub->add_option("--steps", st->local.steps, "Local editors: Adam steps of the residual optimization (memit 25, "
                                               "alphaedit 100, rome 100)");
   sub->add_option("--edit-lr", st->local.lr, "Local editors: Adam learning rate of the residuals (0.05)");

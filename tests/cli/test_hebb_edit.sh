@@ -43,6 +43,13 @@ rc=$?
 check '[ $rc -eq 0 ] && [ -s "$T/m.h5" ]' "hebb edit run --method memit failed: $(cat "$T/memit.err")"
 cat "$T/memit.txt"
 
+# --expert-seed: the same edit set (--seed 42, the default) with another swapped expert
+"$HEBB" edit run --device cpu --threads 1 --data "$DATA" --method swap --fraction 0.1 --base "$T/base.h5" --progress none \
+  --expert-seed 7 --out "$T/e7.h5" >"$T/run7.txt" 2>"$T/run7.err"
+rc=$?
+check '[ $rc -eq 0 ] && [ -s "$T/e7.h5" ]' "hebb edit run --expert-seed 7 failed: $(cat "$T/run7.err")"
+cat "$T/run7.txt"
+
 cat >"$T/check.py" <<'PYEOF'
 import sys, h5py
 with h5py.File(sys.argv[1], "r") as f:
@@ -62,8 +69,14 @@ with h5py.File(sys.argv[2], "r") as f:
     e = f["edit"]
     assert e["target_fact"].shape == (256,) and e["prompt_order"].shape == (1024,)
     assert e["predicted_post"].shape == (1024,)
+    assert s["seed"][0] == 42 and s["expert_seed"][0] == 42, "default expert seed = --seed"
+    target = e["target_fact"][...]
+with h5py.File(sys.argv[3], "r") as f:
+    s = f["summary"]
+    assert s["seed"][0] == 42 and s["expert_seed"][0] == 7, "--expert-seed recorded"
+    assert (f["edit/target_fact"][...] == target).all(), "--expert-seed changed the edit set"
 PYEOF
-bash "$SRC/experiments/plots/with_python.sh" "$T/check.py" "$T/base.h5" "$T/e.h5" >"$T/py.txt" 2>&1
+bash "$SRC/experiments/plots/with_python.sh" "$T/check.py" "$T/base.h5" "$T/e.h5" "$T/e7.h5" >"$T/py.txt" 2>&1
 rc=$?
 if [ $rc -eq 77 ]; then echo "note: no h5py, HDF5 layout checks skipped"; else check '[ $rc -eq 0 ]' "layout: $(cat "$T/py.txt")"; fi
 
@@ -86,5 +99,7 @@ refused "has d = 48, not the --dim 64" --data "$DATA" --base "$T/base.h5" --dim 
 refused "holds a gd-mse expert" --data "$DATA" --base "$T/base.h5" --method swap-constructed
 refused "must be in (0, 1]" --data "$DATA" --base "$T/base.h5" --fraction 1.01
 refused "= 0 facts" --data "$DATA" --base "$T/base.h5" --fraction 0.001
+refused "--expert-seed applies to --method swap" --data "$DATA" --base "$T/base.h5" --method rome --expert-seed 3
+refused "--expert-seed" --data "$DATA" --base "$T/base.h5" --expert-seed -1
 
 exit $fail
