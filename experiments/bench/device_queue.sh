@@ -15,12 +15,15 @@
 #   fig10       hebb ssfr capacity --preset fig10 --jobs-per-gpu 8 (issue 13: claim 11)
 #   table2      kata mqar table2 --preset table2 --seeds 2 --jobs 4 (trainings at once per GPU) (issue 12: Table 2)
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
+#   swap-seeds  hebb edit base (once), then MLP swapping at 2, 5, 10 % on the edit set of --seed 42 with
+#               --expert-seed 1..4 (two at a time; finished runs are kept): the spread of r_NF over swapped
+#               experts (issue 15, claim 16)
 set -uo pipefail
 STAGE=${1:?usage: device_queue.sh STAGE [LIMIT_S]}
 LIMIT=${2:-480}
 case "$STAGE" in
-  edit-grid | fig9-grid | fig3b | fig10 | table2 | edit-torch) ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, table2, edit-torch)" >&2; exit 2 ;;
+  edit-grid | fig9-grid | fig3b | fig10 | table2 | edit-torch | swap-seeds) ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, table2, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
 [ -f CMakeLists.txt ] && [ -d experiments/bench ] || { echo "run from the repository root" >&2; exit 2; }
 Q=${QUEUE:-queue}
@@ -92,5 +95,28 @@ case "$STAGE" in
     timeout "$(left)" python3 experiments/bench/edit_torch.py --eval-prompts 32768 > "$Q/edit_torch.json" 2> "$Q/edit_torch.err"
     log "torch: $(tail -1 "$Q/edit_torch.json")"
     ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, table2, edit-torch)" >&2; exit 2 ;;
+  swap-seeds)
+    if [ ! -f "$Q/base.h5" ]; then
+      t1=$(date +%s)
+      build-gpu/hebb edit base --device cuda --progress none --out "$Q/base.h5" > "$Q/base.out" 2>&1 ||
+        { tail -5 "$Q/base.out"; exit 1; }
+      log "base $(( $(date +%s) - t1 )) s: $(grep -E 'mlp_accuracy' "$Q/base.out" | tail -1)"
+    fi
+    # one run: FRACTION EXPERT_SEED -> $Q/swap_F_S.h5 (kept once written: hebb writes through a temporary)
+    swap_one() {
+      local out=$Q/swap_$1_$2.h5
+      [ -f "$out" ] && return 0
+      timeout "$(left)" build-gpu/hebb edit run --device cuda --method swap --fraction "$1" --base "$Q/base.h5" \
+        --expert-seed "$2" --progress none --out "$out" > "$Q/swap_$1_$2.out" 2>&1
+    }
+    for f in 0.1 0.05 0.02; do
+      for pair in "1 2" "3 4"; do
+        [ "$(left)" -lt 60 ] && { log "no time left in this call (LIMIT $LIMIT s); run again"; break 2; }
+        set -- $pair
+        swap_one "$f" "$1" & swap_one "$f" "$2" & wait
+      done
+    done
+    for o in "$Q"/swap_*.out; do [ -f "$o" ] && log "$(basename "$o" .out): $(grep -oE '(score|r_NF) [0-9.]+' "$o" | tr '\n' ' ')"; done
+    ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, table2, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
