@@ -58,10 +58,13 @@ template <int DP>
 constexpr int second_smem_floats() { return DP * kLd /*Wb*/ + DP * kLd /*Ts*/ + kT * kLd /*Pis*/ + kT * (DP + 4) /*KTs*/ + kT * kLd /*Us*/; }
 
 // part[(split·F + i)·d + a] = Σ_{r in split's chunks} W0t[a + r d] Π[r + i m] Σ_j P[r + j m] K[i + j F]
-template <int DP>
-__global__ void __launch_bounds__(kThreads) first_kernel(int m, int d, int F, const float* __restrict__ P,
-                                                         const float* __restrict__ Pi, const float* __restrict__ K,
-                                                         const float* __restrict__ W0t, float* __restrict__ part) {
+// PF (prefetch): the next chunk's tiles are read from global memory into registers while this chunk is
+// computed, then stored to shared memory after the barrier; the arithmetic (and so the result, bit for bit)
+// is the same as without it. PF at d <= 64 keeps two blocks resident (<= 128 registers a thread).
+template <int DP, bool PF>
+__global__ void __launch_bounds__(kThreads, (PF && DP == 64) ? 2 : 1)
+    first_kernel(int m, int d, int F, const float* __restrict__ P, const float* __restrict__ Pi,
+                 const float* __restrict__ K, const float* __restrict__ W0t, float* __restrict__ part) {
   extern __shared__ float4 smem4[];
   float* Ks = reinterpret_cast<float*>(smem4);  // [j][i]  key tile
   float* Ps = Ks + DP * kLd;                    // [j][r]  P chunk
@@ -86,22 +89,68 @@ __global__ void __launch_bounds__(kThreads) first_kernel(int m, int d, int F, co
 #pragma unroll
     for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
 
+  // One chunk's tiles: element q of this thread is idx = t + q·kThreads (the order of the plain loops).
+  constexpr int nP = DP * kT / kThreads, nPi = kT * kT / kThreads, nW = kT * DP / kThreads;
+  float rP[PF ? nP : 1], rPi[PF ? nPi : 1], rW[PF ? nW : 1];
+  auto fetch = [&](int r0) {
+#pragma unroll
+    for (int q = 0; q < nP; ++q) {
+      const int idx = t + q * kThreads, j = idx / kT, r = idx % kT;
+      rP[q] = (j < d && r0 + r < m) ? P[static_cast<long long>(j) * m + r0 + r] : 0.f;
+    }
+#pragma unroll
+    for (int q = 0; q < nPi; ++q) {
+      const int idx = t + q * kThreads, i = idx / kT, r = idx % kT;
+      rPi[q] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
+    }
+#pragma unroll
+    for (int q = 0; q < nW; ++q) {
+      const int idx = t + q * kThreads, r = idx / DP, a = idx % DP;
+      rW[q] = (a < d && r0 + r < m) ? W0t[static_cast<long long>(r0 + r) * d + a] : 0.f;
+    }
+  };
+  auto stash = [&]() {
+#pragma unroll
+    for (int q = 0; q < nP; ++q) {
+      const int idx = t + q * kThreads;
+      Ps[(idx / kT) * kLd + idx % kT] = rP[q];
+    }
+#pragma unroll
+    for (int q = 0; q < nPi; ++q) {
+      const int idx = t + q * kThreads;
+      Pis[(idx / kT) * kLd + idx % kT] = rPi[q];
+    }
+#pragma unroll
+    for (int q = 0; q < nW; ++q) {
+      const int idx = t + q * kThreads;
+      Ws[(idx / DP) * (DP + 4) + idx % DP] = rW[q];
+    }
+  };
+  if constexpr (PF)
+    if (cb < ce) fetch(cb * kT);
+
   for (int c = cb; c < ce; ++c) {
-    const int r0 = c * kT;
+    [[maybe_unused]] const int r0 = c * kT;
     __syncthreads();  // previous chunk's Ss / Ws reads are done
-    for (int idx = t; idx < DP * kT; idx += kThreads) {
-      const int j = idx / kT, r = idx % kT;
-      Ps[j * kLd + r] = (j < d && r0 + r < m) ? P[static_cast<long long>(j) * m + r0 + r] : 0.f;
-    }
-    for (int idx = t; idx < kT * kT; idx += kThreads) {
-      const int i = idx / kT, r = idx % kT;
-      Pis[i * kLd + r] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
-    }
-    for (int idx = t; idx < kT * DP; idx += kThreads) {
-      const int r = idx / DP, a = idx % DP;
-      Ws[r * (DP + 4) + a] = (a < d && r0 + r < m) ? W0t[static_cast<long long>(r0 + r) * d + a] : 0.f;
+    if constexpr (PF) {
+      stash();
+    } else {
+      for (int idx = t; idx < DP * kT; idx += kThreads) {
+        const int j = idx / kT, r = idx % kT;
+        Ps[j * kLd + r] = (j < d && r0 + r < m) ? P[static_cast<long long>(j) * m + r0 + r] : 0.f;
+      }
+      for (int idx = t; idx < kT * kT; idx += kThreads) {
+        const int i = idx / kT, r = idx % kT;
+        Pis[i * kLd + r] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
+      }
+      for (int idx = t; idx < kT * DP; idx += kThreads) {
+        const int r = idx / DP, a = idx % DP;
+        Ws[r * (DP + 4) + a] = (a < d && r0 + r < m) ? W0t[static_cast<long long>(r0 + r) * d + a] : 0.f;
+      }
     }
     __syncthreads();
+    if constexpr (PF)
+      if (c + 1 < ce) fetch((c + 1) * kT);  // in flight during this chunk's products
     float s[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -133,10 +182,10 @@ __global__ void __launch_bounds__(kThreads) first_kernel(int m, int d, int F, co
 }
 
 // part[split·m·d + r + j m] = Σ_{i in split's key tiles} Π[r + i m] (Σ_b W0t[b + r d] t2T[i + b F]) KT[j + i d]
-template <int DP>
-__global__ void __launch_bounds__(kThreads) second_kernel(int m, int d, int F, const float* __restrict__ Pi,
-                                                          const float* __restrict__ KT, const float* __restrict__ W0t,
-                                                          const float* __restrict__ t2T, float* __restrict__ part) {
+template <int DP, bool PF>
+__global__ void __launch_bounds__(kThreads, (PF && DP == 64) ? 2 : 1)
+    second_kernel(int m, int d, int F, const float* __restrict__ Pi, const float* __restrict__ KT,
+                  const float* __restrict__ W0t, const float* __restrict__ t2T, float* __restrict__ part) {
   extern __shared__ float4 smem4[];
   float* Wb = reinterpret_cast<float*>(smem4);  // [b][r]  W0 rows of this chunk
   float* Ts = Wb + DP * kLd;                    // [b][i]  t2 tile
@@ -161,22 +210,67 @@ __global__ void __launch_bounds__(kThreads) second_kernel(int m, int d, int F, c
 #pragma unroll
     for (int b = 0; b < TN; ++b) acc[a][b] = 0.f;
 
+  constexpr int nT = DP * kT / kThreads, nPi = kT * kT / kThreads, nK = kT * DP / kThreads;
+  float rT[PF ? nT : 1], rPi[PF ? nPi : 1], rK[PF ? nK : 1];
+  auto fetch = [&](int i0) {
+#pragma unroll
+    for (int q = 0; q < nT; ++q) {
+      const int idx = t + q * kThreads, b = idx / kT, i = idx % kT;
+      rT[q] = (b < d && i0 + i < F) ? t2T[static_cast<long long>(b) * F + i0 + i] : 0.f;
+    }
+#pragma unroll
+    for (int q = 0; q < nPi; ++q) {
+      const int idx = t + q * kThreads, i = idx / kT, r = idx % kT;
+      rPi[q] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
+    }
+#pragma unroll
+    for (int q = 0; q < nK; ++q) {
+      const int idx = t + q * kThreads, i = idx / DP, j = idx % DP;
+      rK[q] = (j < d && i0 + i < F) ? KT[static_cast<long long>(i0 + i) * d + j] : 0.f;
+    }
+  };
+  auto stash = [&]() {
+#pragma unroll
+    for (int q = 0; q < nT; ++q) {
+      const int idx = t + q * kThreads;
+      Ts[(idx / kT) * kLd + idx % kT] = rT[q];
+    }
+#pragma unroll
+    for (int q = 0; q < nPi; ++q) {
+      const int idx = t + q * kThreads;
+      Pis[(idx / kT) * kLd + idx % kT] = rPi[q];
+    }
+#pragma unroll
+    for (int q = 0; q < nK; ++q) {
+      const int idx = t + q * kThreads;
+      KTs[(idx / DP) * (DP + 4) + idx % DP] = rK[q];
+    }
+  };
+  if constexpr (PF)
+    if (tb < te) fetch(tb * kT);
+
   for (int tile = tb; tile < te; ++tile) {
     const int i0 = tile * kT;
     __syncthreads();  // previous tile's Us / KTs reads are done
-    for (int idx = t; idx < DP * kT; idx += kThreads) {
-      const int b = idx / kT, i = idx % kT;
-      Ts[b * kLd + i] = (b < d && i0 + i < F) ? t2T[static_cast<long long>(b) * F + i0 + i] : 0.f;
-    }
-    for (int idx = t; idx < kT * kT; idx += kThreads) {
-      const int i = idx / kT, r = idx % kT;
-      Pis[i * kLd + r] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
-    }
-    for (int idx = t; idx < kT * DP; idx += kThreads) {
-      const int i = idx / DP, j = idx % DP;
-      KTs[i * (DP + 4) + j] = (j < d && i0 + i < F) ? KT[static_cast<long long>(i0 + i) * d + j] : 0.f;
+    if constexpr (PF) {
+      stash();
+    } else {
+      for (int idx = t; idx < DP * kT; idx += kThreads) {
+        const int b = idx / kT, i = idx % kT;
+        Ts[b * kLd + i] = (b < d && i0 + i < F) ? t2T[static_cast<long long>(b) * F + i0 + i] : 0.f;
+      }
+      for (int idx = t; idx < kT * kT; idx += kThreads) {
+        const int i = idx / kT, r = idx % kT;
+        Pis[i * kLd + r] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
+      }
+      for (int idx = t; idx < kT * DP; idx += kThreads) {
+        const int i = idx / DP, j = idx % DP;
+        KTs[i * (DP + 4) + j] = (j < d && i0 + i < F) ? KT[static_cast<long long>(i0 + i) * d + j] : 0.f;
+      }
     }
     __syncthreads();
+    if constexpr (PF)
+      if (tile + 1 < te) fetch((tile + 1) * kT);  // in flight during this tile's products
     float u[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -246,32 +340,32 @@ int splits_for(int blocks, int resident_per_sm, int items) {
   return std::max(1, std::min({want, items, kMaxSplits}));
 }
 
-template <int DP>
+template <int DP, bool PF>
 void first_impl(cudaStream_t s, int m, int d, int F, const float* P, const float* Pi, const float* K, const float* W0t,
                 float* ws, float* t1) {
   const int tiles = (F + kT - 1) / kT, chunks = (m + kT - 1) / kT;
   const int bytes = first_smem_floats<DP>() * static_cast<int>(sizeof(float));
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(first_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(first_kernel<DP, PF>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   int resident = 0;  // 2 at d <= 64 (87 KB of shared memory a block), 1 at d <= 128 (138 KB) on an H200
-  MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, first_kernel<DP>, kThreads, bytes));
+  MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, first_kernel<DP, PF>, kThreads, bytes));
   const int splits = splits_for(tiles, resident, chunks);
-  first_kernel<DP><<<dim3(tiles, splits), kThreads, bytes, s>>>(m, d, F, P, Pi, K, W0t, ws);
+  first_kernel<DP, PF><<<dim3(tiles, splits), kThreads, bytes, s>>>(m, d, F, P, Pi, K, W0t, ws);
   MEMCAP_CUDA_CHECK_LAUNCH("mlp cg fused first");
   const long long n = static_cast<long long>(F) * d;
   sum_splits_kernel<<<elem_grid(n), 256, 0, s>>>(n, splits, ws, nullptr, 0.f, t1);
   MEMCAP_CUDA_CHECK_LAUNCH("mlp cg fused first sum");
 }
 
-template <int DP>
+template <int DP, bool PF>
 void second_impl(cudaStream_t s, int m, int d, int F, const float* P, const float* Pi, const float* KT,
                  const float* W0t, const float* t2T, double ridge, float* ws, float* out) {
   const int tiles = (F + kT - 1) / kT, chunks = (m + kT - 1) / kT;
   const int bytes = second_smem_floats<DP>() * static_cast<int>(sizeof(float));
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(second_kernel<DP>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(second_kernel<DP, PF>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   int resident = 0;
-  MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, second_kernel<DP>, kThreads, bytes));
+  MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, second_kernel<DP, PF>, kThreads, bytes));
   const int splits = splits_for(chunks, resident, tiles);
-  second_kernel<DP><<<dim3(chunks, splits), kThreads, bytes, s>>>(m, d, F, Pi, KT, W0t, t2T, ws);
+  second_kernel<DP, PF><<<dim3(chunks, splits), kThreads, bytes, s>>>(m, d, F, Pi, KT, W0t, t2T, ws);
   MEMCAP_CUDA_CHECK_LAUNCH("mlp cg fused second");
   const long long n = static_cast<long long>(m) * d;
   sum_splits_kernel<<<elem_grid(n), 256, 0, s>>>(n, splits, ws, P, static_cast<float>(ridge), out);
@@ -299,15 +393,28 @@ void cg_fused_transpose_keys(cudaStream_t s, std::int64_t F, std::int64_t d, con
 }
 
 void cg_fused_first(cudaStream_t s, std::int64_t m, std::int64_t d, std::int64_t F, const float* P, const float* Pi,
-                    const float* K, const float* W0t, float* ws, float* t1) {
-  if (d <= 64) first_impl<64>(s, int(m), int(d), int(F), P, Pi, K, W0t, ws, t1);
-  else first_impl<128>(s, int(m), int(d), int(F), P, Pi, K, W0t, ws, t1);
+                    const float* K, const float* W0t, float* ws, float* t1, bool prefetch) {
+  const int mi = int(m), di = int(d), Fi = int(F);
+  if (d <= 64) {
+    if (prefetch) first_impl<64, true>(s, mi, di, Fi, P, Pi, K, W0t, ws, t1);
+    else first_impl<64, false>(s, mi, di, Fi, P, Pi, K, W0t, ws, t1);
+  } else {
+    if (prefetch) first_impl<128, true>(s, mi, di, Fi, P, Pi, K, W0t, ws, t1);
+    else first_impl<128, false>(s, mi, di, Fi, P, Pi, K, W0t, ws, t1);
+  }
 }
 
 void cg_fused_second(cudaStream_t s, std::int64_t m, std::int64_t d, std::int64_t F, const float* P, const float* Pi,
-                     const float* KT, const float* W0t, const float* t2T, double ridge, float* ws, float* out) {
-  if (d <= 64) second_impl<64>(s, int(m), int(d), int(F), P, Pi, KT, W0t, t2T, ridge, ws, out);
-  else second_impl<128>(s, int(m), int(d), int(F), P, Pi, KT, W0t, t2T, ridge, ws, out);
+                     const float* KT, const float* W0t, const float* t2T, double ridge, float* ws, float* out,
+                     bool prefetch) {
+  const int mi = int(m), di = int(d), Fi = int(F);
+  if (d <= 64) {
+    if (prefetch) second_impl<64, true>(s, mi, di, Fi, P, Pi, KT, W0t, t2T, ridge, ws, out);
+    else second_impl<64, false>(s, mi, di, Fi, P, Pi, KT, W0t, t2T, ridge, ws, out);
+  } else {
+    if (prefetch) second_impl<128, true>(s, mi, di, Fi, P, Pi, KT, W0t, t2T, ridge, ws, out);
+    else second_impl<128, false>(s, mi, di, Fi, P, Pi, KT, W0t, t2T, ridge, ws, out);
+  }
 }
 
 }  // namespace memcap::mlp::cuda

@@ -26,19 +26,25 @@ namespace {
 //                                                    d = 64, F = 4096: 5.72 s of probes vs 5.88 s, docs/perf.md)
 //   float32, d > 64                               -> cublas (the d <= 128 fused kernels are tested but not
 //                                                    timed against cuBLAS there)
-// MEMCAP_CG_KERNEL=auto (default: this table), cublas (always the cuBLAS form) or fused (the fused form
-// wherever it is built: float32, not useM, d <= 128; the cuBLAS form elsewhere, as the note says); anything
-// else is a UserError. Benchmarks and tests compare the two.
-enum class CgOpVariant { cublas, fused };
+// MEMCAP_CG_KERNEL=auto (default: this table), cublas (always the cuBLAS form), fused or fused-prefetch (the
+// fused form, the latter reading the next tile into registers during the current one — same result bit for
+// bit, not yet timed — wherever it is built: float32, not useM, d <= 128; the cuBLAS form elsewhere, as the
+// note says); anything else is a UserError. Benchmarks and tests compare them.
+enum class CgOpVariant { cublas, fused, fused_prefetch };
+
+const char* to_string(CgOpVariant v) {
+  return v == CgOpVariant::fused ? "fused" : v == CgOpVariant::fused_prefetch ? "fused-prefetch" : "cublas";
+}
 
 template <class T>
 CgOpVariant cg_op_variant(std::int64_t m, std::int64_t d, std::int64_t F, bool useM) {
   const char* env = std::getenv("MEMCAP_CG_KERNEL");
   const std::string want = env && *env ? env : "auto";
-  if (want != "auto" && want != "cublas" && want != "fused")
-    throw UserError(fmt::format("unknown MEMCAP_CG_KERNEL '{}': use auto, fused or cublas", want));
+  if (want != "auto" && want != "cublas" && want != "fused" && want != "fused-prefetch")
+    throw UserError(fmt::format("unknown MEMCAP_CG_KERNEL '{}': use auto, fused, fused-prefetch or cublas", want));
   if (!std::is_same_v<T, float> || useM || !cuda::cg_fused_supported(m, d, F) || want == "cublas")
     return CgOpVariant::cublas;
+  if (want == "fused-prefetch") return CgOpVariant::fused_prefetch;
   return want == "fused" || d <= 64 ? CgOpVariant::fused : CgOpVariant::cublas;
 }
 
@@ -117,7 +123,7 @@ FitResult fit_projection_device(Ctx* c, DeviceArena& a, const double* A_other, d
     a.release(mark);
   }
   const CgOpVariant variant = cg_op_variant<T>(m, d, F, useM);
-  const bool fused = variant == CgOpVariant::fused;
+  const bool fused = variant != CgOpVariant::cublas, prefetch = variant == CgOpVariant::fused_prefetch;
   T* psi = fused ? nullptr : a.take<T>(m * nc);
   T* u = fused ? nullptr : a.take<T>(m * nc);
   T* t1 = useM ? nullptr : a.take<T>(d * (fused ? F : nc));
@@ -134,9 +140,9 @@ FitResult fit_projection_device(Ctx* c, DeviceArena& a, const double* A_other, d
   auto apply = [&](const T* in, T* out) {
     if constexpr (std::is_same_v<T, float>) {
       if (fused) {
-        cuda::cg_fused_first(c->s, m, d, F, in, Pi, K, W0t, ws, t1);
+        cuda::cg_fused_first(c->s, m, d, F, in, Pi, K, W0t, ws, t1, prefetch);
         gemm(*c, true, false, F, d, d, 1.0, t1, d, Gvt, d, 0.0, t2, F);  // t2ᵀ = t1ᵀ Gv (Gv symmetric)
-        cuda::cg_fused_second(c->s, m, d, F, in, Pi, KT, W0t, t2, ridge, ws, out);
+        cuda::cg_fused_second(c->s, m, d, F, in, Pi, KT, W0t, t2, ridge, ws, out, prefetch);
         return;
       }
     }
@@ -244,7 +250,7 @@ std::string data_dependent_stage(Ctx* c, DeviceArena& a, const DeviceModel& dm, 
   a.release(mark);
   if (!c) return {};
   return fmt::format("cg {} ({} op): A1 {}; A0 {}; readout {} {}", f32 ? "float32" : "float64",
-                     r1.variant == CgOpVariant::fused ? "fused" : "cublas", describe(r1), describe(r0),
+                     to_string(r1.variant), describe(r1), describe(r0),
                      ro.dual ? "dual" : "primal", ro.solver);
 }
 

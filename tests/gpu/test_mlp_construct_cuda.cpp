@@ -470,6 +470,19 @@ TEST_CASE("fused CG operator: both kernels against the float64 host operator") {
         Pid.cwiseProduct(Wd.transpose() * T2d.transpose()) * Kd + static_cast<double>(ridge) * Pd;
     CHECK(rel(t1.cast<double>(), t1_ref) <= kFusedOp);
     CHECK(rel(out.cast<double>(), out_ref) <= kFusedOp);
+    // The prefetching kernels do the same arithmetic in the same order: bitwise equal.
+    dt1.fill_nan(s);
+    dout.fill_nan(s);
+    cuda::cg_fused_first(s.get(), z.m, z.d, z.F, dP.data<float>(), dPi.data<float>(), dK.data<float>(),
+                         dW.data<float>(), dws.data<float>(), dt1.data<float>(), true);
+    cuda::cg_fused_second(s.get(), z.m, z.d, z.F, dP.data<float>(), dPi.data<float>(), dKT.data<float>(),
+                          dW.data<float>(), dT2.data<float>(), ridge, dws.data<float>(), dout.data<float>(), true);
+    Eigen::MatrixXf t1p(z.d, z.F), outp(z.m, z.d);
+    dt1.download(t1p.data(), s);
+    dout.download(outp.data(), s);
+    s.synchronize();
+    CHECK(std::memcmp(t1p.data(), t1.data(), sizeof(float) * t1.size()) == 0);
+    CHECK(std::memcmp(outp.data(), out.data(), sizeof(float) * out.size()) == 0);
     MESSAGE("fused CG op m=" << z.m << " d=" << z.d << " F=" << z.F << ": rel err first "
                              << rel(t1.cast<double>(), t1_ref) << ", second " << rel(out.cast<double>(), out_ref));
   }
@@ -492,9 +505,13 @@ TEST_CASE("data-dependent float32: fused and cuBLAS operator forms agree") {
     CHECK(dflt.solver_note.find(c.d <= 64 ? "(fused op)" : "(cublas op)") != std::string::npos);
     ::setenv("MEMCAP_CG_KERNEL", "fused", 1);
     const GatedMLP fused = build_mlp_cuda(method, fs, c.m, 5, h);
+    ::setenv("MEMCAP_CG_KERNEL", "fused-prefetch", 1);
+    const GatedMLP pref = build_mlp_cuda(method, fs, c.m, 5, h);
     ::setenv("MEMCAP_CG_KERNEL", "cublas", 1);
     const GatedMLP blas = build_mlp_cuda(method, fs, c.m, 5, h);
     ::unsetenv("MEMCAP_CG_KERNEL");
+    CHECK(pref.solver_note.find("(fused-prefetch op)") != std::string::npos);
+    CHECK(pref.B == fused.B);  // same arithmetic as the fused form: bitwise
     CHECK(fused.solver_note.find("(fused op)") != std::string::npos);
     CHECK(blas.solver_note.find("(cublas op)") != std::string::npos);
     CHECK(rel(fused.A, blas.A) <= kDataDepF32);
