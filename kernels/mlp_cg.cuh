@@ -66,7 +66,7 @@ bool cg_fused_supported(std::int64_t m, std::int64_t d, std::int64_t F);
 std::int64_t cg_fused_workspace_floats(std::int64_t m, std::int64_t d, std::int64_t F);
 void cg_fused_transpose_keys(cudaStream_t s, std::int64_t F, std::int64_t d, const float* K, float* KT);
 // t1 = W0ᵀ·(Π ⊙ (P Kᵀ)), i.e. t1[a + i d] = Σ_r W0t[a + r d] Π[r + i m] Σ_j P[r + j m] K[i + j F].
-// prefetch: read the next tile into registers during the current one (same arithmetic, same result bit for bit).
+// prefetch: read the next Π tile into registers during the current one (same arithmetic, same result bit for bit).
 void cg_fused_first(cudaStream_t s, std::int64_t m, std::int64_t d, std::int64_t F, const float* P, const float* Pi,
                     const float* K, const float* W0t, float* ws, float* t1, bool prefetch = false);
 // out = (Π ⊙ (W0 t2)) K + ridge P, i.e. out[r + j m] = Σ_i Π[r + i m] (Σ_b W0t[b + r d] t2T[i + b F]) KT[j + i d]

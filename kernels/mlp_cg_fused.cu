@@ -58,11 +58,11 @@ template <int DP>
 constexpr int second_smem_floats() { return DP * kLd /*Wb*/ + DP * kLd /*Ts*/ + kT * kLd /*Pis*/ + kT * (DP + 4) /*KTs*/ + kT * kLd /*Us*/; }
 
 // part[(split·F + i)·d + a] = Σ_{r in split's chunks} W0t[a + r d] Π[r + i m] Σ_j P[r + j m] K[i + j F]
-// PF (prefetch): the next chunk's tiles are read from global memory into registers while this chunk is
-// computed, then stored to shared memory after the barrier; the arithmetic (and so the result, bit for bit)
-// is the same as without it. PF at d <= 64 keeps two blocks resident (<= 128 registers a thread).
+// PF (prefetch): the next chunk's Π tile — the one operand streamed from DRAM (m x F, read once an
+// operator; P, W0ᵀ, t2 and K are small and stay in L2) — is read into registers while this chunk is computed
+// and stored to shared memory after the barrier. The arithmetic, and so the result bit for bit, is the same.
 template <int DP, bool PF>
-__global__ void __launch_bounds__(kThreads, (PF && DP == 64) ? 2 : 1)
+__global__ void __launch_bounds__(kThreads)
     first_kernel(int m, int d, int F, const float* __restrict__ P, const float* __restrict__ Pi,
                  const float* __restrict__ K, const float* __restrict__ W0t, float* __restrict__ part) {
   extern __shared__ float4 smem4[];
@@ -89,68 +89,45 @@ __global__ void __launch_bounds__(kThreads, (PF && DP == 64) ? 2 : 1)
 #pragma unroll
     for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
 
-  // One chunk's tiles: element q of this thread is idx = t + q·kThreads (the order of the plain loops).
-  constexpr int nP = DP * kT / kThreads, nPi = kT * kT / kThreads, nW = kT * DP / kThreads;
-  float rP[PF ? nP : 1], rPi[PF ? nPi : 1], rW[PF ? nW : 1];
-  auto fetch = [&](int r0) {
-#pragma unroll
-    for (int q = 0; q < nP; ++q) {
-      const int idx = t + q * kThreads, j = idx / kT, r = idx % kT;
-      rP[q] = (j < d && r0 + r < m) ? P[static_cast<long long>(j) * m + r0 + r] : 0.f;
-    }
+  // The Π tile of chunk r0, element q of this thread at idx = t + q·kThreads (the order of the plain loop).
+  constexpr int nPi = kT * kT / kThreads;
+  float rPi[PF ? nPi : 1];
+  auto fetch_pi = [&](int r0) {
 #pragma unroll
     for (int q = 0; q < nPi; ++q) {
       const int idx = t + q * kThreads, i = idx / kT, r = idx % kT;
       rPi[q] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
     }
-#pragma unroll
-    for (int q = 0; q < nW; ++q) {
-      const int idx = t + q * kThreads, r = idx / DP, a = idx % DP;
-      rW[q] = (a < d && r0 + r < m) ? W0t[static_cast<long long>(r0 + r) * d + a] : 0.f;
-    }
-  };
-  auto stash = [&]() {
-#pragma unroll
-    for (int q = 0; q < nP; ++q) {
-      const int idx = t + q * kThreads;
-      Ps[(idx / kT) * kLd + idx % kT] = rP[q];
-    }
-#pragma unroll
-    for (int q = 0; q < nPi; ++q) {
-      const int idx = t + q * kThreads;
-      Pis[(idx / kT) * kLd + idx % kT] = rPi[q];
-    }
-#pragma unroll
-    for (int q = 0; q < nW; ++q) {
-      const int idx = t + q * kThreads;
-      Ws[(idx / DP) * (DP + 4) + idx % DP] = rW[q];
-    }
   };
   if constexpr (PF)
-    if (cb < ce) fetch(cb * kT);
+    if (cb < ce) fetch_pi(cb * kT);
 
   for (int c = cb; c < ce; ++c) {
-    [[maybe_unused]] const int r0 = c * kT;
+    const int r0 = c * kT;
     __syncthreads();  // previous chunk's Ss / Ws reads are done
+    for (int idx = t; idx < DP * kT; idx += kThreads) {
+      const int j = idx / kT, r = idx % kT;
+      Ps[j * kLd + r] = (j < d && r0 + r < m) ? P[static_cast<long long>(j) * m + r0 + r] : 0.f;
+    }
     if constexpr (PF) {
-      stash();
-    } else {
-      for (int idx = t; idx < DP * kT; idx += kThreads) {
-        const int j = idx / kT, r = idx % kT;
-        Ps[j * kLd + r] = (j < d && r0 + r < m) ? P[static_cast<long long>(j) * m + r0 + r] : 0.f;
+#pragma unroll
+      for (int q = 0; q < nPi; ++q) {
+        const int idx = t + q * kThreads;
+        Pis[(idx / kT) * kLd + idx % kT] = rPi[q];
       }
+    } else {
       for (int idx = t; idx < kT * kT; idx += kThreads) {
         const int i = idx / kT, r = idx % kT;
         Pis[i * kLd + r] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
       }
-      for (int idx = t; idx < kT * DP; idx += kThreads) {
-        const int r = idx / DP, a = idx % DP;
-        Ws[r * (DP + 4) + a] = (a < d && r0 + r < m) ? W0t[static_cast<long long>(r0 + r) * d + a] : 0.f;
-      }
+    }
+    for (int idx = t; idx < kT * DP; idx += kThreads) {
+      const int r = idx / DP, a = idx % DP;
+      Ws[r * (DP + 4) + a] = (a < d && r0 + r < m) ? W0t[static_cast<long long>(r0 + r) * d + a] : 0.f;
     }
     __syncthreads();
     if constexpr (PF)
-      if (c + 1 < ce) fetch((c + 1) * kT);  // in flight during this chunk's products
+      if (c + 1 < ce) fetch_pi((c + 1) * kT);  // in flight during this chunk's products
     float s[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -183,7 +160,7 @@ __global__ void __launch_bounds__(kThreads, (PF && DP == 64) ? 2 : 1)
 
 // part[split·m·d + r + j m] = Σ_{i in split's key tiles} Π[r + i m] (Σ_b W0t[b + r d] t2T[i + b F]) KT[j + i d]
 template <int DP, bool PF>
-__global__ void __launch_bounds__(kThreads, (PF && DP == 64) ? 2 : 1)
+__global__ void __launch_bounds__(kThreads)
     second_kernel(int m, int d, int F, const float* __restrict__ Pi, const float* __restrict__ KT,
                   const float* __restrict__ W0t, const float* __restrict__ t2T, float* __restrict__ part) {
   extern __shared__ float4 smem4[];
@@ -210,67 +187,45 @@ __global__ void __launch_bounds__(kThreads, (PF && DP == 64) ? 2 : 1)
 #pragma unroll
     for (int b = 0; b < TN; ++b) acc[a][b] = 0.f;
 
-  constexpr int nT = DP * kT / kThreads, nPi = kT * kT / kThreads, nK = kT * DP / kThreads;
-  float rT[PF ? nT : 1], rPi[PF ? nPi : 1], rK[PF ? nK : 1];
-  auto fetch = [&](int i0) {
-#pragma unroll
-    for (int q = 0; q < nT; ++q) {
-      const int idx = t + q * kThreads, b = idx / kT, i = idx % kT;
-      rT[q] = (b < d && i0 + i < F) ? t2T[static_cast<long long>(b) * F + i0 + i] : 0.f;
-    }
+  // The Π tile of key tile i0 (as in first_kernel).
+  constexpr int nPi = kT * kT / kThreads;
+  float rPi[PF ? nPi : 1];
+  auto fetch_pi = [&](int i0) {
 #pragma unroll
     for (int q = 0; q < nPi; ++q) {
       const int idx = t + q * kThreads, i = idx / kT, r = idx % kT;
       rPi[q] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
     }
-#pragma unroll
-    for (int q = 0; q < nK; ++q) {
-      const int idx = t + q * kThreads, i = idx / DP, j = idx % DP;
-      rK[q] = (j < d && i0 + i < F) ? KT[static_cast<long long>(i0 + i) * d + j] : 0.f;
-    }
-  };
-  auto stash = [&]() {
-#pragma unroll
-    for (int q = 0; q < nT; ++q) {
-      const int idx = t + q * kThreads;
-      Ts[(idx / kT) * kLd + idx % kT] = rT[q];
-    }
-#pragma unroll
-    for (int q = 0; q < nPi; ++q) {
-      const int idx = t + q * kThreads;
-      Pis[(idx / kT) * kLd + idx % kT] = rPi[q];
-    }
-#pragma unroll
-    for (int q = 0; q < nK; ++q) {
-      const int idx = t + q * kThreads;
-      KTs[(idx / DP) * (DP + 4) + idx % DP] = rK[q];
-    }
   };
   if constexpr (PF)
-    if (tb < te) fetch(tb * kT);
+    if (tb < te) fetch_pi(tb * kT);
 
   for (int tile = tb; tile < te; ++tile) {
     const int i0 = tile * kT;
     __syncthreads();  // previous tile's Us / KTs reads are done
+    for (int idx = t; idx < DP * kT; idx += kThreads) {
+      const int b = idx / kT, i = idx % kT;
+      Ts[b * kLd + i] = (b < d && i0 + i < F) ? t2T[static_cast<long long>(b) * F + i0 + i] : 0.f;
+    }
     if constexpr (PF) {
-      stash();
-    } else {
-      for (int idx = t; idx < DP * kT; idx += kThreads) {
-        const int b = idx / kT, i = idx % kT;
-        Ts[b * kLd + i] = (b < d && i0 + i < F) ? t2T[static_cast<long long>(b) * F + i0 + i] : 0.f;
+#pragma unroll
+      for (int q = 0; q < nPi; ++q) {
+        const int idx = t + q * kThreads;
+        Pis[(idx / kT) * kLd + idx % kT] = rPi[q];
       }
+    } else {
       for (int idx = t; idx < kT * kT; idx += kThreads) {
         const int i = idx / kT, r = idx % kT;
         Pis[i * kLd + r] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
       }
-      for (int idx = t; idx < kT * DP; idx += kThreads) {
-        const int i = idx / DP, j = idx % DP;
-        KTs[i * (DP + 4) + j] = (j < d && i0 + i < F) ? KT[static_cast<long long>(i0 + i) * d + j] : 0.f;
-      }
+    }
+    for (int idx = t; idx < kT * DP; idx += kThreads) {
+      const int i = idx / DP, j = idx % DP;
+      KTs[i * (DP + 4) + j] = (j < d && i0 + i < F) ? KT[static_cast<long long>(i0 + i) * d + j] : 0.f;
     }
     __syncthreads();
     if constexpr (PF)
-      if (tile + 1 < te) fetch((tile + 1) * kT);  // in flight during this tile's products
+      if (tile + 1 < te) fetch_pi((tile + 1) * kT);  // in flight during this tile's products
     float u[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)

@@ -27,7 +27,7 @@ namespace {
 //   float32, d > 64                               -> cublas (the d <= 128 fused kernels are tested but not
 //                                                    timed against cuBLAS there)
 // MEMCAP_CG_KERNEL=auto (default: this table), cublas (always the cuBLAS form), fused or fused-prefetch (the
-// fused form, the latter reading the next tile into registers during the current one — same result bit for
+// fused form, the latter reading the next Π tile into registers during the current one — same result bit for
 // bit, not yet timed — wherever it is built: float32, not useM, d <= 128; the cuBLAS form elsewhere, as the
 // note says); anything else is a UserError. Benchmarks and tests compare them.
 enum class CgOpVariant { cublas, fused, fused_prefetch };
