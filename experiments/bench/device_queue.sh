@@ -64,14 +64,18 @@ run_sweep() {
     log "partial: rc $rc, this call ${dt} s, all calls ${total} s, ${done_jobs} job records so far; run again"
   fi
 }
+# ensure_base: the paper-scale base model of hebb edit in $Q/base.h5 (trained once, kept between calls).
+ensure_base() {
+  [ -f "$Q/base.h5" ] && return 0
+  local t1
+  t1=$(date +%s)
+  build-gpu/hebb edit base --device cuda --progress none --out "$Q/base.h5" > "$Q/base.out" 2>&1 ||
+    { tail -5 "$Q/base.out"; exit 1; }
+  log "base $(( $(date +%s) - t1 )) s: $(grep -E 'mlp_accuracy' "$Q/base.out" | tail -1)"
+}
 case "$STAGE" in
   edit-grid)
-    if [ ! -f "$Q/base.h5" ]; then
-      t1=$(date +%s)
-      build-gpu/hebb edit base --device cuda --progress none --out "$Q/base.h5" > "$Q/base.out" 2>&1 ||
-        { tail -5 "$Q/base.out"; exit 1; }
-      log "base $(( $(date +%s) - t1 )) s: $(grep -E 'mlp_accuracy' "$Q/base.out" | tail -1)"
-    fi
+    ensure_base
     run_sweep edit-table1 build-gpu/hebb edit table1 --preset edit-table1 --device cuda --jobs-per-gpu 4 \
       --base "$Q/base.h5"
     ;;
@@ -96,12 +100,7 @@ case "$STAGE" in
     log "torch: $(tail -1 "$Q/edit_torch.json")"
     ;;
   swap-seeds)
-    if [ ! -f "$Q/base.h5" ]; then
-      t1=$(date +%s)
-      build-gpu/hebb edit base --device cuda --progress none --out "$Q/base.h5" > "$Q/base.out" 2>&1 ||
-        { tail -5 "$Q/base.out"; exit 1; }
-      log "base $(( $(date +%s) - t1 )) s: $(grep -E 'mlp_accuracy' "$Q/base.out" | tail -1)"
-    fi
+    ensure_base
     # one run: FRACTION EXPERT_SEED -> $Q/swap_F_S.h5 (kept once written: hebb writes through a temporary)
     swap_one() {
       local out=$Q/swap_$1_$2.h5
