@@ -51,11 +51,47 @@ __device__ __forceinline__ void split_range(int n, int parts, int s, int& b, int
   e = static_cast<int>(static_cast<long long>(n) * (s + 1) / parts);
 }
 
+// The 64 x 64 tile of Π (m x F, column-major) at rows r0.., keys i0.., into shared memory as Pis[i][r]. PF:
+// through registers (fetch during the previous tile's products, stash after the barrier); else straight.
+// Thread t holds elements idx = t + q·kThreads, at (i, r) = (idx / kT, idx % kT), in both forms.
+template <bool PF>
+struct PiTile {
+  static constexpr int kN = kT * kT / kThreads;
+  float reg[PF ? kN : 1];
+  __device__ __forceinline__ static float at(const float* Pi, int m, int F, int r0, int i0, int i, int r) {
+    return (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
+  }
+  __device__ __forceinline__ void fetch(const float* Pi, int m, int F, int r0, int i0, int t) {
+#pragma unroll
+    for (int q = 0; q < kN; ++q) {
+      const int idx = t + q * kThreads;
+      reg[q] = at(Pi, m, F, r0, i0, idx / kT, idx % kT);
+    }
+  }
+  // Writes the tile of (r0, i0) into Pis: the registers of the last fetch (PF) or a direct load.
+  __device__ __forceinline__ void store(float* Pis, const float* Pi, int m, int F, int r0, int i0, int t) const {
+    if constexpr (PF) {
+#pragma unroll
+      for (int q = 0; q < kN; ++q) {
+        const int idx = t + q * kThreads;
+        Pis[(idx / kT) * kLd + idx % kT] = reg[q];
+      }
+    } else {
+      for (int idx = t; idx < kT * kT; idx += kThreads)
+        Pis[(idx / kT) * kLd + idx % kT] = at(Pi, m, F, r0, i0, idx / kT, idx % kT);
+    }
+  }
+};
+
 // Shared-memory floats of each kernel for padded width DP.
 template <int DP>
-constexpr int first_smem_floats() { return DP * kLd /*Ks*/ + DP * kLd /*Ps*/ + kT * kLd /*Pis*/ + kT * (DP + 4) /*Ws*/ + kT * kLd /*Ss*/; }
+constexpr int first_smem_floats() {
+  return DP * kLd /*Ks*/ + DP * kLd /*Ps*/ + kT * kLd /*Pis*/ + kT * (DP + 4) /*Ws*/ + kT * kLd /*Ss*/;
+}
 template <int DP>
-constexpr int second_smem_floats() { return DP * kLd /*Wb*/ + DP * kLd /*Ts*/ + kT * kLd /*Pis*/ + kT * (DP + 4) /*KTs*/ + kT * kLd /*Us*/; }
+constexpr int second_smem_floats() {
+  return DP * kLd /*Wb*/ + DP * kLd /*Ts*/ + kT * kLd /*Pis*/ + kT * (DP + 4) /*KTs*/ + kT * kLd /*Us*/;
+}
 
 // part[(split·F + i)·d + a] = Σ_{r in split's chunks} W0t[a + r d] Π[r + i m] Σ_j P[r + j m] K[i + j F]
 // PF (prefetch): the next chunk's Π tile — the one operand streamed from DRAM (m x F, read once an
@@ -89,18 +125,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int b = 0; b < 4; ++b) acc[a][b] = 0.f;
 
-  // The Π tile of chunk r0, element q of this thread at idx = t + q·kThreads (the order of the plain loop).
-  constexpr int nPi = kT * kT / kThreads;
-  float rPi[PF ? nPi : 1];
-  auto fetch_pi = [&](int r0) {
-#pragma unroll
-    for (int q = 0; q < nPi; ++q) {
-      const int idx = t + q * kThreads, i = idx / kT, r = idx % kT;
-      rPi[q] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
-    }
-  };
+  PiTile<PF> pit;
   if constexpr (PF)
-    if (cb < ce) fetch_pi(cb * kT);
+    if (cb < ce) pit.fetch(Pi, m, F, cb * kT, i0, t);
 
   for (int c = cb; c < ce; ++c) {
     const int r0 = c * kT;
@@ -109,25 +136,14 @@ __global__ void __launch_bounds__(kThreads)
       const int j = idx / kT, r = idx % kT;
       Ps[j * kLd + r] = (j < d && r0 + r < m) ? P[static_cast<long long>(j) * m + r0 + r] : 0.f;
     }
-    if constexpr (PF) {
-#pragma unroll
-      for (int q = 0; q < nPi; ++q) {
-        const int idx = t + q * kThreads;
-        Pis[(idx / kT) * kLd + idx % kT] = rPi[q];
-      }
-    } else {
-      for (int idx = t; idx < kT * kT; idx += kThreads) {
-        const int i = idx / kT, r = idx % kT;
-        Pis[i * kLd + r] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
-      }
-    }
+    pit.store(Pis, Pi, m, F, r0, i0, t);
     for (int idx = t; idx < kT * DP; idx += kThreads) {
       const int r = idx / DP, a = idx % DP;
       Ws[r * (DP + 4) + a] = (a < d && r0 + r < m) ? W0t[static_cast<long long>(r0 + r) * d + a] : 0.f;
     }
     __syncthreads();
     if constexpr (PF)
-      if (c + 1 < ce) fetch_pi((c + 1) * kT);  // in flight during this chunk's products
+      if (c + 1 < ce) pit.fetch(Pi, m, F, (c + 1) * kT, i0, t);  // in flight during this chunk's products
     float s[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -141,7 +157,8 @@ __global__ void __launch_bounds__(kThreads)
     }
 #pragma unroll
     for (int ri = 0; ri < 4; ++ri)
-      *reinterpret_cast<float4*>(Ss + (ty * 4 + ri) * kLd + tx * 4) = make_float4(s[ri][0], s[ri][1], s[ri][2], s[ri][3]);
+      *reinterpret_cast<float4*>(Ss + (ty * 4 + ri) * kLd + tx * 4) =
+          make_float4(s[ri][0], s[ri][1], s[ri][2], s[ri][3]);
     __syncthreads();
     tile_mac<TM, 4>(acc, Ws, DP + 4, Ss, kLd, kT, ty, tx);  // acc[a][i] += Σ_r W0t(a, r) S(r, i)
   }
@@ -187,18 +204,9 @@ __global__ void __launch_bounds__(kThreads)
 #pragma unroll
     for (int b = 0; b < TN; ++b) acc[a][b] = 0.f;
 
-  // The Π tile of key tile i0 (as in first_kernel).
-  constexpr int nPi = kT * kT / kThreads;
-  float rPi[PF ? nPi : 1];
-  auto fetch_pi = [&](int i0) {
-#pragma unroll
-    for (int q = 0; q < nPi; ++q) {
-      const int idx = t + q * kThreads, i = idx / kT, r = idx % kT;
-      rPi[q] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
-    }
-  };
+  PiTile<PF> pit;
   if constexpr (PF)
-    if (tb < te) fetch_pi(tb * kT);
+    if (tb < te) pit.fetch(Pi, m, F, r0, tb * kT, t);
 
   for (int tile = tb; tile < te; ++tile) {
     const int i0 = tile * kT;
@@ -207,25 +215,14 @@ __global__ void __launch_bounds__(kThreads)
       const int b = idx / kT, i = idx % kT;
       Ts[b * kLd + i] = (b < d && i0 + i < F) ? t2T[static_cast<long long>(b) * F + i0 + i] : 0.f;
     }
-    if constexpr (PF) {
-#pragma unroll
-      for (int q = 0; q < nPi; ++q) {
-        const int idx = t + q * kThreads;
-        Pis[(idx / kT) * kLd + idx % kT] = rPi[q];
-      }
-    } else {
-      for (int idx = t; idx < kT * kT; idx += kThreads) {
-        const int i = idx / kT, r = idx % kT;
-        Pis[i * kLd + r] = (i0 + i < F && r0 + r < m) ? Pi[static_cast<long long>(i0 + i) * m + r0 + r] : 0.f;
-      }
-    }
+    pit.store(Pis, Pi, m, F, r0, i0, t);
     for (int idx = t; idx < kT * DP; idx += kThreads) {
       const int i = idx / DP, j = idx % DP;
       KTs[i * (DP + 4) + j] = (j < d && i0 + i < F) ? KT[static_cast<long long>(i0 + i) * d + j] : 0.f;
     }
     __syncthreads();
     if constexpr (PF)
-      if (tile + 1 < te) fetch_pi((tile + 1) * kT);  // in flight during this tile's products
+      if (tile + 1 < te) pit.fetch(Pi, m, F, r0, (tile + 1) * kT, t);  // in flight during this tile's products
     float u[4][4];
 #pragma unroll
     for (int a = 0; a < 4; ++a)
@@ -236,7 +233,8 @@ __global__ void __launch_bounds__(kThreads)
     for (int ci = 0; ci < 4; ++ci) {
       const float4 pi = *reinterpret_cast<const float4*>(Pis + (tx * 4 + ci) * kLd + ty * 4);
       u[0][ci] *= pi.x, u[1][ci] *= pi.y, u[2][ci] *= pi.z, u[3][ci] *= pi.w;
-      *reinterpret_cast<float4*>(Us + (tx * 4 + ci) * kLd + ty * 4) = make_float4(u[0][ci], u[1][ci], u[2][ci], u[3][ci]);
+      *reinterpret_cast<float4*>(Us + (tx * 4 + ci) * kLd + ty * 4) =
+          make_float4(u[0][ci], u[1][ci], u[2][ci], u[3][ci]);
     }
     __syncthreads();
     tile_mac<4, TN>(acc, Us, kLd, KTs, DP + 4, kT, ty, tx);  // acc[r][j] += Σ_i U(r, i) K(i, j)
@@ -255,8 +253,8 @@ __global__ void __launch_bounds__(kThreads)
 }
 
 // dst[k] = Σ_s part[s n + k] (+ ridge src[k]), s in order.
-__global__ void sum_splits_kernel(long long n, int splits, const float* __restrict__ part, const float* __restrict__ src,
-                                  float ridge, float* __restrict__ dst) {
+__global__ void sum_splits_kernel(long long n, int splits, const float* __restrict__ part,
+                                  const float* __restrict__ src, float ridge, float* __restrict__ dst) {
   for (long long k = static_cast<long long>(blockIdx.x) * blockDim.x + threadIdx.x; k < n;
        k += static_cast<long long>(gridDim.x) * blockDim.x) {
     float v = part[k];
