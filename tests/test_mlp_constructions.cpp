@@ -269,3 +269,16 @@ TEST_CASE("method parser: verbatim text, options, errors that list the valid cho
   CHECK_THROWS_AS(parse_method("ntk,ridge=1"), UserError);
   CHECK_THROWS_AS(parse_method(""), UserError);
 }
+
+TEST_CASE("split_method_list: options stay with their method (hebb capacity and hebb ssfr --methods)") {
+  using V = std::vector<std::string>;
+  CHECK(split_method_list({"hebbian:whitened,ridge=1e-6,ntk"}) == V{"hebbian:whitened,ridge=1e-6", "ntk"});
+  CHECK(split_method_list({"gd,precision=tf32,epochs=10,hebbian"}) == V{"gd,precision=tf32,epochs=10", "hebbian"});
+  CHECK(split_method_list({"gd", "ntk,hebbian:data-dependent,cg-tol=1e-6"}) ==
+        V{"gd", "ntk", "hebbian:data-dependent,cg-tol=1e-6"});  // repeated flags / preset arrays
+  CHECK(split_method_list({"gd:transformer,gate=relu"}) == V{"gd:transformer,gate=relu"});
+  // A leading option has no method to join: it stays a token, and parse_method refuses it by name.
+  CHECK(split_method_list({"ridge=1,ntk"}) == V{"ridge=1", "ntk"});
+  CHECK_THROWS_AS(parse_method(split_method_list({"ridge=1,ntk"})[0]), UserError);
+  CHECK(split_method_list({}).empty());
+}

@@ -16,6 +16,7 @@
 #include "core/error.hpp"
 #include "margin/capacity_job.hpp"
 #include "margin/capacity_probe.hpp"
+#include "mlp/method.hpp"
 #include "sweep/sweep.hpp"
 #include "sweep/gpu_workers.hpp"
 
@@ -50,23 +51,6 @@ struct CapState {
   double cpu_max_tflop = 20;
   CLI::Option *facts_opt = nullptr, *alpha_opt = nullptr;
 };
-
-// "--methods a,b:x,opt=1,c": a token with '=' (and no ':' before it) is an option of the method
-// before it, so method specs keep their own commas.
-std::vector<std::string> split_methods(const std::vector<std::string>& in) {
-  std::vector<std::string> out;
-  for (const auto& item : in) {
-    std::stringstream ss(item);
-    std::string tok;
-    while (std::getline(ss, tok, ',')) {
-      const auto eq = tok.find('='), colon = tok.find(':');
-      const bool option = eq != std::string::npos && (colon == std::string::npos || colon > eq);
-      if (option && !out.empty()) out.back() += "," + tok;
-      else out.push_back(tok);
-    }
-  }
-  return out;
-}
 
 std::string gib(double bytes) { return fmt::format("{:.2f} GiB", bytes / double(1 << 30)); }
 
@@ -127,7 +111,7 @@ void run_capacity(CLI::App* sub, CapState& st) {
   require(std::isfinite(st.cpu_max_tflop) && st.cpu_max_tflop > 0, "--cpu-max-tflop must be > 0 (got {:g})",
           st.cpu_max_tflop);
   const mlp::SearchMode mode = mlp::parse_search_mode(st.search);
-  const auto method_texts = split_methods(st.methods);
+  const auto method_texts = mlp::split_method_list(st.methods);
   require(!method_texts.empty(), "--methods is empty");
   std::vector<mlp::MethodSpec> methods;
   for (const auto& t : method_texts) {

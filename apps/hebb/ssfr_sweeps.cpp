@@ -20,6 +20,7 @@
 #include "margin/capacity_probe.hpp"
 #include "margin/ssfr_jobs.hpp"
 #include "mlp/constructions.hpp"
+#include "mlp/method.hpp"
 #include "sweep/sweep.hpp"
 
 namespace memcap::hebb_app {
@@ -210,7 +211,7 @@ void run_capacity(CLI::App* sub, SsfrSweepState& st) {
     check_dims(st.facts, "--facts", 2, 1 << 24);
   }
   std::vector<mlp::SsfrMlpChoice> methods;
-  for (const auto& t : st.methods) {
+  for (const auto& t : mlp::split_method_list(st.methods)) {
     methods.push_back(mlp::parse_ssfr_mlp(t));
     require(methods.back().kind == mlp::SsfrMlpKind::method,
             "--methods takes method specs (gd, hebbian, hebbian:whitened, hebbian:data-dependent, ntk); '{}' is not one",
@@ -450,7 +451,9 @@ void add_ssfr_sweeps(CLI::App* ssfr) {
     sub->add_option("--protocol", st->protocol, "fact-adaptive (§4.6) or train99 (§4.7)")
         ->capture_default_str()
         ->check(CLI::IsMember({"fact-adaptive", "train99"}));
-    sub->add_option("--methods", st->methods, "Inserted-MLP methods (comma list)")->delimiter(',')->capture_default_str();
+    sub->add_option("--methods", st->methods,
+                    "Inserted-MLP methods, comma-separated (options stay with their method: gd,precision=tf32,ntk)")
+        ->capture_default_str();
     sub->add_option("--dim", st->dims, "Model dimension d")->capture_default_str();
     sub->add_option("--facts", st->facts, "fact-adaptive: fact counts F (comma list)")->delimiter(',');
     sub->add_option("--widths", st->widths, "train99: MLP widths m (comma list)")->delimiter(',');

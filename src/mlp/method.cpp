@@ -109,6 +109,21 @@ std::string MethodSpec::name() const {
 
 const char* method_help() { return kValidMethods; }
 
+std::vector<std::string> split_method_list(const std::vector<std::string>& in) {
+  std::vector<std::string> out;
+  for (const auto& item : in) {
+    std::stringstream ss(item);
+    std::string tok;
+    while (std::getline(ss, tok, ',')) {
+      const auto eq = tok.find('='), colon = tok.find(':');
+      const bool option = eq != std::string::npos && (colon == std::string::npos || colon > eq);
+      if (option && !out.empty()) out.back() += "," + tok;
+      else out.push_back(tok);
+    }
+  }
+  return out;
+}
+
 MethodSpec parse_method(const std::string& text) {
   MethodSpec m;
   m.text = text;

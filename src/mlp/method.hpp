@@ -3,6 +3,7 @@
 #pragma once
 #include <cstdint>
 #include <string>
+#include <vector>
 
 #include "mlp/gd_train.hpp"
 
@@ -29,6 +30,11 @@ MethodSpec parse_method(const std::string& text);
 
 // One line per accepted spec, for --help texts.
 const char* method_help();
+
+// A --methods list as typed ("a,b:x,opt=1,c", possibly repeated flags): split at commas, where a token with
+// '=' (and no ':' before it) is an option of the method before it, so method specs keep their own commas:
+// {"hebbian:whitened,ridge=1e-6,ntk"} -> {"hebbian:whitened,ridge=1e-6", "ntk"}. Specs are not parsed here.
+std::vector<std::string> split_method_list(const std::vector<std::string>& in);
 
 // GD specs: "gd" (§2.6 defaults), "gd:transformer" (§2.6 DISCREPANCY: relu, bias=1, ce, f64),
 // "gd:edit" (§2.7: silu, bias=1, mse, f32), then options gate=, bias=, loss=, epochs=, lr=,
