@@ -13,6 +13,8 @@
 #               --methods swap-constructed,memit,alphaedit,rome (issue 15: Fig. 9 with its retuned baselines)
 #   fig3b       hebb ssfr capacity --preset fig3b --jobs-per-gpu 8 (issue 13: claim 10, < 30 min target)
 #   fig10       hebb ssfr capacity --preset fig10 --jobs-per-gpu 8 (issue 13: claim 11)
+#   fig3b-gd-precision  fig3b's GD searches at F = 256 ... 2048 with the released code's float64 GD MLPs and
+#               with tf32 ones, in one sweep (issue 13: may the preset train them faster? same m* needed)
 #   table2      kata mqar table2 --preset table2 --seeds 2 --jobs 4 (trainings at once per GPU) (issue 12: Table 2)
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
 #   swap-seeds  hebb edit base (once), then MLP swapping at 2, 5, 10 % on the edit set of --seed 42 with
@@ -22,8 +24,8 @@ set -uo pipefail
 STAGE=${1:?usage: device_queue.sh STAGE [LIMIT_S]}
 LIMIT=${2:-480}
 case "$STAGE" in
-  edit-grid | fig9-grid | fig3b | fig10 | table2 | edit-torch | swap-seeds) ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, table2, edit-torch, swap-seeds)" >&2; exit 2 ;;
+  edit-grid | fig9-grid | fig3b | fig10 | fig3b-gd-precision | table2 | edit-torch | swap-seeds) ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
 [ -f CMakeLists.txt ] && [ -d experiments/bench ] || { echo "run from the repository root" >&2; exit 2; }
 Q=${QUEUE:-queue}
@@ -91,6 +93,10 @@ case "$STAGE" in
     ;;
   fig3b) run_sweep fig3b build-gpu/hebb ssfr capacity --preset fig3b --device cuda --jobs-per-gpu 8 ;;
   fig10) run_sweep fig10 build-gpu/hebb ssfr capacity --preset fig10 --device cuda --jobs-per-gpu 8 ;;
+  fig3b-gd-precision)
+    run_sweep fig3b-gd-precision build-gpu/hebb ssfr capacity --preset fig3b --methods gd,gd,precision=tf32 \
+      --facts 256,512,1024,2048 --device cuda --jobs-per-gpu 8
+    ;;
   table2) run_sweep table2 build-gpu/kata mqar table2 --preset table2 --seeds 2 --device cuda --jobs 4 ;;
   edit-torch)
     t1=$(date +%s)
@@ -117,5 +123,5 @@ case "$STAGE" in
     done
     for o in "$Q"/swap_*.out; do [ -f "$o" ] && log "$(basename "$o" .out): $(grep -oE '(score|r_NF) [0-9.]+' "$o" | tr '\n' ' ')"; done
     ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, table2, edit-torch, swap-seeds)" >&2; exit 2 ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
