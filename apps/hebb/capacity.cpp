@@ -9,7 +9,6 @@
 #include <limits>
 #include <memory>
 #include <set>
-#include <sstream>
 
 #include "cli/app.hpp"
 #include "cli/preset.hpp"

@@ -8,6 +8,7 @@
 
 #include "cli/app.hpp"
 #include "core/error.hpp"
+#include "core/timing.hpp"
 #include "io/output_file.hpp"
 #include "margin/margins.hpp"
 #include "mlp/build_flags.hpp"
@@ -16,7 +17,6 @@
 #ifdef MEMCAP_HAVE_CUDA
 #include "core/gpu.hpp"
 #include "mlp/construct_cuda.hpp"
-#include "core/timing.hpp"
 #endif
 
 namespace {

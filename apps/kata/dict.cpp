@@ -10,11 +10,11 @@
 #include "cli/app.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "core/timing.hpp"
 #include "io/output_file.hpp"
 #include "kata/bounds.hpp"
 #include "kata/dictionary.hpp"
 #include "kata/finite_field.hpp"
-#include "core/timing.hpp"
 
 namespace {
 
@@ -31,7 +31,6 @@ struct DictState {
   bool no_vectors = false;
   bool bench = false;
 };
-
 
 double peak_rss_mb() {
   rusage u{};

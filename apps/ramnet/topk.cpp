@@ -14,12 +14,12 @@
 #include "options.hpp"
 #include "core/error.hpp"
 #include "core/threads.hpp"
+#include "core/timing.hpp"
 #include "io/output_file.hpp"
 #include "memory_axes.hpp"
 #include "ramnet/attention.hpp"
 #include "ramnet/topk.hpp"
 #include "sweep/sweep.hpp"
-#include "core/timing.hpp"
 
 namespace {
 
@@ -37,7 +37,6 @@ struct TopkState {
   std::int64_t bench_queries = 1'000'000, bench_dense = 200;
   int repeats = 5;
 };
-
 
 std::vector<Generator> parse_generators(const std::vector<std::string>& pieces, std::vector<std::string>& shown) {
   const auto out = app::parse_generators(app::join_spec_pieces(pieces), shown);

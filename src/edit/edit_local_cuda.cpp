@@ -12,10 +12,10 @@
 #include <type_traits>
 
 #include "core/gpu.hpp"
+#include "core/timing.hpp"
 #include "edit/edit_model_cuda.hpp"
 #include "nn/tied_ce.hpp"
 #include "nn_edit_residual.cuh"
-#include "core/timing.hpp"
 
 namespace memcap::edit {
 

@@ -11,10 +11,10 @@
 
 #include "core/error.hpp"
 #include "core/random_fill.hpp"
+#include "core/timing.hpp"
 #include "margin/margins.hpp"
 #include "nn/layers.hpp"
 #include "nn/tied_ce.hpp"
-#include "core/timing.hpp"
 
 namespace memcap::edit {
 

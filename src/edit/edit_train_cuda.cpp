@@ -23,10 +23,10 @@
 
 #include "core/gpu.hpp"
 #include "core/random_fill.hpp"
+#include "core/timing.hpp"
 #include "edit/edit_model_cuda.hpp"
 #include "nn/tied_ce.hpp"
 #include "nn_layers.cuh"
-#include "core/timing.hpp"
 
 namespace memcap::edit {
 

@@ -17,9 +17,9 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "core/threads.hpp"
+#include "core/timing.hpp"
 #include "kata/mqar_train_cuda.hpp"
 #include "nn/layers.hpp"
-#include "core/timing.hpp"
 
 namespace memcap::kata {
 
@@ -28,7 +28,6 @@ namespace {
 constexpr std::uint64_t kShuffleStream = rng::kUser + 121;  // epoch permutations (stream id | epoch, slice)
 constexpr std::int64_t kSumChunk = 1 << 14;                  // fixed chunking of the float64 reductions
 constexpr std::int64_t kSlots = 16;                          // gradient buffers per step (fixed: determinism)
-
 
 std::int64_t micro_size(std::int64_t micro_tokens, std::int64_t T) { return std::max<std::int64_t>(1, micro_tokens / T); }
 

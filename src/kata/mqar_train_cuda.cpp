@@ -24,11 +24,11 @@
 #include <type_traits>
 
 #include "core/gpu.hpp"
+#include "core/timing.hpp"
 #include "kata/mqar_model_cuda.hpp"
 #include "kata_mqar_train.cuh"
 #include "nn/layers.hpp"
 #include "nn_train_state.cuh"
-#include "core/timing.hpp"
 
 namespace memcap::kata {
 

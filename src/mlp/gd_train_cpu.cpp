@@ -13,20 +13,18 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/timing.hpp"
 #include "mlp/gd_checkpoint.hpp"
 #include "mlp/gd_init.hpp"
 #include "mlp/gd_train.hpp"
 #include "nn/arena.hpp"
 #include "nn/layers.hpp"
-#include "core/timing.hpp"
 
 namespace memcap::mlp {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
-
 
 // MemAvailable from /proc/meminfo (bytes); 0 when unknown.
 double available_ram_bytes() {

@@ -18,17 +18,16 @@
 
 #include "core/error.hpp"
 #include "core/gpu.hpp"
+#include "core/timing.hpp"
 #include "mlp/gd_checkpoint.hpp"
 #include "mlp/gd_cuda_device.hpp"
 #include "mlp/gd_init.hpp"
-#include "core/timing.hpp"
 
 namespace memcap::mlp {
 
 namespace {
 
 using Clock = std::chrono::steady_clock;
-
 
 // Sets a cuBLAS math mode for the training and restores the caller's on exit.
 class MathModeGuard {

@@ -99,7 +99,5 @@ refused "has d = 48, not the --dim 64" --data "$DATA" --base "$T/base.h5" --dim 
 refused "holds a gd-mse expert" --data "$DATA" --base "$T/base.h5" --method swap-constructed
 refused "must be in (0, 1]" --data "$DATA" --base "$T/base.h5" --fraction 1.01
 refused "= 0 facts" --data "$DATA" --base "$T/base.h5" --fraction 0.001
-refused "--expert-seed applies to --method swap" --data "$DATA" --base "$T/base.h5" --method rome --expert-seed 3
-refused "--expert-seed" --data "$DATA" --base "$T/base.h5" --expert-seed -1
 
 exit $fail

@@ -27,10 +27,7 @@ out=$("$HEBB" ssfr capacity --preset fig3b --methods gd,precision=tf32,ntk --fac
   --out "$T/dry.h5" 2>&1)
 check 'echo "$out" | grep -q "jobs: 4 in the plan" && echo "$out" | grep -q "mlp=gd:transformer,precision=tf32/facts=64"' \
   "--methods gd,precision=tf32,ntk: $(echo "$out" | tail -3)"
-"$HEBB" ssfr capacity --preset fig3b --methods gd,precison=tf32 --facts 64 --device cpu --dry-run --out "$T/dry.h5" \
-  >"$T/typo.txt" 2>"$T/typo.err"
-rc=$?
-check '[ $rc -eq 2 ] && grep -q "precison=tf32" "$T/typo.err"' "a misspelt method option: exit $rc, $(cat "$T/typo.err")"
+# (its bad values: tests/cli/hostile_cases.tsv)
 
 S="--device cpu --steps 20 --batch 32 --eval-every 10 --eval-batches 1 --dim 8 --junk 2 --seeds 1 --progress none"
 smoke() {  # smoke NAME ARGS...
