@@ -62,17 +62,20 @@ void jacobi_inverse(cudaStream_t s, std::int64_t m, std::int64_t d, const double
 // fit's W0); t1 d x F; t2T F x d (= t1ᵀ Gv, Gv symmetric). ws: cg_fused_workspace_floats floats. Shapes with
 // 1 <= d <= kCgFusedMaxDim (cg_fused_supported); otherwise use the cuBLAS form.
 inline constexpr std::int64_t kCgFusedMaxDim = 128;
+// The kernels' forms: plain (SIMT float32 FMAs), prefetch (the same, reading the next Π tile into registers during
+// the current one: the same arithmetic, bit for bit) and tf32x3 (tensor cores, error-compensated 3xTF32 products:
+// float32-accurate, not bitwise equal to the SIMT forms).
+enum class CgFusedKind { plain, prefetch, tf32x3 };
 bool cg_fused_supported(std::int64_t m, std::int64_t d, std::int64_t F);
 std::int64_t cg_fused_workspace_floats(std::int64_t m, std::int64_t d, std::int64_t F);
 void cg_fused_transpose_keys(cudaStream_t s, std::int64_t F, std::int64_t d, const float* K, float* KT);
 // t1 = W0ᵀ·(Π ⊙ (P Kᵀ)), i.e. t1[a + i d] = Σ_r W0t[a + r d] Π[r + i m] Σ_j P[r + j m] K[i + j F].
-// prefetch: read the next Π tile into registers during the current one (same arithmetic, same result bit for bit).
 void cg_fused_first(cudaStream_t s, std::int64_t m, std::int64_t d, std::int64_t F, const float* P, const float* Pi,
-                    const float* K, const float* W0t, float* ws, float* t1, bool prefetch = false);
+                    const float* K, const float* W0t, float* ws, float* t1, CgFusedKind kind = CgFusedKind::plain);
 // out = (Π ⊙ (W0 t2)) K + ridge P, i.e. out[r + j m] = Σ_i Π[r + i m] (Σ_b W0t[b + r d] t2T[i + b F]) KT[j + i d]
 // + ridge P[r + j m].
 void cg_fused_second(cudaStream_t s, std::int64_t m, std::int64_t d, std::int64_t F, const float* P, const float* Pi,
                      const float* KT, const float* W0t, const float* t2T, double ridge, float* ws, float* out,
-                     bool prefetch = false);
+                     CgFusedKind kind = CgFusedKind::plain);
 
 }  // namespace memcap::mlp::cuda

@@ -252,6 +252,275 @@ __global__ void __launch_bounds__(kThreads)
   }
 }
 
+// ---- 3xTF32 tensor-core form (CgFusedKind::tf32x3) ----------------------------------------------------
+// The same two kernels with every 64-deep product on mma.sync m16n8k8 TF32 tensor cores in the error-
+// compensated 3xTF32 form: x = big + small with big = tf32(x), small = tf32(x − big), and a·b ≈ a_s·b_b +
+// a_b·b_s + a_b·b_b (the small·small term, ~2⁻²² relative, dropped), float32 accumulation. The result is a
+// float32-accurate operator (host float64 check in tests/gpu/test_mlp_construct_cuda.cpp), not bitwise equal
+// to the SIMT form. Warps: 8, each a 16 x 32 piece of the 64 x 64 Hadamard tile; Π is read straight from
+// global memory into the accumulator layout (no shared copy), the next tile's during the current products.
+// Shared layouts: k-major operands with a row stride ≡ 8 (mod 32) and m-major ones with ≡ 4 (mod 32), so
+// the fragment loads are free of bank conflicts.
+constexpr int kLdK = kT + 8;  // 72: k-major 64-wide tile
+
+__device__ __forceinline__ unsigned to_tf32(float x) {
+  unsigned r;
+  asm("cvt.rna.tf32.f32 %0, %1;" : "=r"(r) : "f"(x));
+  return r;
+}
+__device__ __forceinline__ void split_tf32(float x, unsigned& big, unsigned& small) {
+  big = to_tf32(x);
+  small = to_tf32(x - __uint_as_float(big));
+}
+__device__ __forceinline__ void mma_tf32(float (&c)[4], const unsigned (&a)[4], unsigned b0, unsigned b1) {
+  asm volatile(
+      "mma.sync.aligned.m16n8k8.row.col.f32.tf32.tf32.f32 {%0,%1,%2,%3}, {%4,%5,%6,%7}, {%8,%9}, "
+      "{%0,%1,%2,%3};\n"
+      : "+f"(c[0]), "+f"(c[1]), "+f"(c[2]), "+f"(c[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "r"(b0), "r"(b1));
+}
+
+// acc[mt][nt] (16 x 8 accumulator tiles at rows m0 + 16 mt, cols n0 + 8 nt) += Σ_{k < K} A(m, k) B(k, n), K a
+// multiple of 8. A(m, k) = As[k·lda + m] (AK: k-major) or As[m·lda + k]; B(k, n) = Bs[k·ldb + n].
+// Accumulator element e of a tile is at row g + 8·(e / 2), col 2·t + e % 2 (g = lane / 4, t = lane % 4).
+template <int MT, int NT, bool AK>
+__device__ __forceinline__ void warp_mac_3xtf32(float (&acc)[MT][NT][4], const float* As, int lda,
+                                                const float* Bs, int ldb, int K, int m0, int n0, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+  auto A = [&](int m, int k) { return AK ? As[k * lda + m] : As[m * lda + k]; };
+#pragma unroll 2
+  for (int k0 = 0; k0 < K; k0 += 8) {
+    unsigned ab[MT][4], as[MT][4];
+#pragma unroll
+    for (int mt = 0; mt < MT; ++mt) {
+      const int m = m0 + 16 * mt + g;
+      split_tf32(A(m, k0 + t), ab[mt][0], as[mt][0]);
+      split_tf32(A(m + 8, k0 + t), ab[mt][1], as[mt][1]);
+      split_tf32(A(m, k0 + t + 4), ab[mt][2], as[mt][2]);
+      split_tf32(A(m + 8, k0 + t + 4), ab[mt][3], as[mt][3]);
+    }
+#pragma unroll
+    for (int nt = 0; nt < NT; ++nt) {
+      const int n = n0 + 8 * nt + g;
+      unsigned b0b, b0s, b1b, b1s;
+      split_tf32(Bs[(k0 + t) * ldb + n], b0b, b0s);
+      split_tf32(Bs[(k0 + t + 4) * ldb + n], b1b, b1s);
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        mma_tf32(acc[mt][nt], as[mt], b0b, b1b);
+        mma_tf32(acc[mt][nt], ab[mt], b0s, b1s);
+        mma_tf32(acc[mt][nt], ab[mt], b0b, b1b);
+      }
+    }
+  }
+}
+
+// Asynchronous 4-byte global -> shared copy (zero-filled when !valid; src must still be a global address).
+__device__ __forceinline__ void cp_async4(float* dst, const float* src, bool valid) {
+  const unsigned d = static_cast<unsigned>(__cvta_generic_to_shared(dst));
+  asm volatile("cp.async.ca.shared.global [%0], [%1], 4, %2;\n" ::"r"(d), "l"(src), "r"(valid ? 4 : 0));
+}
+__device__ __forceinline__ void cp_async_commit() { asm volatile("cp.async.commit_group;\n" ::); }
+// Wait until at most N of this thread's committed groups are still in flight.
+template <int N>
+__device__ __forceinline__ void cp_async_wait() {
+  asm volatile("cp.async.wait_group %0;\n" ::"n"(N));
+}
+
+// Π at the accumulator positions of a warp's 16 x 32 piece (rows r0 + rw.., keys i0 + cw..), zero outside.
+__device__ __forceinline__ void load_pi_frag(float (&pi)[4][4], const float* __restrict__ Pi, int m, int F, int r0,
+                                             int i0, int rw, int cw, int lane) {
+  const int g = lane >> 2, t = lane & 3;
+#pragma unroll
+  for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = r0 + rw + g + 8 * (e >> 1), i = i0 + cw + 8 * nt + 2 * t + (e & 1);
+      pi[nt][e] = (r < m && i < F) ? __ldg(Pi + static_cast<long long>(i) * m + r) : 0.f;
+    }
+}
+
+// Ps / Ws (first) and Ts / KTs (second) are double-buffered: the next chunk's copies (cp.async) are in flight
+// during the current chunk's products.
+template <int DP>
+constexpr int first_tc_smem_floats() {
+  return DP * kLdK /*Ks*/ + 2 * DP * kLdK /*Ps x2*/ + 2 * kT * (DP + 8) /*Ws x2*/ + kT * kLdK /*Ss*/;
+}
+template <int DP>
+constexpr int second_tc_smem_floats() {
+  return DP * kLdK /*Wb*/ + 2 * DP * kLdK /*Ts x2*/ + kT * (kT + 4) /*Us*/ + 2 * kT * (DP + 8) /*KTs x2*/;
+}
+
+// As first_kernel: part[(split·F + i)·d + a] = Σ_r W0t[a + r d] Π[r + i m] Σ_j P[r + j m] K[i + j F].
+template <int DP>
+__global__ void __launch_bounds__(kThreads)
+    first_tc_kernel(int m, int d, int F, const float* __restrict__ P, const float* __restrict__ Pi,
+                    const float* __restrict__ K, const float* __restrict__ W0t, float* __restrict__ part) {
+  extern __shared__ float4 smem4[];
+  float* Ks = reinterpret_cast<float*>(smem4);  // [j][i]  key tile (k-major B of S)
+  float* Ps = Ks + DP * kLdK;                   // 2 x [j][r]  P chunk (k-major A of S)
+  float* Ws = Ps + 2 * DP * kLdK;               // 2 x [r][a]  W0ᵀ chunk (k-major A of t1)
+  float* Ss = Ws + 2 * kT * (DP + 8);           // [r][i]  S = Π ⊙ (P Kᵀ) (k-major B of t1)
+  constexpr int MT = DP / 64;                   // t1 rows per warp: 16·MT
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int g = lane >> 2, tq = lane & 3;
+  const int i0 = blockIdx.x * kT;
+  const int chunks = (m + kT - 1) / kT;
+  int cb, ce;
+  split_range(chunks, gridDim.y, blockIdx.y, cb, ce);
+  const int dk = (d + 7) / 8 * 8;
+  const int rw = 16 * (w >> 1), cw = 32 * (w & 1);  // the warp's piece of S (rows, keys)
+  const int aw = 16 * MT * (w >> 1);                // the warp's rows of t1
+
+  // Chunk c's P and W0ᵀ rows into buffer b (zero outside m x d).
+  auto issue = [&](int c, int b) {
+    const int r0 = c * kT;
+    float* Pb = Ps + b * DP * kLdK;
+    float* Wb = Ws + b * kT * (DP + 8);
+    for (int idx = t; idx < DP * kT; idx += kThreads) {
+      const int j = idx / kT, r = idx % kT;
+      const bool ok = j < d && r0 + r < m;
+      cp_async4(Pb + j * kLdK + r, ok ? P + static_cast<long long>(j) * m + r0 + r : P, ok);
+    }
+    for (int idx = t; idx < kT * DP; idx += kThreads) {
+      const int r = idx / DP, a = idx % DP;
+      const bool ok = a < d && r0 + r < m;
+      cp_async4(Wb + r * (DP + 8) + a, ok ? W0t + static_cast<long long>(r0 + r) * d + a : W0t, ok);
+    }
+  };
+  if (cb < ce) issue(cb, 0);
+  cp_async_commit();
+  for (int idx = t; idx < DP * kT; idx += kThreads) {
+    const int j = idx / kT, i = idx % kT;
+    Ks[j * kLdK + i] = (j < d && i0 + i < F) ? K[static_cast<long long>(j) * F + i0 + i] : 0.f;
+  }
+  float acc[MT][4][4] = {};
+  float pin[4][4], pic[4][4];
+  if (cb < ce) load_pi_frag(pin, Pi, m, F, cb * kT, i0, rw, cw, lane);
+
+  for (int c = cb; c < ce; ++c) {
+    const int buf = (c - cb) & 1;
+    __syncthreads();  // the other buffer (chunk c − 1) and Ss are no longer read
+    if (c + 1 < ce) issue(c + 1, buf ^ 1);
+    cp_async_commit();
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pic[nt][e] = pin[nt][e];
+    if (c + 1 < ce) load_pi_frag(pin, Pi, m, F, (c + 1) * kT, i0, rw, cw, lane);  // in flight during the products
+    cp_async_wait<1>();  // chunk c's copies (all but the newest group) have landed
+    __syncthreads();
+    float sacc[1][4][4] = {};
+    warp_mac_3xtf32<1, 4, true>(sacc, Ps + buf * DP * kLdK, kLdK, Ks, kLdK, dk, rw, cw, lane);  // S = P Kᵀ
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int col = cw + 8 * nt + 2 * tq;
+      *reinterpret_cast<float2*>(Ss + (rw + g) * kLdK + col) =
+          make_float2(sacc[0][nt][0] * pic[nt][0], sacc[0][nt][1] * pic[nt][1]);
+      *reinterpret_cast<float2*>(Ss + (rw + g + 8) * kLdK + col) =
+          make_float2(sacc[0][nt][2] * pic[nt][2], sacc[0][nt][3] * pic[nt][3]);
+    }
+    __syncthreads();
+    // t1(a, i) += Σ_r W0t(a, r) S(r, i)
+    warp_mac_3xtf32<MT, 4, true>(acc, Ws + buf * kT * (DP + 8), DP + 8, Ss, kLdK, kT, aw, cw, lane);
+  }
+  cp_async_wait<0>();
+  float* out = part + static_cast<long long>(blockIdx.y) * F * d;
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) {
+        const int a = aw + 16 * mt + g + 8 * (e >> 1), i = i0 + cw + 8 * nt + 2 * tq + (e & 1);
+        if (a < d && i < F) out[static_cast<long long>(i) * d + a] = acc[mt][nt][e];
+      }
+}
+
+// As second_kernel: part[split·m·d + r + j m] = Σ_i Π[r + i m] (Σ_b W0t[b + r d] t2T[i + b F]) KT[j + i d].
+template <int DP>
+__global__ void __launch_bounds__(kThreads)
+    second_tc_kernel(int m, int d, int F, const float* __restrict__ Pi, const float* __restrict__ KT,
+                     const float* __restrict__ W0t, const float* __restrict__ t2T, float* __restrict__ part) {
+  extern __shared__ float4 smem4[];
+  float* Wb = reinterpret_cast<float*>(smem4);  // [b][r]  W0 rows of this chunk (k-major A of U)
+  float* Ts = Wb + DP * kLdK;                   // 2 x [b][i]  t2 tile (k-major B of U)
+  float* Us = Ts + 2 * DP * kLdK;               // [r][i]  U = Π ⊙ (W0 t2) (m-major A of out)
+  float* KTs = Us + kT * (kT + 4);              // 2 x [i][j]  key tile (k-major B of out)
+  constexpr int NT = DP / 16;                   // out columns per warp: 8·NT = DP / 2
+  const int t = threadIdx.x, lane = t & 31, w = t >> 5;
+  const int g = lane >> 2, tq = lane & 3;
+  const int r0 = blockIdx.x * kT;
+  const int tiles = (F + kT - 1) / kT;
+  int tb, te;
+  split_range(tiles, gridDim.y, blockIdx.y, tb, te);
+  const int dk = (d + 7) / 8 * 8;
+  const int rw = 16 * (w >> 1), cw = 32 * (w & 1);  // the warp's piece of U (rows, keys)
+  const int jw = (DP / 2) * (w & 1);                // the warp's columns of out (rows: rw)
+
+  // Key tile `tile`'s t2 columns and key rows into buffer b (zero outside F x d).
+  auto issue = [&](int tile, int b) {
+    const int i0 = tile * kT;
+    float* Tb = Ts + b * DP * kLdK;
+    float* Kb = KTs + b * kT * (DP + 8);
+    for (int idx = t; idx < DP * kT; idx += kThreads) {
+      const int bb = idx / kT, i = idx % kT;
+      const bool ok = bb < d && i0 + i < F;
+      cp_async4(Tb + bb * kLdK + i, ok ? t2T + static_cast<long long>(bb) * F + i0 + i : t2T, ok);
+    }
+    for (int idx = t; idx < kT * DP; idx += kThreads) {
+      const int i = idx / DP, j = idx % DP;
+      const bool ok = j < d && i0 + i < F;
+      cp_async4(Kb + i * (DP + 8) + j, ok ? KT + static_cast<long long>(i0 + i) * d + j : KT, ok);
+    }
+  };
+  if (tb < te) issue(tb, 0);
+  cp_async_commit();
+  for (int idx = t; idx < kT * DP; idx += kThreads) {
+    const int r = idx / DP, b = idx % DP;
+    Wb[b * kLdK + r] = (b < d && r0 + r < m) ? W0t[static_cast<long long>(r0 + r) * d + b] : 0.f;
+  }
+  float acc[1][NT][4] = {};
+  float pin[4][4], pic[4][4];
+  if (tb < te) load_pi_frag(pin, Pi, m, F, r0, tb * kT, rw, cw, lane);
+
+  for (int tile = tb; tile < te; ++tile) {
+    const int buf = (tile - tb) & 1;
+    __syncthreads();  // the other buffer (tile − 1) and Us are no longer read
+    if (tile + 1 < te) issue(tile + 1, buf ^ 1);
+    cp_async_commit();
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) pic[nt][e] = pin[nt][e];
+    if (tile + 1 < te) load_pi_frag(pin, Pi, m, F, r0, (tile + 1) * kT, rw, cw, lane);  // in flight during the products
+    cp_async_wait<1>();  // tile's copies have landed
+    __syncthreads();
+    float u[1][4][4] = {};
+    warp_mac_3xtf32<1, 4, true>(u, Wb, kLdK, Ts + buf * DP * kLdK, kLdK, dk, rw, cw, lane);  // U = W0ᵀ-rows · t2
+#pragma unroll
+    for (int nt = 0; nt < 4; ++nt) {
+      const int col = cw + 8 * nt + 2 * tq;
+      *reinterpret_cast<float2*>(Us + (rw + g) * (kT + 4) + col) =
+          make_float2(u[0][nt][0] * pic[nt][0], u[0][nt][1] * pic[nt][1]);
+      *reinterpret_cast<float2*>(Us + (rw + g + 8) * (kT + 4) + col) =
+          make_float2(u[0][nt][2] * pic[nt][2], u[0][nt][3] * pic[nt][3]);
+    }
+    __syncthreads();
+    // out(r, j) += Σ_i U(r, i) K(i, j)
+    warp_mac_3xtf32<1, NT, false>(acc, Us, kT + 4, KTs + buf * kT * (DP + 8), DP + 8, kT, rw, jw, lane);
+  }
+  cp_async_wait<0>();
+  float* out = part + static_cast<long long>(blockIdx.y) * m * d;
+#pragma unroll
+  for (int nt = 0; nt < NT; ++nt)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) {
+      const int r = r0 + rw + g + 8 * (e >> 1), j = jw + 8 * nt + 2 * tq + (e & 1);
+      if (r < m && j < d) out[static_cast<long long>(j) * m + r] = acc[0][nt][e];
+    }
+}
+
 // dst[k] = Σ_s part[s n + k] (+ ridge src[k]), s in order.
 __global__ void sum_splits_kernel(long long n, int splits, const float* __restrict__ part,
                                   const float* __restrict__ src, float ridge, float* __restrict__ dst) {
@@ -293,32 +562,58 @@ int splits_for(int blocks, int resident_per_sm, int items) {
   return std::max(1, std::min({want, items, kMaxSplits}));
 }
 
-template <int DP, bool PF>
-void first_impl(cudaStream_t s, int m, int d, int F, const float* P, const float* Pi, const float* K, const float* W0t,
-                float* ws, float* t1) {
+// The kernel and its dynamic shared memory of each form.
+template <int DP>
+auto first_kernel_of(CgFusedKind k) {
+  return k == CgFusedKind::tf32x3 ? first_tc_kernel<DP>
+         : k == CgFusedKind::prefetch ? first_kernel<DP, true>
+                                      : first_kernel<DP, false>;
+}
+template <int DP>
+int first_smem_bytes(CgFusedKind k) {
+  return (k == CgFusedKind::tf32x3 ? first_tc_smem_floats<DP>() : first_smem_floats<DP>()) *
+         static_cast<int>(sizeof(float));
+}
+template <int DP>
+auto second_kernel_of(CgFusedKind k) {
+  return k == CgFusedKind::tf32x3 ? second_tc_kernel<DP>
+         : k == CgFusedKind::prefetch ? second_kernel<DP, true>
+                                      : second_kernel<DP, false>;
+}
+template <int DP>
+int second_smem_bytes(CgFusedKind k) {
+  return (k == CgFusedKind::tf32x3 ? second_tc_smem_floats<DP>() : second_smem_floats<DP>()) *
+         static_cast<int>(sizeof(float));
+}
+
+template <int DP>
+void first_impl(cudaStream_t s, CgFusedKind kind, int m, int d, int F, const float* P, const float* Pi,
+                const float* K, const float* W0t, float* ws, float* t1) {
   const int tiles = (F + kT - 1) / kT, chunks = (m + kT - 1) / kT;
-  const int bytes = first_smem_floats<DP>() * static_cast<int>(sizeof(float));
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(first_kernel<DP, PF>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  int resident = 0;  // 2 at d <= 64 (87 KB of shared memory a block), 1 at d <= 128 (138 KB) on an H200
-  MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, first_kernel<DP, PF>, kThreads, bytes));
+  const auto kern = first_kernel_of<DP>(kind);
+  const int bytes = first_smem_bytes<DP>(kind);
+  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  int resident = 0;  // SIMT form: 2 at d <= 64 (87 KB of shared memory a block), 1 at d <= 128 (138 KB) on an H200
+  MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kern, kThreads, bytes));
   const int splits = splits_for(tiles, resident, chunks);
-  first_kernel<DP, PF><<<dim3(tiles, splits), kThreads, bytes, s>>>(m, d, F, P, Pi, K, W0t, ws);
+  kern<<<dim3(tiles, splits), kThreads, bytes, s>>>(m, d, F, P, Pi, K, W0t, ws);
   MEMCAP_CUDA_CHECK_LAUNCH("mlp cg fused first");
   const long long n = static_cast<long long>(F) * d;
   sum_splits_kernel<<<elem_grid(n), 256, 0, s>>>(n, splits, ws, nullptr, 0.f, t1);
   MEMCAP_CUDA_CHECK_LAUNCH("mlp cg fused first sum");
 }
 
-template <int DP, bool PF>
-void second_impl(cudaStream_t s, int m, int d, int F, const float* P, const float* Pi, const float* KT,
-                 const float* W0t, const float* t2T, double ridge, float* ws, float* out) {
+template <int DP>
+void second_impl(cudaStream_t s, CgFusedKind kind, int m, int d, int F, const float* P, const float* Pi,
+                 const float* KT, const float* W0t, const float* t2T, double ridge, float* ws, float* out) {
   const int tiles = (F + kT - 1) / kT, chunks = (m + kT - 1) / kT;
-  const int bytes = second_smem_floats<DP>() * static_cast<int>(sizeof(float));
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(second_kernel<DP, PF>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  const auto kern = second_kernel_of<DP>(kind);
+  const int bytes = second_smem_bytes<DP>(kind);
+  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
   int resident = 0;
-  MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, second_kernel<DP, PF>, kThreads, bytes));
+  MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kern, kThreads, bytes));
   const int splits = splits_for(chunks, resident, tiles);
-  second_kernel<DP, PF><<<dim3(chunks, splits), kThreads, bytes, s>>>(m, d, F, Pi, KT, W0t, t2T, ws);
+  kern<<<dim3(chunks, splits), kThreads, bytes, s>>>(m, d, F, Pi, KT, W0t, t2T, ws);
   MEMCAP_CUDA_CHECK_LAUNCH("mlp cg fused second");
   const long long n = static_cast<long long>(m) * d;
   sum_splits_kernel<<<elem_grid(n), 256, 0, s>>>(n, splits, ws, P, static_cast<float>(ridge), out);
@@ -346,28 +641,20 @@ void cg_fused_transpose_keys(cudaStream_t s, std::int64_t F, std::int64_t d, con
 }
 
 void cg_fused_first(cudaStream_t s, std::int64_t m, std::int64_t d, std::int64_t F, const float* P, const float* Pi,
-                    const float* K, const float* W0t, float* ws, float* t1, bool prefetch) {
-  const int mi = int(m), di = int(d), Fi = int(F);
-  if (d <= 64) {
-    if (prefetch) first_impl<64, true>(s, mi, di, Fi, P, Pi, K, W0t, ws, t1);
-    else first_impl<64, false>(s, mi, di, Fi, P, Pi, K, W0t, ws, t1);
-  } else {
-    if (prefetch) first_impl<128, true>(s, mi, di, Fi, P, Pi, K, W0t, ws, t1);
-    else first_impl<128, false>(s, mi, di, Fi, P, Pi, K, W0t, ws, t1);
-  }
+                    const float* K, const float* W0t, float* ws, float* t1, CgFusedKind kind) {
+  if (d <= 64)
+    first_impl<64>(s, kind, int(m), int(d), int(F), P, Pi, K, W0t, ws, t1);
+  else
+    first_impl<128>(s, kind, int(m), int(d), int(F), P, Pi, K, W0t, ws, t1);
 }
 
 void cg_fused_second(cudaStream_t s, std::int64_t m, std::int64_t d, std::int64_t F, const float* P, const float* Pi,
                      const float* KT, const float* W0t, const float* t2T, double ridge, float* ws, float* out,
-                     bool prefetch) {
-  const int mi = int(m), di = int(d), Fi = int(F);
-  if (d <= 64) {
-    if (prefetch) second_impl<64, true>(s, mi, di, Fi, P, Pi, KT, W0t, t2T, ridge, ws, out);
-    else second_impl<64, false>(s, mi, di, Fi, P, Pi, KT, W0t, t2T, ridge, ws, out);
-  } else {
-    if (prefetch) second_impl<128, true>(s, mi, di, Fi, P, Pi, KT, W0t, t2T, ridge, ws, out);
-    else second_impl<128, false>(s, mi, di, Fi, P, Pi, KT, W0t, t2T, ridge, ws, out);
-  }
+                     CgFusedKind kind) {
+  if (d <= 64)
+    second_impl<64>(s, kind, int(m), int(d), int(F), P, Pi, KT, W0t, t2T, ridge, ws, out);
+  else
+    second_impl<128>(s, kind, int(m), int(d), int(F), P, Pi, KT, W0t, t2T, ridge, ws, out);
 }
 
 }  // namespace memcap::mlp::cuda

@@ -22,30 +22,46 @@ namespace {
 // How Op(P) is computed, from this table (never silently: the variant enters the method note):
 //   float64 CG (m·d <= 8192 by default)            -> cublas (GEMMs + Hadamard passes over m x F tensors)
 //   float32, m x m operator cheaper (useM)        -> cublas (M = W0ᵀ Gv W0)
-//   float32, d <= 64                              -> fused (mlp_cg_fused.cu: no m x F intermediates; H200,
-//                                                    d = 64, F = 4096: 5.72 s of probes vs 5.88 s, docs/perf.md)
-//   float32, d > 64                               -> cublas (the d <= 128 fused kernels are tested but not
-//                                                    timed against cuBLAS there)
-// MEMCAP_CG_KERNEL=auto (default: this table), cublas (always the cuBLAS form), fused or fused-prefetch (the
-// fused form, the latter reading the next Π tile into registers during the current one — same result bit for
-// bit, not yet timed — wherever it is built: float32, not useM, d <= 128; the cuBLAS form elsewhere, as the
-// note says); anything else is a UserError. Benchmarks and tests compare them.
-enum class CgOpVariant { cublas, fused, fused_prefetch };
+//   float32, d <= 64                              -> fused-tf32x3 (mlp_cg_fused.cu: no m x F intermediates,
+//                                                    products on tensor cores in error-compensated 3xTF32;
+//                                                    H200, d = 64, F = 4096: every probe's accuracy equal to
+//                                                    the float32 SIMT and cuBLAS forms, docs/perf.md)
+//   float32, d > 64                               -> cublas (the d <= 128 fused kernels are tested but the
+//                                                    searches timed there converge in tens of iterations)
+// MEMCAP_CG_KERNEL=auto (default: this table), cublas (always the cuBLAS form), fused (plain float32 FMAs),
+// fused-prefetch (the same, reading the next Π tile into registers during the current one: the same result bit
+// for bit) or fused-tf32x3, the last three wherever the fused form is built (float32, not useM, d <= 128; the
+// cuBLAS form elsewhere, as the note says); anything else is a UserError. Benchmarks and tests compare them.
+enum class CgOpVariant { cublas, fused, fused_prefetch, fused_tf32x3 };
 
 const char* to_string(CgOpVariant v) {
-  return v == CgOpVariant::fused ? "fused" : v == CgOpVariant::fused_prefetch ? "fused-prefetch" : "cublas";
+  switch (v) {
+    case CgOpVariant::fused: return "fused";
+    case CgOpVariant::fused_prefetch: return "fused-prefetch";
+    case CgOpVariant::fused_tf32x3: return "fused-tf32x3";
+    default: return "cublas";
+  }
+}
+
+cuda::CgFusedKind fused_kind(CgOpVariant v) {
+  return v == CgOpVariant::fused_prefetch ? cuda::CgFusedKind::prefetch
+         : v == CgOpVariant::fused_tf32x3 ? cuda::CgFusedKind::tf32x3
+                                          : cuda::CgFusedKind::plain;
 }
 
 template <class T>
 CgOpVariant cg_op_variant(std::int64_t m, std::int64_t d, std::int64_t F, bool useM) {
   const char* env = std::getenv("MEMCAP_CG_KERNEL");
   const std::string want = env && *env ? env : "auto";
-  if (want != "auto" && want != "cublas" && want != "fused" && want != "fused-prefetch")
-    throw UserError(fmt::format("unknown MEMCAP_CG_KERNEL '{}': use auto, fused, fused-prefetch or cublas", want));
+  if (want != "auto" && want != "cublas" && want != "fused" && want != "fused-prefetch" && want != "fused-tf32x3")
+    throw UserError(fmt::format(
+        "unknown MEMCAP_CG_KERNEL '{}': use auto, fused, fused-prefetch, fused-tf32x3 or cublas", want));
   if (!std::is_same_v<T, float> || useM || !cuda::cg_fused_supported(m, d, F) || want == "cublas")
     return CgOpVariant::cublas;
   if (want == "fused-prefetch") return CgOpVariant::fused_prefetch;
-  return want == "fused" || d <= 64 ? CgOpVariant::fused : CgOpVariant::cublas;
+  if (want == "fused-tf32x3") return CgOpVariant::fused_tf32x3;
+  if (want == "fused") return CgOpVariant::fused;
+  return d <= 64 ? CgOpVariant::fused_tf32x3 : CgOpVariant::cublas;
 }
 
 struct FitResult {
@@ -123,7 +139,8 @@ FitResult fit_projection_device(Ctx* c, DeviceArena& a, const double* A_other, d
     a.release(mark);
   }
   const CgOpVariant variant = cg_op_variant<T>(m, d, F, useM);
-  const bool fused = variant != CgOpVariant::cublas, prefetch = variant == CgOpVariant::fused_prefetch;
+  const bool fused = variant != CgOpVariant::cublas;
+  const cuda::CgFusedKind kind = fused_kind(variant);
   T* psi = fused ? nullptr : a.take<T>(m * nc);
   T* u = fused ? nullptr : a.take<T>(m * nc);
   T* t1 = useM ? nullptr : a.take<T>(d * (fused ? F : nc));
@@ -140,9 +157,9 @@ FitResult fit_projection_device(Ctx* c, DeviceArena& a, const double* A_other, d
   auto apply = [&](const T* in, T* out) {
     if constexpr (std::is_same_v<T, float>) {
       if (fused) {
-        cuda::cg_fused_first(c->s, m, d, F, in, Pi, K, W0t, ws, t1, prefetch);
+        cuda::cg_fused_first(c->s, m, d, F, in, Pi, K, W0t, ws, t1, kind);
         gemm(*c, true, false, F, d, d, 1.0, t1, d, Gvt, d, 0.0, t2, F);  // t2ᵀ = t1ᵀ Gv (Gv symmetric)
-        cuda::cg_fused_second(c->s, m, d, F, in, Pi, KT, W0t, t2, ridge, ws, out, prefetch);
+        cuda::cg_fused_second(c->s, m, d, F, in, Pi, KT, W0t, t2, ridge, ws, out, kind);
         return;
       }
     }

@@ -419,7 +419,10 @@ TEST_CASE("paper scale fits one H200: whitened dual F = 16384, m = 65536, d = 12
 // The fused float32 CG operator (kernels/mlp_cg_fused.cu) against the operator evaluated in float64 on the
 // host from the same float inputs. Tolerance kFusedOp = 2e-5 relative Frobenius: float32 accumulation over
 // d (first product) then m or F (second), ~sqrt(k)·6e-8 per entry; shapes cover d <= 64 and 64 < d <= 128,
-// m and F not multiples of the 64-tile, single-row / single-key edges and the split partial sums.
+// m and F not multiples of the 64-tile, single-row / single-key edges and the split partial sums. The same
+// tolerance holds the 3xTF32 tensor-core form: its products drop the small·small term (~2⁻²² relative) and the
+// tensor cores' float32 accumulation rounds more coarsely; on the H200 its worst error is 4.0e-6 (m = 2047,
+// d = 64, F = 4096), against 4.4e-7 for the SIMT form.
 TEST_CASE("fused CG operator: both kernels against the float64 host operator") {
   constexpr double kFusedOp = 2e-5;
   struct Shape {
@@ -471,18 +474,31 @@ TEST_CASE("fused CG operator: both kernels against the float64 host operator") {
     CHECK(rel(t1.cast<double>(), t1_ref) <= kFusedOp);
     CHECK(rel(out.cast<double>(), out_ref) <= kFusedOp);
     // The prefetching kernels do the same arithmetic in the same order: bitwise equal.
-    dt1.fill_nan(s);
-    dout.fill_nan(s);
-    cuda::cg_fused_first(s.get(), z.m, z.d, z.F, dP.data<float>(), dPi.data<float>(), dK.data<float>(),
-                         dW.data<float>(), dws.data<float>(), dt1.data<float>(), true);
-    cuda::cg_fused_second(s.get(), z.m, z.d, z.F, dP.data<float>(), dPi.data<float>(), dKT.data<float>(),
-                          dW.data<float>(), dT2.data<float>(), ridge, dws.data<float>(), dout.data<float>(), true);
-    Eigen::MatrixXf t1p(z.d, z.F), outp(z.m, z.d);
-    dt1.download(t1p.data(), s);
-    dout.download(outp.data(), s);
-    s.synchronize();
+    auto run_kind = [&](cuda::CgFusedKind kind, Eigen::MatrixXf& t1k, Eigen::MatrixXf& outk) {
+      dt1.fill_nan(s);
+      dout.fill_nan(s);
+      dws.fill_nan(s);
+      cuda::cg_fused_first(s.get(), z.m, z.d, z.F, dP.data<float>(), dPi.data<float>(), dK.data<float>(),
+                           dW.data<float>(), dws.data<float>(), dt1.data<float>(), kind);
+      cuda::cg_fused_second(s.get(), z.m, z.d, z.F, dP.data<float>(), dPi.data<float>(), dKT.data<float>(),
+                            dW.data<float>(), dT2.data<float>(), ridge, dws.data<float>(), dout.data<float>(), kind);
+      t1k.resize(z.d, z.F);
+      outk.resize(z.m, z.d);
+      dt1.download(t1k.data(), s);
+      dout.download(outk.data(), s);
+      s.synchronize();
+    };
+    Eigen::MatrixXf t1p, outp, t1c, outc;
+    run_kind(cuda::CgFusedKind::prefetch, t1p, outp);
     CHECK(std::memcmp(t1p.data(), t1.data(), sizeof(float) * t1.size()) == 0);
     CHECK(std::memcmp(outp.data(), out.data(), sizeof(float) * out.size()) == 0);
+    // The 3xTF32 tensor-core kernels: a different rounding, the same float32-level tolerance.
+    run_kind(cuda::CgFusedKind::tf32x3, t1c, outc);
+    CHECK(rel(t1c.cast<double>(), t1_ref) <= kFusedOp);
+    CHECK(rel(outc.cast<double>(), out_ref) <= kFusedOp);
+    MESSAGE("fused CG op tf32x3 m=" << z.m << " d=" << z.d << " F=" << z.F << ": rel err first "
+                                    << rel(t1c.cast<double>(), t1_ref) << ", second "
+                                    << rel(outc.cast<double>(), out_ref));
     MESSAGE("fused CG op m=" << z.m << " d=" << z.d << " F=" << z.F << ": rel err first "
                              << rel(t1.cast<double>(), t1_ref) << ", second " << rel(out.cast<double>(), out_ref));
   }
@@ -501,15 +517,23 @@ TEST_CASE("data-dependent float32: fused and cuBLAS operator forms agree") {
     CAPTURE(c.m);
     const FactSet fs = make_facts(c.d, c.F, true, "permutation", 77);
     const MethodSpec method = parse_method("hebbian:data-dependent");
-    const GatedMLP dflt = build_mlp_cuda(method, fs, c.m, 5, h);  // the table: fused at d <= 64, else cuBLAS
-    CHECK(dflt.solver_note.find(c.d <= 64 ? "(fused op)" : "(cublas op)") != std::string::npos);
+    const GatedMLP dflt = build_mlp_cuda(method, fs, c.m, 5, h);  // the table: fused-tf32x3 at d <= 64, else cuBLAS
+    CHECK(dflt.solver_note.find(c.d <= 64 ? "(fused-tf32x3 op)" : "(cublas op)") != std::string::npos);
     ::setenv("MEMCAP_CG_KERNEL", "fused", 1);
     const GatedMLP fused = build_mlp_cuda(method, fs, c.m, 5, h);
     ::setenv("MEMCAP_CG_KERNEL", "fused-prefetch", 1);
     const GatedMLP pref = build_mlp_cuda(method, fs, c.m, 5, h);
+    ::setenv("MEMCAP_CG_KERNEL", "fused-tf32x3", 1);
+    const GatedMLP tc = build_mlp_cuda(method, fs, c.m, 5, h);
+    const double tc_acc = probe_width_cuda(method, fs, c.m, 5, h).accuracy;
     ::setenv("MEMCAP_CG_KERNEL", "cublas", 1);
     const GatedMLP blas = build_mlp_cuda(method, fs, c.m, 5, h);
     ::unsetenv("MEMCAP_CG_KERNEL");
+    CHECK(tc.solver_note.find("(fused-tf32x3 op)") != std::string::npos);
+    CHECK(rel(tc.A, blas.A) <= kDataDepF32);
+    CHECK(rel(tc.G, blas.G) <= kDataDepF32);
+    CHECK(rel(tc.B, blas.B) <= kDataDepF32);
+    CHECK(tc_acc == evaluate_mlp_cuda(blas, fs, h).accuracy);
     CHECK(pref.solver_note.find("(fused-prefetch op)") != std::string::npos);
     CHECK(pref.B == fused.B);  // same arithmetic as the fused form: bitwise
     CHECK(fused.solver_note.find("(fused op)") != std::string::npos);
