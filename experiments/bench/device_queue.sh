@@ -6,6 +6,10 @@
 # command again until it reports "complete"; the wall time of a stage is the sum of its calls' run times
 # (printed), the build excluded.
 #   bash experiments/bench/device_queue.sh STAGE [LIMIT_S]      results under ./queue/ (or $QUEUE)
+# LIMIT_S must stay under the device call's own limit (the device tool grants less than asked when little
+# device time is left: take its limit_s, minus a minute for copying): a call killed from outside keeps only what
+# is already under $OUT. So every log line is also appended to $OUT/STAGE.log when $OUT is set, and runs that
+# finish one by one (swap-seeds) log their result line as they finish.
 # STAGE:
 #   edit-grid   hebb edit base --device cuda (once), then hebb edit table1 --preset edit-table1 --jobs-per-gpu 4
 #               (issue 15: Table 1, the 732-job grid, <= 30 min target)
@@ -31,7 +35,10 @@ esac
 Q=${QUEUE:-queue}
 mkdir -p "$Q"
 export MEMCAP_PRESETS=${MEMCAP_PRESETS:-$PWD/experiments/presets}
-log() { echo "[$STAGE] $*" | tee -a "$Q/$STAGE.log"; }
+log() {
+  echo "[$STAGE] $*" | tee -a "$Q/$STAGE.log"
+  if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then echo "[$STAGE] $*" >> "$OUT/$STAGE.log"; fi
+}
 t0=$(date +%s)
 if [ ! -f build-gpu/build.ninja ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a > "$Q/cmake.log" 2>&1 ||
@@ -113,6 +120,7 @@ case "$STAGE" in
       [ -f "$out" ] && return 0
       timeout "$(left)" build-gpu/hebb edit run --device cuda --method swap --fraction "$1" --base "$Q/base.h5" \
         --expert-seed "$2" --progress none --out "$out" > "$Q/swap_$1_$2.out" 2>&1
+      log "swap_$1_$2: rc $?, $(grep -oE '(score|r_NF) [0-9.]+' "$Q/swap_$1_$2.out" | tr '\n' ' ')"
     }
     for f in 0.1 0.05 0.02; do
       for pair in "1 2" "3 4"; do
@@ -121,7 +129,7 @@ case "$STAGE" in
         swap_one "$f" "$1" & swap_one "$f" "$2" & wait
       done
     done
-    for o in "$Q"/swap_*.out; do [ -f "$o" ] && log "$(basename "$o" .out): $(grep -oE '(score|r_NF) [0-9.]+' "$o" | tr '\n' ' ')"; done
+    for o in "$Q"/swap_*.out; do [ -f "$o" ] && echo "$(basename "$o" .out): $(grep -oE '(score|r_NF) [0-9.]+' "$o" | tr '\n' ' ')"; done
     ;;
   *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
