@@ -7,6 +7,9 @@
 // with t2 = Gv t1 (d x d x F, cuBLAS) in between. Both are 64 x 64 shared-memory tiles, 256 threads,
 // register tiles of 4 x 4 (4 x 8 at d > 64), float accumulation in a fixed order; the splits write
 // partial sums that one elementwise pass adds in split order, so a run is bitwise reproducible.
+// Three forms (CgFusedKind): plain (SIMT FMAs), prefetch (the same arithmetic, the next Π tile read during the
+// current one) and tf32x3 (the same tiling on mma.sync tensor cores in error-compensated 3xTF32, operand tiles
+// double-buffered with cp.async; the default of the variant table in src/mlp/cg_cuda.cpp at d <= 64).
 #include <cuda_runtime.h>
 
 #include <algorithm>
