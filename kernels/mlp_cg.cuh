@@ -67,6 +67,9 @@ inline constexpr std::int64_t kCgFusedMaxDim = 128;
 // float32-accurate, not bitwise equal to the SIMT forms).
 enum class CgFusedKind { plain, prefetch, tf32x3 };
 bool cg_fused_supported(std::int64_t m, std::int64_t d, std::int64_t F);
+// Whether both kernels of `kind` at width d fit the current device's opt-in shared memory per block (H100/H200:
+// every form; the tf32x3 form needs 110 KB at d <= 64 and 199 KB at d <= 128, the SIMT forms 87 / 138 KB).
+bool cg_fused_fits(std::int64_t d, CgFusedKind kind);
 std::int64_t cg_fused_workspace_floats(std::int64_t m, std::int64_t d, std::int64_t F);
 void cg_fused_transpose_keys(cudaStream_t s, std::int64_t F, std::int64_t d, const float* K, float* KT);
 // t1 = W0ᵀ·(Π ⊙ (P Kᵀ)), i.e. t1[a + i d] = Σ_r W0t[a + r d] Π[r + i m] Σ_j P[r + j m] K[i + j F].

@@ -625,6 +625,15 @@ void second_impl(cudaStream_t s, CgFusedKind kind, int m, int d, int F, const fl
 
 }  // namespace
 
+bool cg_fused_fits(std::int64_t d, CgFusedKind kind) {
+  int dev = 0, optin = 0;
+  MEMCAP_CUDA_CHECK(cudaGetDevice(&dev));
+  MEMCAP_CUDA_CHECK(cudaDeviceGetAttribute(&optin, cudaDevAttrMaxSharedMemoryPerBlockOptin, dev));
+  const int need = d <= 64 ? std::max(first_smem_bytes<64>(kind), second_smem_bytes<64>(kind))
+                           : std::max(first_smem_bytes<128>(kind), second_smem_bytes<128>(kind));
+  return need <= optin;
+}
+
 bool cg_fused_supported(std::int64_t m, std::int64_t d, std::int64_t F) {
   return d >= 1 && d <= kCgFusedMaxDim && m >= 1 && F >= 1 && m < (std::int64_t(1) << 31) / kCgFusedMaxDim &&
          F < (std::int64_t(1) << 31) / kCgFusedMaxDim;

@@ -28,10 +28,13 @@ namespace {
 //                                                    the float32 SIMT and cuBLAS forms, docs/perf.md)
 //   float32, d > 64                               -> cublas (the d <= 128 fused kernels are tested but the
 //                                                    searches timed there converge in tens of iterations)
+// A fused form whose shared memory does not fit the device (cg_fused_fits: GPUs with less than 110 KB a block
+// opt-in) is replaced by the next row: fused-tf32x3 -> fused -> cublas.
 // MEMCAP_CG_KERNEL=auto (default: this table), cublas (always the cuBLAS form), fused (plain float32 FMAs),
 // fused-prefetch (the same, reading the next Π tile into registers during the current one: the same result bit
-// for bit) or fused-tf32x3, the last three wherever the fused form is built (float32, not useM, d <= 128; the
-// cuBLAS form elsewhere, as the note says); anything else is a UserError. Benchmarks and tests compare them.
+// for bit) or fused-tf32x3, the last three wherever the fused form is built and fits (float32, not useM,
+// d <= 128; the cuBLAS form elsewhere, as the note says); anything else is a UserError. Benchmarks and tests
+// compare them.
 enum class CgOpVariant { cublas, fused, fused_prefetch, fused_tf32x3 };
 
 const char* to_string(CgOpVariant v) {
@@ -58,10 +61,13 @@ CgOpVariant cg_op_variant(std::int64_t m, std::int64_t d, std::int64_t F, bool u
         "unknown MEMCAP_CG_KERNEL '{}': use auto, fused, fused-prefetch, fused-tf32x3 or cublas", want));
   if (!std::is_same_v<T, float> || useM || !cuda::cg_fused_supported(m, d, F) || want == "cublas")
     return CgOpVariant::cublas;
-  if (want == "fused-prefetch") return CgOpVariant::fused_prefetch;
-  if (want == "fused-tf32x3") return CgOpVariant::fused_tf32x3;
-  if (want == "fused") return CgOpVariant::fused;
-  return d <= 64 ? CgOpVariant::fused_tf32x3 : CgOpVariant::cublas;
+  using Kind = cuda::CgFusedKind;
+  auto pick = [d](CgOpVariant v, Kind k) { return cuda::cg_fused_fits(d, k) ? v : CgOpVariant::cublas; };
+  if (want == "fused-prefetch") return pick(CgOpVariant::fused_prefetch, Kind::prefetch);
+  if (want == "fused-tf32x3") return pick(CgOpVariant::fused_tf32x3, Kind::tf32x3);
+  if (want == "fused") return pick(CgOpVariant::fused, Kind::plain);
+  if (d > 64) return CgOpVariant::cublas;
+  return cuda::cg_fused_fits(d, Kind::tf32x3) ? CgOpVariant::fused_tf32x3 : pick(CgOpVariant::fused, Kind::plain);
 }
 
 struct FitResult {
