@@ -8,6 +8,7 @@
 
 #include <Eigen/Eigenvalues>
 #include <algorithm>
+#include <array>
 #include <cmath>
 #include <set>
 
@@ -168,21 +169,52 @@ TEST_CASE("batched prompt evaluation = one forward per sequence") {
   REQUIRE(all.predicted.size() == 12);
   double ce = 0;
   std::int64_t n = 0, correct = 0;
+  // the split by position: the book token sits at input position 3, 2, 3 of the three templates
+  REQUIRE(seqs.book_pos.size() == 12);
+  std::array<double, nn::kNonfactClasses> ce_cls{};
+  std::array<std::int64_t, nn::kNonfactClasses> n_cls{};
   EditActs acts;
   for (std::int64_t s = 0; s < seqs.S; ++s) {
+    CHECK(seqs.book_pos[static_cast<std::size_t>(s)] == std::array<int, 3>{3, 2, 3}[static_cast<std::size_t>(s % 3)]);
+    CHECK(seqs.input_ids[static_cast<std::size_t>(s * seqs.T + seqs.book_pos[static_cast<std::size_t>(s)])] ==
+          te.corpus.book_token[static_cast<std::size_t>(seqs.fact[static_cast<std::size_t>(s)])]);
     model.forward(acts, seqs.input_ids.data() + s * seqs.T, seqs.labels.data() + s * seqs.T, 1, seqs.T);
     const std::int64_t last = seqs.length[static_cast<std::size_t>(s)] - 1;
     CHECK(all.predicted[static_cast<std::size_t>(s)] == acts.argmax[static_cast<std::size_t>(last)]);
     correct += acts.argmax[static_cast<std::size_t>(last)] == seqs.labels[static_cast<std::size_t>(s * seqs.T + last)];
+    const std::int64_t bp = seqs.book_pos[static_cast<std::size_t>(s)];
     for (std::int64_t t = 0; t < last; ++t) {
       ce += acts.losses[static_cast<std::size_t>(t)];
       ++n;
+      const std::size_t c = t < bp - 1 ? 0 : t == bp - 1 ? 1 : 2;  // prefix, book, tail
+      ce_cls[c] += acts.losses[static_cast<std::size_t>(t)];
+      ++n_cls[c];
     }
   }
   CHECK(all.nonfact_tokens == n);
   CHECK(all.nonfact_ce == doctest::Approx(ce / static_cast<double>(n)).epsilon(1e-12));
   CHECK(all.value_accuracy == doctest::Approx(static_cast<double>(correct) / 12.0));
   CHECK(all.nonfact_ce > 0);
+  // per fact: prefix rows 2 + 1 + 2 ("The author", "Who", "It is"), book rows 3, tail rows 1 + 3 + 3
+  CHECK(n_cls == std::array<std::int64_t, 3>{20, 12, 28});
+  CHECK(all.nonfact_tokens_class == n_cls);
+  double recombined = 0;
+  for (std::size_t c = 0; c < 3; ++c) {
+    CHECK(all.nonfact_ce_class[c] == doctest::Approx(ce_cls[c] / static_cast<double>(n_cls[c])).epsilon(1e-12));
+    recombined += static_cast<double>(all.nonfact_tokens_class[c]) * all.nonfact_ce_class[c];
+  }
+  CHECK(recombined / static_cast<double>(n) == doctest::Approx(all.nonfact_ce).epsilon(1e-12));
+  // hand-made sequences without book_pos: the total only, no split
+  nn::EditSequences bare = seqs;
+  bare.book_pos.clear();
+  const PromptEval nb = evaluate_prompts(model, bare, 5);
+  CHECK(nb.nonfact_ce == all.nonfact_ce);
+  for (std::size_t c = 0; c < 3; ++c) {
+    CHECK(nb.nonfact_tokens_class[c] == 0);
+    CHECK(std::isnan(nb.nonfact_ce_class[c]));
+  }
+  const PromptRowPlan bare_plan = plan_prompt_rows(bare, 4);
+  CHECK(std::all_of(bare_plan.cls.begin(), bare_plan.cls.end(), [](std::int8_t c) { return c == -1; }));
 }
 
 TEST_CASE("prompt row plan: shared prefixes computed once, the reduction equals evaluate_prompts") {
@@ -262,6 +294,16 @@ TEST_CASE("prompt row plan: shared prefixes computed once, the reduction equals 
     CHECK(viaplan.nonfact_tokens == direct.nonfact_tokens);
     CHECK(viaplan.nonfact_ce == doctest::Approx(direct.nonfact_ce).epsilon(1e-12));
     CHECK(viaplan.value_accuracy == direct.value_accuracy);
+    // the split by position too: a distinct row's class is that of every row it stands for
+    CHECK(viaplan.nonfact_tokens_class == direct.nonfact_tokens_class);
+    for (std::size_t c = 0; c < 3; ++c)
+      CHECK(viaplan.nonfact_ce_class[c] == doctest::Approx(direct.nonfact_ce_class[c]).epsilon(1e-12));
+    for (std::int64_t s = 0; s < S; ++s)
+      for (std::int64_t t = 0; t + 1 < seqs.length[static_cast<std::size_t>(s)]; ++t) {
+        const std::int64_t u = plan.of_row[static_cast<std::size_t>(s * T + t)];
+        CHECK(plan.cls[static_cast<std::size_t>(u)] ==
+              static_cast<std::int8_t>(nn::nonfact_class(t, seqs.book_pos[static_cast<std::size_t>(s)])));
+      }
   }
   CHECK_THROWS_AS(plan_prompt_rows(seqs, 0), UserError);
 }

@@ -5,8 +5,10 @@
 #include <fmt/format.h>
 
 #include <algorithm>
+#include <array>
 #include <chrono>
 #include <cmath>
+#include <limits>
 #include <unordered_map>
 
 #include "core/error.hpp"
@@ -93,6 +95,15 @@ double expert_accuracy(const mlp::GatedMLP& m, const mlp::FactSet& fs) {
       .accuracy;
 }
 
+namespace {
+// nonfact_ce_class from the per-class CE sums and r.nonfact_tokens_class (NaN for a class without rows).
+void set_class_means(PromptEval& r, const std::array<double, nn::kNonfactClasses>& sums) {
+  for (std::size_t c = 0; c < sums.size(); ++c)
+    r.nonfact_ce_class[c] = r.nonfact_tokens_class[c] > 0 ? sums[c] / static_cast<double>(r.nonfact_tokens_class[c])
+                                                          : std::numeric_limits<double>::quiet_NaN();
+}
+}  // namespace
+
 PromptEval evaluate_prompts(const EditModel& model, const nn::EditSequences& seqs, std::int64_t batch) {
   require(batch >= 1, "edit: evaluation batch {} must be positive", batch);
   const auto t0 = std::chrono::steady_clock::now();
@@ -102,6 +113,8 @@ PromptEval evaluate_prompts(const EditModel& model, const nn::EditSequences& seq
   EditActs acts;
   std::int64_t correct = 0;
   double ce_sum = 0;
+  const bool split = static_cast<std::int64_t>(seqs.book_pos.size()) == S;
+  std::array<double, nn::kNonfactClasses> ce_cls{};
   for (std::int64_t s0 = 0; s0 < S; s0 += batch) {
     const std::int64_t B = std::min(batch, S - s0);
     const std::int32_t* tok = seqs.input_ids.data() + s0 * T;
@@ -115,13 +128,20 @@ PromptEval evaluate_prompts(const EditModel& model, const nn::EditSequences& seq
       correct += pred == lab[row];
       for (std::int64_t t = 0; t < last; ++t)
         if (lab[b * T + t] != nn::kIgnoreLabel) {
-          ce_sum += acts.losses[static_cast<std::size_t>(b * T + t)];
+          const double l = acts.losses[static_cast<std::size_t>(b * T + t)];
+          ce_sum += l;
           ++r.nonfact_tokens;
+          if (split) {
+            const auto c = static_cast<std::size_t>(nn::nonfact_class(t, seqs.book_pos[static_cast<std::size_t>(s)]));
+            ce_cls[c] += l;
+            ++r.nonfact_tokens_class[c];
+          }
         }
     }
   }
   r.value_accuracy = S > 0 ? static_cast<double>(correct) / static_cast<double>(S) : 0.0;
   r.nonfact_ce = r.nonfact_tokens > 0 ? ce_sum / static_cast<double>(r.nonfact_tokens) : 0.0;
+  set_class_means(r, ce_cls);
   r.wall_s = seconds_since(t0);
   return r;
 }
@@ -139,6 +159,7 @@ PromptRowPlan plan_prompt_rows(const nn::EditSequences& seqs, std::int64_t batch
   p.batch = batch;
   p.last.assign(static_cast<std::size_t>(S), -1);
   if (row_map) p.of_row.assign(static_cast<std::size_t>(S * T), -1);
+  const bool split = static_cast<std::int64_t>(seqs.book_pos.size()) == S;
   // token ids and labels shifted to be non-negative (padding / ignore = −100 -> 0) for the keys
   std::int64_t span = 1;
   for (const std::int32_t v : seqs.input_ids) span = std::max<std::int64_t>(span, static_cast<std::int64_t>(v) + 102);
@@ -170,7 +191,13 @@ PromptRowPlan plan_prompt_rows(const nn::EditSequences& seqs, std::int64_t batch
         p.row.push_back(g);
         p.target.push_back(lab);
         p.weight.push_back(0);
+        p.cls.push_back(-1);
       }
+      // the class of a non-fact row: the same for every row it stands for (same prefix and label, so the book
+      // token is in the prefix, is the label, or neither, for all of them)
+      if (nonfact && split)
+        p.cls[static_cast<std::size_t>(u)] =
+            static_cast<std::int8_t>(nn::nonfact_class(t, seqs.book_pos[static_cast<std::size_t>(s)]));
       if (nonfact) {
         ++p.weight[static_cast<std::size_t>(u)];
         ++p.nonfact_tokens;
@@ -196,11 +223,20 @@ PromptEval reduce_prompt_rows(const PromptRowPlan& plan, const L* loss, const st
     correct += pred == plan.target[static_cast<std::size_t>(u)];
   }
   double ce_sum = 0;
+  std::array<double, nn::kNonfactClasses> ce_cls{};
   for (std::size_t u = 0; u < plan.row.size(); ++u)
-    if (plan.weight[u] > 0) ce_sum += static_cast<double>(plan.weight[u]) * static_cast<double>(loss[u]);
+    if (plan.weight[u] > 0) {
+      const double wl = static_cast<double>(plan.weight[u]) * static_cast<double>(loss[u]);
+      ce_sum += wl;
+      if (plan.cls[u] >= 0) {
+        ce_cls[static_cast<std::size_t>(plan.cls[u])] += wl;
+        r.nonfact_tokens_class[static_cast<std::size_t>(plan.cls[u])] += plan.weight[u];
+      }
+    }
   r.nonfact_tokens = plan.nonfact_tokens;
   r.value_accuracy = S > 0 ? static_cast<double>(correct) / static_cast<double>(S) : 0.0;
   r.nonfact_ce = r.nonfact_tokens > 0 ? ce_sum / static_cast<double>(r.nonfact_tokens) : 0.0;
+  set_class_means(r, ce_cls);
   return r;
 }
 template PromptEval reduce_prompt_rows<float>(const PromptRowPlan&, const float*, const std::int32_t*);

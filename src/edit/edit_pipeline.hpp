@@ -3,6 +3,7 @@
 // shuffled batches, value-accuracy early stop, best state kept) and the batched evaluation of every
 // prompt (argmax at the author position, non-fact CE) that the edit metrics are computed from.
 #pragma once
+#include <array>
 #include <cstdint>
 #include <functional>
 #include <string>
@@ -30,12 +31,17 @@ double expert_accuracy(const mlp::GatedMLP& mlp, const mlp::FactSet& fs);
 // Every prompt of `seqs` (packed with EditLabels::all) through the model in batches of `batch`
 // sequences: predicted[s] = argmax over the full vocabulary at the author position (length[s] − 1);
 // value_accuracy = share of sequences where it equals the label there; non-fact CE = the CE summed
-// over every other trained position divided by their count (spec §4.9).
+// over every other trained position divided by their count (spec §4.9). The same CE split by where the row lies
+// relative to the book token (nn::NonfactClass: prefix, book, tail; index = the enum's value): per class the mean
+// CE (NaN without rows) and the row count, so nonfact_ce = Σ_c tokens_c · ce_c / nonfact_tokens. Sequences
+// without book_pos give no split (every class NaN / 0).
 struct PromptEval {
   std::vector<std::int32_t> predicted;
   double value_accuracy = 0;
   double nonfact_ce = 0;
   std::int64_t nonfact_tokens = 0;
+  std::array<double, nn::kNonfactClasses> nonfact_ce_class{};
+  std::array<std::int64_t, nn::kNonfactClasses> nonfact_tokens_class{};
   double wall_s = 0;
 };
 PromptEval evaluate_prompts(const EditModel& model, const nn::EditSequences& seqs, std::int64_t batch = 256);
@@ -51,6 +57,7 @@ struct PromptRowPlan {
   std::vector<std::int64_t> row;          // global row s·T + t of each distinct row (increasing)
   std::vector<std::int32_t> target;       // its label (the ignore label where a last row has none)
   std::vector<std::int64_t> weight;       // non-fact rows it stands for (0: only a last row)
+  std::vector<std::int8_t> cls;           // its nn::NonfactClass (−1: only a last row, or no book_pos)
   std::vector<std::int64_t> last;         // per sequence: the distinct row of its last position
   std::vector<std::int64_t> batch_begin;  // per batch of sequences, size batches + 1
   std::int64_t nonfact_tokens = 0;        // Σ weight

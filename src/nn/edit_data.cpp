@@ -316,6 +316,14 @@ EditSequences pack_edit_sequences(const EditCorpus& c, EditLabels mode) {
   out.length.resize(static_cast<std::size_t>(out.S));
   out.fact.resize(static_cast<std::size_t>(out.S));
   out.tmpl.resize(static_cast<std::size_t>(out.S));
+  out.book_pos.resize(static_cast<std::size_t>(out.S));
+  std::vector<std::int32_t> slot(static_cast<std::size_t>(K), -1);  // per template: the {book} position
+  for (std::int64_t k = 0; k < K; ++k) {
+    const auto& tt = c.template_tokens[static_cast<std::size_t>(k)];
+    const auto it = std::find(tt.begin(), tt.end(), EditCorpus::kBookSlot);
+    require(it != tt.end(), "edit: template {} has no {{book}}", k);
+    slot[static_cast<std::size_t>(k)] = static_cast<std::int32_t>(it - tt.begin());
+  }
   for (std::int64_t f = 0; f < F; ++f) {
     for (std::int64_t k = 0; k < K; ++k) {
       const std::int64_t s = f * K + k;
@@ -325,6 +333,7 @@ EditSequences pack_edit_sequences(const EditCorpus& c, EditLabels mode) {
       out.length[static_cast<std::size_t>(s)] = static_cast<std::int32_t>(ex.input_ids.size());
       out.fact[static_cast<std::size_t>(s)] = static_cast<std::int32_t>(f);
       out.tmpl[static_cast<std::size_t>(s)] = static_cast<std::int32_t>(k);
+      out.book_pos[static_cast<std::size_t>(s)] = slot[static_cast<std::size_t>(k)];
     }
   }
   return out;

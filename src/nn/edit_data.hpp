@@ -99,7 +99,9 @@ EditExample make_edit_example(const std::vector<std::int32_t>& toks, EditLabels 
 // All facts × templates as fixed-width rows for training: sequence s = fact · K + template (grouped by
 // fact, as the reference flattens its groups); T = longest input length; input_ids and labels are S×T
 // row-major, right-padded with kEditIgnore; length[s] = unpadded input length, whose last position
-// (length − 1) is where the author is predicted.
+// (length − 1) is where the author is predicted. book_pos[s] = the input position of the fact's book token
+// (pack_edit_sequences fills it; hand-made sequences may leave it empty, and then the non-fact CE is not split by
+// position, see nonfact_class).
 struct EditSequences {
   std::int64_t S = 0, T = 0;
   std::vector<std::int32_t> input_ids;
@@ -107,7 +109,18 @@ struct EditSequences {
   std::vector<std::int32_t> length;
   std::vector<std::int32_t> fact;
   std::vector<std::int32_t> tmpl;
+  std::vector<std::int32_t> book_pos;
 };
+
+// Where a non-fact row (input position t, predicting the token at t + 1) lies relative to the book token at
+// input position book_pos: prefix (t < book_pos − 1: a template word predicted from template words alone, the
+// same row for every fact), book (t = book_pos − 1: the book token predicted), tail (t >= book_pos: the words
+// between the book and the author, with the book in the context).
+enum class NonfactClass : std::int8_t { prefix = 0, book = 1, tail = 2 };
+inline constexpr int kNonfactClasses = 3;
+inline NonfactClass nonfact_class(std::int64_t t, std::int64_t book_pos) {
+  return t < book_pos - 1 ? NonfactClass::prefix : t == book_pos - 1 ? NonfactClass::book : NonfactClass::tail;
+}
 EditSequences pack_edit_sequences(const EditCorpus& corpus, EditLabels mode);
 
 }  // namespace memcap::nn

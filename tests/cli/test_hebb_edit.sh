@@ -35,6 +35,7 @@ check 'grep -q "altered 26 " "$T/run.txt"' "round(256 x 0.1) != 26 altered facts
 check '[ "$(field score "$T/run.txt")" = "1.000000" ]' "swap score != 1.0: $(cat "$T/run.txt")"
 check '[ -n "$(field r_NF "$T/run.txt")" ]' "r_NF not printed"
 check 'ge "$(field r_NF "$T/run.txt")" 0.9 && ge 1.1 "$(field r_NF "$T/run.txt")"' "swap r_NF outside [0.9, 1.1]"
+check 'grep -q "^non-fact CE by position:  prefix .* book .* tail " "$T/run.txt"' "no non-fact CE split printed"
 
 # a local editor runs end to end on the same base (its score is not asserted: it is the baseline)
 "$HEBB" edit run --device cpu --threads 1 --data "$DATA" --method memit --steps 10 --fraction 0.1 --base "$T/base.h5" \
@@ -71,6 +72,13 @@ with h5py.File(sys.argv[2], "r") as f:
     assert e["predicted_post"].shape == (1024,)
     assert s["seed"][0] == 42 and s["expert_seed"][0] == 42, "default expert seed = --seed"
     target = e["target_fact"][...]
+    # the non-fact CE split by position relative to the book token recombines to the total, before and after;
+    # 4 templates x 256 facts: the rows counted once each
+    n = {c: int(s[f"nf_tokens_{c}"][0]) for c in ("prefix", "book", "tail")}
+    assert sum(n.values()) == s["nonfact_tokens"][0] and n["book"] == 1024, f"nf_tokens {n}"
+    for when in ("before", "after"):
+        tot = sum(n[c] * s[f"nf_ce_{c}_{when}"][0] for c in n) / s["nonfact_tokens"][0]
+        assert abs(tot - s[f"nf_ce_{when}"][0]) <= 1e-9 * abs(tot), f"split of nf_ce_{when}: {tot}"
 with h5py.File(sys.argv[3], "r") as f:
     s = f["summary"]
     assert s["seed"][0] == 42 and s["expert_seed"][0] == 7, "--expert-seed recorded"
