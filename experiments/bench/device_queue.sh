@@ -120,7 +120,7 @@ case "$STAGE" in
       [ -f "$out" ] && return 0
       timeout "$(left)" build-gpu/hebb edit run --device cuda --method swap --fraction "$1" --base "$Q/base.h5" \
         --expert-seed "$2" --progress none --out "$out" > "$Q/swap_$1_$2.out" 2>&1
-      log "swap_$1_$2: rc $?, $(grep -oE '(score|r_NF) [0-9.]+' "$Q/swap_$1_$2.out" | tr '\n' ' ')"
+      log "swap_$1_$2: rc $?, $(grep -oE '(score|r_NF) [0-9.]+' "$Q/swap_$1_$2.out" | tr '\n' ' ')$(grep -o 'non-fact CE by position:.*' "$Q/swap_$1_$2.out")"
     }
     for f in 0.1 0.05 0.02; do
       for pair in "1 2" "3 4"; do
