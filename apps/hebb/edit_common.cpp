@@ -7,9 +7,11 @@
 #include <cstdio>
 #include <cstdlib>
 #include <filesystem>
+#include <limits>
 #include <memory>
 
 #include "core/error.hpp"
+#include "nn/edit_data.hpp"
 #ifdef MEMCAP_HAVE_CUDA
 #include "core/gpu.hpp"
 #include "mlp/construct_cuda.hpp"
@@ -122,6 +124,34 @@ double expert_accuracy_on(const mlp::GatedMLP& m, const mlp::FactSet& fs, gpu::H
   (void)handles;
 #endif
   return edit::expert_accuracy(m, fs);
+}
+
+namespace {
+constexpr const char* kNonfactClassName[nn::kNonfactClasses] = {"prefix", "book", "tail"};
+}  // namespace
+
+void set_nonfact_split(io::Row& row, const edit::PromptEval& pre, const edit::PromptEval& post, bool after) {
+  const double nan = std::numeric_limits<double>::quiet_NaN();
+  for (int c = 0; c < nn::kNonfactClasses; ++c) {
+    const auto k = static_cast<std::size_t>(c);
+    row.set(fmt::format("nf_ce_{}_before", kNonfactClassName[c]), pre.nonfact_ce_class[k])
+        .set(fmt::format("nf_ce_{}_after", kNonfactClassName[c]), after ? post.nonfact_ce_class[k] : nan)
+        .set(fmt::format("nf_tokens_{}", kNonfactClassName[c]), pre.nonfact_tokens_class[k]);
+  }
+}
+
+std::string nonfact_split_line(const edit::PromptEval& pre, const edit::PromptEval& post) {
+  std::string parts;
+  for (int c = 0; c < nn::kNonfactClasses; ++c) {
+    const auto k = static_cast<std::size_t>(c);
+    const double share = pre.nonfact_tokens > 0 ? static_cast<double>(pre.nonfact_tokens_class[k]) /
+                                                      static_cast<double>(pre.nonfact_tokens)
+                                                : 0.0;
+    parts += fmt::format("  {} {:.4f} -> {:.4f} ({:.1f}% of rows, {:+.4f} of the CE change)", kNonfactClassName[c],
+                         pre.nonfact_ce_class[k], post.nonfact_ce_class[k], 100 * share,
+                         share * (post.nonfact_ce_class[k] - pre.nonfact_ce_class[k]));
+  }
+  return "non-fact CE by position:" + parts;
 }
 
 }  // namespace memcap::hebb_app

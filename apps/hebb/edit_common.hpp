@@ -5,6 +5,8 @@
 #include <string>
 
 #include "cli/app.hpp"
+#include "edit/edit_pipeline.hpp"
+#include "io/table.hpp"
 #include "mlp/factset.hpp"
 #include "mlp/gated_mlp.hpp"
 #include "mlp/gd_train.hpp"
@@ -39,6 +41,13 @@ ExpertBuild build_expert(const std::string& kind, const std::string& method, con
 // The standalone accuracy of an expert (argmax over the F author embeddings): CPU float64, or the GPU
 // (mlp::evaluate_mlp_cuda, float64) when handles is not null.
 double expert_accuracy_on(const mlp::GatedMLP& m, const mlp::FactSet& fs, gpu::Handles* handles);
+
+// The non-fact CE by position relative to the book token (edit::PromptEval, nn::NonfactClass) as /summary
+// columns nf_ce_{prefix,book,tail}_{before,after} and nf_tokens_{prefix,book,tail}; the "after" columns are
+// NaN when `after` is false (a diverged job).
+void set_nonfact_split(io::Row& row, const edit::PromptEval& pre, const edit::PromptEval& post, bool after = true);
+// One line: each class's CE before -> after, its share of the rows and of the CE change.
+std::string nonfact_split_line(const edit::PromptEval& pre, const edit::PromptEval& post);
 
 }  // namespace memcap::hebb_app
 

@@ -246,14 +246,7 @@ void run_edit(CLI::App* sub, RunState& st) {
       .set("path", on_gpu ? "cuda" : "cpu")
       .set("precision", on_gpu ? "f32" : "f64")
       .set("status", "ok");
-  // Non-fact CE by position relative to the book token (edit::PromptEval, nn::NonfactClass): where r_NF comes from.
-  static constexpr const char* kClassName[nn::kNonfactClasses] = {"prefix", "book", "tail"};
-  for (int c = 0; c < nn::kNonfactClasses; ++c) {
-    const auto k = static_cast<std::size_t>(c);
-    row.set(fmt::format("nf_ce_{}_before", kClassName[c]), pre.nonfact_ce_class[k])
-        .set(fmt::format("nf_ce_{}_after", kClassName[c]), post.nonfact_ce_class[k])
-        .set(fmt::format("nf_tokens_{}", kClassName[c]), pre.nonfact_tokens_class[k]);
-  }
+  set_nonfact_split(row, pre, post);  // where r_NF comes from (nn::NonfactClass)
   io::Table t;
   t.append(row);
   out.write_summary(t);
@@ -265,17 +258,7 @@ void run_edit(CLI::App* sub, RunState& st) {
   fmt::print("efficacy {:.6f}  paraphrase {:.6f}  specificity {:.6f}  score {:.6f}  r_NF {:.6f}  ce_pre {:.6f}  "
              "ce_post {:.6f}\n",
              m.efficacy, m.paraphrase, m.specificity, m.score, r_nf, pre.nonfact_ce, post.nonfact_ce);
-  if (pre.nonfact_tokens > 0) {
-    std::string parts;
-    for (int c = 0; c < nn::kNonfactClasses; ++c) {
-      const auto k = static_cast<std::size_t>(c);
-      const double share = static_cast<double>(pre.nonfact_tokens_class[k]) / static_cast<double>(pre.nonfact_tokens);
-      parts += fmt::format("  {} {:.4f} -> {:.4f} ({:.1f}% of rows, {:+.4f} of the CE change)", kClassName[c],
-                           pre.nonfact_ce_class[k], post.nonfact_ce_class[k], 100 * share,
-                           share * (post.nonfact_ce_class[k] - pre.nonfact_ce_class[k]));
-    }
-    fmt::print("non-fact CE by position:{}\n", parts);
-  }
+  if (pre.nonfact_tokens > 0) fmt::print("{}\n", nonfact_split_line(pre, post));
   fmt::print("wrote {}\n", st.common.out);
 }
 

@@ -417,6 +417,7 @@ sweep::JobOutput run_job(Shared& sh, const Spec& s, std::uint64_t seed, int thre
       .set("precision", eg ? "f32" : "f64")
       .set("status", status)
       .set("message", message);
+  set_nonfact_split(r, pre, post, ok);  // where r_NF comes from (nn::NonfactClass)
   sweep::JobOutput out;
   out.row = std::move(r);
   return out;
@@ -621,7 +622,8 @@ void add_edit_table1(CLI::App* edit) {
       "--steps x --edit-lrs x --alphaedit-clips x --alphaedit-tols, ROME --steps x --edit-lrs x --rome-wds x\n"
       "--rome-early-stops; a clip or early stop of 0 is the paper's None). Every job edits the same facts per\n"
       "fraction (--seed). /summary: one row per job (efficacy, paraphrase, specificity, score, nf_ce_before,\n"
-      "nf_ce_after, r_nf, the hyper-parameters, status done | diverged); /best: the best score per (fraction,\n"
+      "nf_ce_after, r_nf and the non-fact CE by position nf_ce_{prefix,book,tail}_{before,after}, the\n"
+      "hyper-parameters, status done | diverged); /best: the best score per (fraction,\n"
       "method) beside the paper's cell, printed at the end and after 'hebb merge'. --dry-run (jobs per method,\n"
       "memory), --shard i/n, --resume, --jobs (jobs at once on the CPU). --device cuda (or auto on a GPU): the\n"
       "jobs run on the GPUs of --devices, --jobs-per-gpu at once on each (float32; the closed-form dW on the CPU).\n"

@@ -100,6 +100,12 @@ for c in ["method", "fraction", "efficacy", "paraphrase", "specificity", "score"
     assert c in s and len(s[c]) == 10, c
 assert all(x == b"done" for x in s["status"])
 assert np.allclose(s["r_nf"], np.exp(s["nf_ce_after"] - s["nf_ce_before"]), rtol=1e-12)
+# the non-fact CE by position recombines to the total in every job row, before and after
+n = {c: s[f"nf_tokens_{c}"] for c in ("prefix", "book", "tail")}
+assert (sum(n.values()) == s["nonfact_tokens"]).all()
+for when in ("before", "after"):
+    tot = sum(n[c] * s[f"nf_ce_{c}_{when}"] for c in n) / s["nonfact_tokens"]
+    assert np.allclose(tot, s[f"nf_ce_{when}"], rtol=1e-9), when
 assert len(b["method"]) == 8 and {"score", "r_nf", "paper_score", "paper_r_nf", "job"} <= set(b)
 for i in range(8):  # /best holds the maximum score of its (fraction, method)
     sel = (s["fraction"] == b["fraction"][i]) & (s["method"] == b["method"][i])
