@@ -224,11 +224,13 @@ PromptEval reduce_prompt_rows(const PromptRowPlan& plan, const L* loss, const st
   }
   double ce_sum = 0;
   std::array<double, nn::kNonfactClasses> ce_cls{};
+  // a plan assembled by hand may leave cls empty: no split then
+  const bool split = plan.cls.size() == plan.row.size();
   for (std::size_t u = 0; u < plan.row.size(); ++u)
     if (plan.weight[u] > 0) {
       const double wl = static_cast<double>(plan.weight[u]) * static_cast<double>(loss[u]);
       ce_sum += wl;
-      if (plan.cls[u] >= 0) {
+      if (split && plan.cls[u] >= 0) {
         ce_cls[static_cast<std::size_t>(plan.cls[u])] += wl;
         r.nonfact_tokens_class[static_cast<std::size_t>(plan.cls[u])] += plan.weight[u];
       }
