@@ -21,9 +21,10 @@
 #               with tf32 ones, in one sweep (issue 13: may the preset train them faster? same m* needed)
 #   table2      kata mqar table2 --preset table2 --seeds 2 --jobs 4 (trainings at once per GPU) (issue 12: Table 2)
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
-#   swap-seeds  hebb edit base (once), then MLP swapping at 2, 5, 10 % on the edit set of --seed 42 with
-#               --expert-seed 1..4 (two at a time; finished runs are kept): the spread of r_NF over swapped
-#               experts (issue 15, claim 16)
+#   swap-seeds  hebb edit base (once), then MLP swapping on the edit set of --seed 42, one run at a time, for
+#               each FRACTION:EXPERT_SEED of $SWAPS (default: 10 % with seeds 42, 1..4, then 5 % and 2 % with
+#               42, 1, 2; finished runs are kept): the spread of r_NF over swapped experts and its split by
+#               position (issue 15, claim 16)
 set -uo pipefail
 STAGE=${1:?usage: device_queue.sh STAGE [LIMIT_S]}
 LIMIT=${2:-480}
@@ -122,12 +123,11 @@ case "$STAGE" in
         --expert-seed "$2" --progress none --out "$out" > "$Q/swap_$1_$2.out" 2>&1
       log "swap_$1_$2: rc $?, $(grep -oE '(score|r_NF) [0-9.]+' "$Q/swap_$1_$2.out" | tr '\n' ' ')$(grep -o 'non-fact CE by position:.*' "$Q/swap_$1_$2.out")"
     }
-    for f in 0.1 0.05 0.02; do
-      for pair in "1 2" "3 4"; do
-        [ "$(left)" -lt 60 ] && { log "no time left in this call (LIMIT $LIMIT s); run again"; break 2; }
-        set -- $pair
-        swap_one "$f" "$1" & swap_one "$f" "$2" & wait
-      done
+    # one swap at a time (two at once share the GPU and finish no sooner); SWAPS lists FRACTION:EXPERT_SEED runs,
+    # the grid's own seed (42) first; a run needs about 80 s alone at paper scale
+    for run in ${SWAPS:-0.1:42 0.1:1 0.1:2 0.1:3 0.1:4 0.05:42 0.05:1 0.05:2 0.02:42 0.02:1 0.02:2}; do
+      [ "$(left)" -lt 100 ] && { log "no time left in this call (LIMIT $LIMIT s); run again"; break; }
+      swap_one "${run%%:*}" "${run##*:}"
     done
     for o in "$Q"/swap_*.out; do [ -f "$o" ] && echo "$(basename "$o" .out): $(grep -oE '(score|r_NF) [0-9.]+' "$o" | tr '\n' ' ')"; done
     ;;
