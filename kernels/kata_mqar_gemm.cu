@@ -505,6 +505,357 @@ void kata_heads_backward_gemm(T* dq, T* dk, T* dv, std::int64_t lddqkv, const T*
   }
 }
 
+// ---------------------------------------------------------------------------------------------- delta rule
+
+// The delta rule of one whole sequence in kernel space (S_0 = 0, one chunk of length T; spec §2.11.4 Eq. 28,
+// §5.4 with Ψ never formed): A_kk = κ(K, K), A_qk = κ(Q, K) from the block products, the pseudo-values
+// U = (I + diag(β) tril(A_kk, −1))^{-1} diag(β) V by one unit-lower triangular solve, o = tril(A_qk) U.
+// CPU twin: gated_delta_head_* of src/kata/mqar_mixers.cpp with g = 0 (Γ = lower ones).
+
+namespace {
+
+// κ of row r against every column s of its head from NS block products, masked to s <= t (strict: s < t).
+// out may be G itself (each element is read before the same thread writes it).
+template <class T>
+__global__ void delta_rows_kernel(T* out, const T* G, std::int64_t ps, const T* __restrict__ nx,
+                                  const T* __restrict__ nk, Rows g, Psd<T> c, bool strict) {
+  const std::int64_t r = warp_row();
+  if (r >= g.count()) return;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t T_ = g.T, t = r % T_, base = r - t, last = strict ? t - 1 : t;
+  const T* x = G + r * T_;
+  T* y = out + r * T_;
+  const T x2 = nx[r];
+  for (std::int64_t s = lane; s < T_; s += 32) {
+    T a = T(0);
+    if (s <= last) {
+      for (int p = 0; p < c.pairs; ++p) {
+        const T v = x[p * ps + s];
+        a += v * v;
+      }
+      a = c.c2 * a + c.ec * (x2 + nk[base + s]) + c.cst;
+    }
+    y[s] = a;
+  }
+}
+
+// Threads of the triangular solves: column c = tid / P of the head, partial sum p = tid % P (P lanes of one
+// warp, P = 256 / (dh rounded up to a power of two), at most 32).
+constexpr int kSolveThreads = 256;
+inline int solve_parts(std::int64_t dh) {
+  int w = 1;
+  while (w < dh) w *= 2;
+  return std::min(32, std::max(1, kSolveThreads / w));
+}
+template <class T>
+__device__ __forceinline__ T part_sum(T x, int P) {
+  for (int o = P / 2; o >= 1; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
+  return x;
+}
+
+// Forward substitution, one block per (sequence, head) of the group: U_t = β_t (v_t − Σ_{s<t} A_kk[t,s] U_s),
+// U kept in shared memory (T × dh) and written to U (row b·T + t, columns h·dh.., leading dimension ldu).
+template <class T>
+__global__ void __launch_bounds__(kSolveThreads) delta_solve_forward(T* __restrict__ U, std::int64_t ldu,
+                                                                     const T* __restrict__ Akk,
+                                                                     const T* __restrict__ v, std::int64_t ldv,
+                                                                     const T* __restrict__ beta, Rows g, int P) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* sU = reinterpret_cast<T*>(smem_raw);
+  const std::int64_t T_ = g.T, dh = g.dh, bh = blockIdx.x, b = bh / g.H, h = bh % g.H;
+  T* sB = sU + T_ * dh;
+  for (std::int64_t t = threadIdx.x; t < T_; t += blockDim.x) sB[t] = beta[(b * T_ + t) * g.H + h];
+  __syncthreads();
+  const int c = static_cast<int>(threadIdx.x) / P, p = static_cast<int>(threadIdx.x) % P;
+  const bool col = c < dh;
+  for (std::int64_t t = 0; t < T_; ++t) {
+    const T* arow = Akk + (bh * T_ + t) * T_;
+    T acc = T(0);
+    if (col)
+      for (std::int64_t s = p; s < t; s += P) acc += arow[s] * sU[s * dh + c];
+    acc = part_sum(acc, P);
+    if (col && p == 0) sU[t * dh + c] = sB[t] * (v[(b * T_ + t) * ldv + h * dh + c] - acc);
+    __syncthreads();
+  }
+  for (std::int64_t e = threadIdx.x; e < T_ * dh; e += blockDim.x) {
+    const std::int64_t t = e / dh, j = e - t * dh;
+    U[(b * T_ + t) * ldu + h * dh + j] = sU[e];
+  }
+}
+
+// Backward substitution of the transposed system: W_s = dU_s − Σ_{t>s} β_t A_kk[t,s] W_t (W = M^{-T} dU), written
+// to W (leading dimension ldw) and dv_s = β_s W_s to dv (leading dimension lddv).
+template <class T>
+__global__ void __launch_bounds__(kSolveThreads) delta_solve_backward(T* __restrict__ W, std::int64_t ldw,
+                                                                      T* __restrict__ dv, std::int64_t lddv,
+                                                                      const T* __restrict__ dU, std::int64_t lddu,
+                                                                      const T* __restrict__ Akk,
+                                                                      const T* __restrict__ beta, Rows g, int P) {
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  T* sW = reinterpret_cast<T*>(smem_raw);
+  const std::int64_t T_ = g.T, dh = g.dh, bh = blockIdx.x, b = bh / g.H, h = bh % g.H;
+  T* sB = sW + T_ * dh;
+  for (std::int64_t t = threadIdx.x; t < T_; t += blockDim.x) sB[t] = beta[(b * T_ + t) * g.H + h];
+  __syncthreads();
+  const int c = static_cast<int>(threadIdx.x) / P, p = static_cast<int>(threadIdx.x) % P;
+  const bool col = c < dh;
+  const T* A = Akk + bh * T_ * T_;
+  for (std::int64_t s = T_ - 1; s >= 0; --s) {
+    T acc = T(0);
+    if (col)
+      for (std::int64_t t = s + 1 + p; t < T_; t += P) acc += sB[t] * A[t * T_ + s] * sW[t * dh + c];
+    acc = part_sum(acc, P);
+    if (col && p == 0) sW[s * dh + c] = dU[(b * T_ + s) * lddu + h * dh + c] - acc;
+    __syncthreads();
+  }
+  for (std::int64_t e = threadIdx.x; e < T_ * dh; e += blockDim.x) {
+    const std::int64_t t = e / dh, j = e - t * dh;
+    W[(b * T_ + t) * ldw + h * dh + j] = sW[e];
+    dv[(b * T_ + t) * lddv + h * dh + j] = sB[t] * sW[e];
+  }
+}
+
+// Backward rows (one warp per row r = (b, h, t)): dA_qk = tril(dO Uᵀ) (in place over the raw product), the block
+// products G_qk scaled to 2 c² dA_qk ⊙ G_qk; dA_kk = −β_t (W Uᵀ)_ts for s < t (in place over Y = W Uᵀ), G_kk scaled
+// likewise; dβ_t = W_t·v_t − Σ_{s<t} A_kk[t,s] (W Uᵀ)_ts; rq_t = 2 εc Σ_s dA_qk, rk1_t = 2 εc Σ_s dA_kk.
+template <class T>
+__global__ void delta_rows_backward(T* __restrict__ dAqk, T* __restrict__ Gqk, T* __restrict__ Y,
+                                    T* __restrict__ Gkk, std::int64_t ps, const T* __restrict__ Akk,
+                                    const T* __restrict__ beta, const T* __restrict__ W, std::int64_t ldw,
+                                    const T* __restrict__ v, std::int64_t ldv, T* __restrict__ dbeta,
+                                    T* __restrict__ rq, T* __restrict__ rk1, Rows g, Psd<T> c) {
+  const std::int64_t r = warp_row();
+  if (r >= g.count()) return;
+  const int lane = threadIdx.x % 32;
+  const std::int64_t T_ = g.T, t = r % T_, bh = r / T_, b = bh / g.H, h = bh % g.H;
+  const std::int64_t tok = (b * T_ + t) * g.H + h;
+  const T bt = beta[tok];
+  const T wv = warp_dot(W + (b * T_ + t) * ldw + h * g.dh, v + (b * T_ + t) * ldv + h * g.dh, static_cast<int>(g.dh));
+  T* aq = dAqk + r * T_;
+  T* ak = Y + r * T_;
+  const T* kk = Akk + r * T_;
+  T* gq = Gqk + r * T_;
+  T* gk = Gkk + r * T_;
+  T sdb = T(0), sq = T(0), sk = T(0);
+  for (std::int64_t s = lane; s < T_; s += 32) {
+    const T a = s <= t ? aq[s] : T(0);
+    aq[s] = a;
+    sq += a;
+    T d = T(0);
+    if (s < t) {
+      const T y = ak[s];
+      sdb += kk[s] * y;
+      d = -bt * y;
+    }
+    ak[s] = d;
+    sk += d;
+    for (int p = 0; p < c.pairs; ++p) {
+      gq[p * ps + s] *= T(2) * c.c2 * a;
+      gk[p * ps + s] *= T(2) * c.c2 * d;
+    }
+  }
+  sdb = warp_sum(sdb);
+  sq = warp_sum(sq);
+  sk = warp_sum(sk);
+  if (lane == 0) {
+    dbeta[tok] = wv - sdb;
+    rq[r] = T(2) * c.ec * sq;
+    rk1[r] = T(2) * c.ec * sk;
+  }
+}
+
+// Elements per sequence of the backward (the larger pass): block products of (q, k) and (k, k), A_qk, A_kk, dA_qk,
+// W Uᵀ (T × T per head each), U, dU, W (T × H·dh each) and six per-row vectors.
+std::size_t delta_per_seq(const MapParams& map, const HeadShape& s) {
+  const std::size_t pairs = map.kind == MapKind::SumPsd ? map.g * map.g : map.g;
+  const std::size_t TT = static_cast<std::size_t>(s.T) * s.T, rows = static_cast<std::size_t>(s.H) * s.T;
+  return (2 * pairs + 4) * s.H * TT + 3 * rows * s.dh + 6 * rows;
+}
+std::size_t delta_solve_smem(const HeadShape& s, std::size_t elem) {
+  return (static_cast<std::size_t>(s.T) * s.dh + s.T) * elem;
+}
+void check_delta_gemm(const MapParams& map, const HeadShape& s, std::size_t elem, const char* what) {
+  check_shape(s, what);
+  if (!delta_gemm_applies(map, s, elem))
+    cuda_detail::throw_user_error(std::string(what) + ": the gemm delta core needs a PSD map (m<g>, sigma<g>) built for "
+                                  "d_head = " + std::to_string(s.dh) + " <= 256 and T <= " +
+                                  std::to_string(kDeltaGemmMaxT) + " (got T = " + std::to_string(s.T) + ")");
+}
+template <class T>
+void set_solve_smem(const HeadShape& s) {
+  const int bytes = static_cast<int>(delta_solve_smem(s, sizeof(T)));
+  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(delta_solve_forward<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(delta_solve_backward<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+}
+
+// Group pieces shared by forward and backward: block products of (q, k) and (k, k), the norms, A_qk and A_kk (in
+// place over the first block product of each when in_place), and U by forward substitution.
+template <class T>
+struct DeltaGroup {
+  T *Gqk, *Gkk, *Aqk, *Akk, *U, *nq, *nk;
+};
+template <class T>
+void delta_group_forward(const DeltaGroup<T>& w, std::int64_t ps, const MapParams& map, const Psd<T>& c, const T* qb,
+                         const T* kb, const T* vb, std::int64_t ldqkv, const T* betab, const HeadShape& s,
+                         std::int64_t nb, cublasHandle_t h, cudaStream_t stream) {
+  const Rows g{nb, s.H, s.T, s.dh};
+  const unsigned blocks = row_blocks(nb * s.H * s.T);
+  block_products<T>(h, w.Gqk, ps, map, qb, kb, ldqkv, s, nb);
+  block_products<T>(h, w.Gkk, ps, map, kb, kb, ldqkv, s, nb);
+  qk_sqnorms<T>(w.nq, w.nk, qb, kb, ldqkv, g, stream);
+  delta_rows_kernel<T><<<blocks, kWarps * 32, 0, stream>>>(w.Aqk, w.Gqk, ps, w.nq, w.nk, g, c, false);
+  MEMCAP_CUDA_CHECK_LAUNCH("delta_rows_kernel");
+  delta_rows_kernel<T><<<blocks, kWarps * 32, 0, stream>>>(w.Akk, w.Gkk, ps, w.nk, w.nk, g, c, true);
+  MEMCAP_CUDA_CHECK_LAUNCH("delta_rows_kernel");
+  delta_solve_forward<T><<<static_cast<unsigned>(nb * s.H), kSolveThreads, delta_solve_smem(s, sizeof(T)), stream>>>(
+      w.U, s.H * s.dh, w.Akk, vb, ldqkv, betab, g, solve_parts(s.dh));
+  MEMCAP_CUDA_CHECK_LAUNCH("delta_solve_forward");
+}
+
+}  // namespace
+
+bool delta_gemm_applies(const MapParams& map, const HeadShape& s, std::size_t elem) {
+  return kata_gemm_applies(map, s) && s.dh <= 256 && s.T <= kDeltaGemmMaxT &&
+         delta_solve_smem(s, elem) <= kDeltaGemmMaxSmem;
+}
+
+std::size_t delta_gemm_workspace_bytes(const MapParams& map, const HeadShape& s, std::size_t elem) {
+  if (!delta_gemm_applies(map, s, elem) || s.T == 0) return 0;
+  return capped(s, delta_per_seq(map, s) * elem);
+}
+
+template <class T>
+void delta_heads_forward_gemm(T* o, std::int64_t ldo, const MapParams& map, const T* q, const T* k, const T* v,
+                              std::int64_t ldqkv, const T* beta, const HeadShape& s, cublasHandle_t h, void* ws,
+                              std::size_t ws_bytes, cudaStream_t stream) {
+  check_delta_gemm(map, s, sizeof(T), "delta_heads_forward_gemm");
+  if (s.B == 0 || s.T == 0) return;
+  nc::check_handle_stream(h, stream);
+  set_solve_smem<T>(s);
+  const Psd<T> c = psd_of<T>(map);
+  const std::int64_t TT = s.T * s.T, D = s.H * s.dh;
+  const std::int64_t nb_max = group_size(s, delta_per_seq(map, s) * sizeof(T), ws_bytes, "delta_heads_forward_gemm");
+  for (std::int64_t b0 = 0; b0 < s.B; b0 += nb_max) {
+    const std::int64_t nb = std::min(nb_max, s.B - b0), seq = s.T * ldqkv, seqo = s.T * ldo;
+    const std::int64_t ps = nb * s.H * TT, rows = nb * s.H * s.T;
+    DeltaGroup<T> w{};
+    w.Gqk = static_cast<T*>(ws);
+    w.Gkk = w.Gqk + c.pairs * ps;
+    w.Aqk = w.Gqk;  // in place over the first block products
+    w.Akk = w.Gkk;
+    w.U = w.Gkk + c.pairs * ps;
+    w.nq = w.U + rows * s.dh;
+    w.nk = w.nq + rows;
+    delta_group_forward<T>(w, ps, map, c, q + b0 * seq, k + b0 * seq, v + b0 * seq, ldqkv, beta + b0 * s.T * s.H, s,
+                           nb, h, stream);
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {
+      const std::int64_t off = hh * s.dh;  // o_cm = U_cm · A_qk_cm
+      gemm<T>(h, false, false, s.dh, s.T, s.T, T(1), w.U + off, D, s.T * D, w.Aqk + hh * TT, s.T, s.H * TT, T(0),
+              o + b0 * seqo + off, ldo, seqo, nb);
+    }
+  }
+}
+
+template <class T>
+void delta_heads_backward_gemm(T* dq, T* dk, T* dv, std::int64_t lddqkv, T* dbeta, const T* dout, std::int64_t ldo,
+                               const MapParams& map, const T* q, const T* k, const T* v, std::int64_t ldqkv,
+                               const T* beta, const HeadShape& s, cublasHandle_t h, void* ws, std::size_t ws_bytes,
+                               cudaStream_t stream) {
+  check_delta_gemm(map, s, sizeof(T), "delta_heads_backward_gemm");
+  if (s.B == 0 || s.T == 0) return;
+  nc::check_handle_stream(h, stream);
+  set_solve_smem<T>(s);
+  const Psd<T> c = psd_of<T>(map);
+  const bool sum = map.kind == MapKind::SumPsd;
+  const std::int64_t TT = s.T * s.T, gg = map.g, m = s.dh / gg, D = s.H * s.dh;
+  const std::int64_t nb_max = group_size(s, delta_per_seq(map, s) * sizeof(T), ws_bytes, "delta_heads_backward_gemm");
+  for (std::int64_t b0 = 0; b0 < s.B; b0 += nb_max) {
+    const std::int64_t nb = std::min(nb_max, s.B - b0), seq = s.T * ldqkv, seqo = s.T * ldo, seqd = s.T * lddqkv;
+    const std::int64_t ps = nb * s.H * TT, rows = nb * s.H * s.T, sequ = s.T * D;
+    DeltaGroup<T> w{};
+    w.Gqk = static_cast<T*>(ws);
+    w.Gkk = w.Gqk + c.pairs * ps;
+    w.Aqk = w.Gkk + c.pairs * ps;
+    w.Akk = w.Aqk + ps;
+    T* dA = w.Akk + ps;  // dO Uᵀ → dA_qk
+    T* Y = dA + ps;      // W Uᵀ → dA_kk
+    w.U = Y + ps;
+    T* dU = w.U + rows * s.dh;
+    T* W = dU + rows * s.dh;
+    w.nq = W + rows * s.dh;
+    w.nk = w.nq + rows;
+    T* rq = w.nk + rows;
+    T* rk = rq + rows;
+    T* rk1 = rk + rows;
+    T* rk2 = rk1 + rows;
+    const T* qb = q + b0 * seq;
+    const T* kb = k + b0 * seq;
+    const T* vb = v + b0 * seq;
+    const T* dob = dout + b0 * seqo;
+    const T* betab = beta + b0 * s.T * s.H;
+    const Rows g{nb, s.H, s.T, s.dh};
+    const unsigned blocks = row_blocks(rows);
+    delta_group_forward<T>(w, ps, map, c, qb, kb, vb, ldqkv, betab, s, nb, h, stream);
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {
+      const std::int64_t off = hh * s.dh;
+      // dU_cm = dO_cm · A_qk_cmᵀ (dU = tril(A_qk)ᵀ dO); dA_cm(s, t) = U_s · dO_t
+      gemm<T>(h, false, true, s.dh, s.T, s.T, T(1), dob + off, ldo, seqo, w.Aqk + hh * TT, s.T, s.H * TT, T(0),
+              dU + off, D, sequ, nb);
+      gemm<T>(h, true, false, s.T, s.T, s.dh, T(1), w.U + off, D, sequ, dob + off, ldo, seqo, T(0), dA + hh * TT, s.T,
+              s.H * TT, nb);
+    }
+    delta_solve_backward<T><<<static_cast<unsigned>(nb * s.H), kSolveThreads, delta_solve_smem(s, sizeof(T)), stream>>>(
+        W, D, dv + b0 * seqd, lddqkv, dU, D, w.Akk, betab, g, solve_parts(s.dh));
+    MEMCAP_CUDA_CHECK_LAUNCH("delta_solve_backward");
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {  // Y_cm(s, t) = U_s · W_t
+      const std::int64_t off = hh * s.dh;
+      gemm<T>(h, true, false, s.T, s.T, s.dh, T(1), w.U + off, D, sequ, W + off, D, sequ, T(0), Y + hh * TT, s.T,
+              s.H * TT, nb);
+    }
+    delta_rows_backward<T><<<blocks, kWarps * 32, 0, stream>>>(dA, w.Gqk, Y, w.Gkk, ps, w.Akk, betab, W, D, vb, ldqkv,
+                                                              dbeta + b0 * s.T * s.H, rq, rk1, g, c);
+    MEMCAP_CUDA_CHECK_LAUNCH("delta_rows_backward");
+    // (q, k) products: dQ_a = Σ_b dG_ab K_b, dK_b = Σ_a dG_abᵀ Q_a (first contribution overwrites); (k, k)
+    // products: dK_a += Σ_b dG_ab K_b (k as the row argument), dK_b += Σ_a dG_abᵀ K_a (as the column argument).
+    for (std::int64_t hh = 0; hh < s.H; ++hh) {
+      const std::int64_t off = hh * s.dh;
+      for (std::int64_t a = 0, p = 0; a < gg; ++a)
+        for (std::int64_t b = 0; b < gg; ++b) {
+          if (!sum && a != b) continue;
+          const T* dGq = w.Gqk + p * ps + hh * TT;
+          gemm<T>(h, false, false, m, s.T, s.T, T(1), kb + off + b * m, ldqkv, seq, dGq, s.T, s.H * TT,
+                  T(b == 0 || !sum ? 0 : 1), dq + b0 * seqd + off + a * m, lddqkv, seqd, nb);
+          gemm<T>(h, false, true, m, s.T, s.T, T(1), qb + off + a * m, ldqkv, seq, dGq, s.T, s.H * TT,
+                  T(a == 0 || !sum ? 0 : 1), dk + b0 * seqd + off + b * m, lddqkv, seqd, nb);
+          ++p;
+        }
+      for (std::int64_t a = 0, p = 0; a < gg; ++a)
+        for (std::int64_t b = 0; b < gg; ++b) {
+          if (!sum && a != b) continue;
+          const T* dGk = w.Gkk + p * ps + hh * TT;
+          gemm<T>(h, false, false, m, s.T, s.T, T(1), kb + off + b * m, ldqkv, seq, dGk, s.T, s.H * TT, T(1),
+                  dk + b0 * seqd + off + a * m, lddqkv, seqd, nb);
+          gemm<T>(h, false, true, m, s.T, s.T, T(1), kb + off + a * m, ldqkv, seq, dGk, s.T, s.H * TT, T(1),
+                  dk + b0 * seqd + off + b * m, lddqkv, seqd, nb);
+          ++p;
+        }
+    }
+    if (c.ec != T(0)) {
+      const unsigned cblocks = static_cast<unsigned>((rows + 255) / 256);
+      kata_cols_sum<T><<<cblocks, 256, 0, stream>>>(rk, dA, g, T(2) * c.ec);
+      MEMCAP_CUDA_CHECK_LAUNCH("kata_cols_sum");
+      kata_cols_sum<T><<<cblocks, 256, 0, stream>>>(rk2, Y, g, T(2) * c.ec);
+      MEMCAP_CUDA_CHECK_LAUNCH("kata_cols_sum");
+      add_scaled_rows<T><<<blocks, kWarps * 32, 0, stream>>>(dq + b0 * seqd, lddqkv, rq, qb, ldqkv, g);
+      MEMCAP_CUDA_CHECK_LAUNCH("add_scaled_rows");
+      for (const T* r : {static_cast<const T*>(rk), static_cast<const T*>(rk1), static_cast<const T*>(rk2)}) {
+        add_scaled_rows<T><<<blocks, kWarps * 32, 0, stream>>>(dk + b0 * seqd, lddqkv, r, kb, ldqkv, g);
+        MEMCAP_CUDA_CHECK_LAUNCH("add_scaled_rows");
+      }
+    }
+  }
+}
+
 #define MEMCAP_MQAR_GEMM(T)                                                                                           \
   template void softmax_heads_forward_gemm<T>(T*, std::int64_t, T*, const T*, const T*, const T*, std::int64_t,       \
                                               const HeadShape&, double, cublasHandle_t, void*, std::size_t,           \
@@ -517,7 +868,13 @@ void kata_heads_backward_gemm(T* dq, T* dk, T* dv, std::int64_t lddqkv, const T*
                                            cudaStream_t);                                                             \
   template void kata_heads_backward_gemm<T>(T*, T*, T*, std::int64_t, const T*, const T*, std::int64_t,               \
                                             const MapParams&, const T*, const T*, const T*, std::int64_t, const T*,   \
-                                            const HeadShape&, cublasHandle_t, void*, std::size_t, cudaStream_t);
+                                            const HeadShape&, cublasHandle_t, void*, std::size_t, cudaStream_t); \
+  template void delta_heads_forward_gemm<T>(T*, std::int64_t, const MapParams&, const T*, const T*, const T*,     \
+                                            std::int64_t, const T*, const HeadShape&, cublasHandle_t, void*,          \
+                                            std::size_t, cudaStream_t);                                               \
+  template void delta_heads_backward_gemm<T>(T*, T*, T*, std::int64_t, T*, const T*, std::int64_t, const MapParams&,  \
+                                             const T*, const T*, const T*, std::int64_t, const T*, const HeadShape&,  \
+                                             cublasHandle_t, void*, std::size_t, cudaStream_t);
 MEMCAP_MQAR_GEMM(float)
 MEMCAP_MQAR_GEMM(double)
 #undef MEMCAP_MQAR_GEMM

@@ -25,6 +25,7 @@
 #include <cstdint>
 
 #include "kata/map_params.hpp"
+#include "kata/mqar_limits.hpp"
 #include "kata_mqar_mixers.cuh"
 
 namespace memcap::kata::mqar::cuda {
@@ -54,5 +55,28 @@ void kata_heads_backward_gemm(T* dq, T* dk, T* dv, std::int64_t lddqkv, const T*
                               const MapParams& map, const T* q, const T* k, const T* v, std::int64_t ldqkv,
                               const T* den, const HeadShape& s, cublasHandle_t h, void* ws, std::size_t ws_bytes,
                               cudaStream_t stream);
+
+// Delta rule (DeltaKATA, spec §2.11.4, §5.4) of whole sequences in kernel space: the state starts at 0 and the
+// sequence is one chunk, so Ψ is never formed: A_kk = κ(K, K) and A_qk = κ(Q, K) from the block products, the
+// pseudo-values U = (I + diag(β) tril(A_kk, −1))^{-1} diag(β) V by one forward substitution per (sequence, head)
+// (U in shared memory), o = tril(A_qk) U; the backward solves the transposed system and routes dA_qk, dA_kk into
+// q and k through the kernel derivative (§5.4's note). The cost is quadratic in T and free of n_ψ, so it is the
+// core of short sequences (training lengths); applies while T <= kDeltaGemmMaxT and the solve's T × d_head block
+// fits kDeltaGemmMaxSmem bytes of shared memory; the chunked tiled core (kata_mqar_mixers.cuh) runs longer ones.
+// q, k are the ℓ2-normalized rows, β is [B·T, H]; dq, dk are gradients w.r.t. them; outputs are overwritten.
+// Same mathematics and outputs as delta_heads_* (tiled); CPU twin: gated_delta_head_* with g = 0.
+using ::memcap::kata::kDeltaGemmMaxSmem;
+using ::memcap::kata::kDeltaGemmMaxT;
+bool delta_gemm_applies(const MapParams& map, const HeadShape& s, std::size_t elem);
+std::size_t delta_gemm_workspace_bytes(const MapParams& map, const HeadShape& s, std::size_t elem);
+template <class T>
+void delta_heads_forward_gemm(T* o, std::int64_t ldo, const MapParams& map, const T* q, const T* k, const T* v,
+                              std::int64_t ldqkv, const T* beta, const HeadShape& s, cublasHandle_t h, void* ws,
+                              std::size_t ws_bytes, cudaStream_t stream);
+template <class T>
+void delta_heads_backward_gemm(T* dq, T* dk, T* dv, std::int64_t lddqkv, T* dbeta, const T* dout, std::int64_t ldo,
+                               const MapParams& map, const T* q, const T* k, const T* v, std::int64_t ldqkv,
+                               const T* beta, const HeadShape& s, cublasHandle_t h, void* ws, std::size_t ws_bytes,
+                               cudaStream_t stream);
 
 }  // namespace memcap::kata::mqar::cuda

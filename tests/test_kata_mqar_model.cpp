@@ -17,6 +17,7 @@
 #include "core/error.hpp"
 #include "core/rng.hpp"
 #include "kata/feature_map.hpp"
+#include "kata/mqar_limits.hpp"
 #include "kata/mqar_mixers.hpp"
 #include "kata/mqar_model.hpp"
 #include "kata/mqar_task.hpp"
@@ -727,7 +728,8 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
   CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto") == "gemm");
   CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto") == "gemm");
   CHECK(resolve_mixer_kernel(model("orthant", 128, 2), "auto") == "tiled");
-  CHECK(resolve_mixer_kernel(model("delta-m2", 128, 2), "auto") == "tiled");
+  CHECK(resolve_mixer_kernel(model("delta-m2", 128, 2), "auto") == "gemm");  // kernel space up to 512 tokens
+  CHECK(resolve_mixer_kernel(model("delta-m2", 128, 2), "tiled") == "tiled");
   CHECK(resolve_mixer_kernel(model("m2", 128, 2), "tiled") == "tiled");
   // d_head 256 (one head of d_model 256): only the gemm variant covers it.
   CHECK(resolve_mixer_kernel(model("softmax", 256, 1), "auto") == "gemm");
@@ -740,6 +742,11 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
   CHECK(mqar_gemm_bytes_per_sequence(model("softmax", 128, 1), 8192) == 2.0 * 8192 * 8192 * 4);
   CHECK(mqar_gemm_bytes_per_sequence(model("m2", 128, 2), 100) == 4.0 * 2 * 100 * 100 * 4);
   CHECK(mqar_gemm_bytes_per_sequence(model("sigma2", 128, 2), 100) == 6.0 * 2 * 100 * 100 * 4);
+  // DeltaKATA: (q,k) and (k,k) block products, A_qk, A_kk and two cotangents per head up to kDeltaGemmMaxT; none
+  // beyond (the chunked core runs those lengths), so auto keeps gemm at evaluation lengths.
+  CHECK(mqar_gemm_bytes_per_sequence(model("delta-m2", 128, 2), 100) == 8.0 * 2 * 100 * 100 * 4);
+  CHECK(mqar_gemm_bytes_per_sequence(model("delta-m2", 128, 2), kDeltaGemmMaxT + 1) == 0.0);
+  CHECK(resolve_mixer_kernel(model("delta-m2", 128, 2), "auto", 4096) == "gemm");
   CHECK(resolve_mixer_kernel(model("softmax", 128, 1), "auto", 8192) == "gemm");
   CHECK(resolve_mixer_kernel(model("softmax", 128, 1), "auto", 16384) == "tiled");
   CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto", 16384) == "tiled");

@@ -11,6 +11,7 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "kata/mqar_limits.hpp"
 #include "kata/mqar_ops.hpp"
 #include "kata/mqar_task.hpp"
 #include "nn/embedding.hpp"
@@ -52,10 +53,15 @@ void MqarModelConfig::require_cuda_support() const {
 
 const std::vector<MixerKernelVariant>& mqar_mixer_kernels() {
   static const std::vector<MixerKernelVariant> table = {
-      {"gemm", "scores in memory, cuBLAS products (softmax, KATA with m<g> / sigma<g>; any d_head)",
+      {"gemm",
+       "scores in memory, cuBLAS products (softmax, KATA with m<g> / sigma<g>, any d_head; DeltaKATA with m<g> / "
+       "sigma<g>, d_head <= 128: each sequence of up to 512 tokens solved in kernel space, longer ones on the chunked "
+       "tiled core)",
        [](const MqarModel& m) {
-         return m.kind == MixerKind::softmax || (m.kind == MixerKind::kata && m.map.params().is_psd() &&
-                                                 m.d_head % m.map.params().g == 0);
+         // DeltaKATA also needs the tiled chunked core for its long sequences (d_head <= 128).
+         return m.kind == MixerKind::softmax ||
+                ((m.kind == MixerKind::kata || (m.kind == MixerKind::delta && m.d_head <= 128)) &&
+                 m.map.params().is_psd() && m.d_head % m.map.params().g == 0);
        }},
       {"tiled", "32-row shared-memory tiles on the CUDA cores (every mixer; d_head <= 128)",
        [](const MqarModel& m) {
@@ -74,7 +80,11 @@ std::string mqar_mixer_kernel_names() {
 
 double mqar_gemm_bytes_per_sequence(const MqarModel& model, std::int64_t T) {
   double blocks = 2;  // softmax: P and dS
-  if (model.kind != MixerKind::softmax) {
+  if (model.kind == MixerKind::delta) {
+    if (T > kDeltaGemmMaxT) return 0;  // the chunked core runs these lengths
+    const MapParams p = model.map.params();
+    blocks = 2.0 * (p.kind == MapKind::SumPsd ? p.g * p.g : p.g) + 4.0;  // (q,k), (k,k) products, A_qk, A_kk, dA, Y
+  } else if (model.kind != MixerKind::softmax) {
     const MapParams p = model.map.params();
     blocks = (p.kind == MapKind::SumPsd ? p.g * p.g : p.g) + 2.0;  // block products, P, dA
   }

@@ -70,9 +70,10 @@ struct MqarModel {
 };
 
 // GPU mixer-core variants (the table `kata mqar --mixer-kernel` chooses from; `auto` takes the first that
-// applies, in this order). gemm: scores in memory, cuBLAS products (kernels/kata_mqar_gemm.cuh; softmax
-// and the PSD KATA maps m<g> / sigma<g>, any d_head). tiled: 32-row shared-memory tiles on the CUDA cores
-// (kernels/kata_mqar_mixers.cuh; every mixer, d_head <= 128).
+// applies, in this order). gemm: scores in memory, cuBLAS products (kernels/kata_mqar_gemm.cuh; softmax,
+// and KATA / DeltaKATA with the PSD maps m<g> / sigma<g>, any d_head; DeltaKATA in kernel space for sequences
+// of up to kDeltaGemmMaxT tokens, the chunked tiled core beyond). tiled: 32-row shared-memory tiles on the
+// CUDA cores (kernels/kata_mqar_mixers.cuh; every mixer, d_head <= 128).
 struct MixerKernelVariant {
   const char* name;
   const char* what;
@@ -88,7 +89,8 @@ std::string mqar_mixer_kernel_names();
 inline constexpr double kGemmAutoBytes = 1024.0 * 1024.0 * 1024.0;
 std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want, std::int64_t max_T = 0);
 // Bytes of the gemm variant's T × T buffers for one sequence of length T in float32 (softmax: P and dS per
-// head; KATA: the block products, P and dA per head).
+// head; KATA: the block products, P and dA per head; DeltaKATA: both block products, A_qk, A_kk and two
+// cotangents per head, 0 past kDeltaGemmMaxT where the chunked core runs).
 double mqar_gemm_bytes_per_sequence(const MqarModel& model, std::int64_t T);
 
 // Parameters drawn from the §4.4 init with counter-based normals (stream = `stream`, counter = arena

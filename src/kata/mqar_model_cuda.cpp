@@ -53,8 +53,10 @@ Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::si
     std::size_t w = 0;
     if (gemm && m.kind == MixerKind::softmax)
       w = mx::softmax_gemm_workspace_bytes(hs, elem);
-    else if (gemm)
+    else if (gemm && m.kind == MixerKind::kata)
       w = mx::kata_gemm_workspace_bytes(mp, hs, elem);
+    else if (gemm && mx::delta_gemm_applies(mp, hs, elem))
+      w = mx::delta_gemm_workspace_bytes(mp, hs, elem);
     else if (m.kind == MixerKind::softmax)
       w = mx::softmax_heads_backward_workspace_bytes(hs, elem);
     else if (m.kind == MixerKind::kata)
@@ -275,8 +277,12 @@ struct MqarDeviceModel<T>::Impl {
       cu::sigmoid_forward<T>(d(l.beta), d(l.beta), N * H, cs());
       cu::l2norm_rows_forward<T>(d(l.qn), d(l.q_rstd), d(l.q), N * H, dh, kL2Eps, cs());
       cu::l2norm_rows_forward<T>(d(l.kn), d(l.k_rstd), d(l.k), N * H, dh, kL2Eps, cs());
-      mx::delta_heads_forward<T>(d(l.att), D, map, d(l.qn), d(l.kn), d(l.v), D, d(l.beta), hs, m.cfg.chunk,
-                                 mixer_ws.raw(), cs());
+      if (gemm && mx::delta_gemm_applies(map, hs, sizeof(T)))  // kernel space up to kDeltaGemmMaxT tokens
+        mx::delta_heads_forward_gemm<T>(d(l.att), D, map, d(l.qn), d(l.kn), d(l.v), D, d(l.beta), hs, blas,
+                                        mixer_ws.raw(), mixer_ws.bytes(), cs());
+      else
+        mx::delta_heads_forward<T>(d(l.att), D, map, d(l.qn), d(l.kn), d(l.v), D, d(l.beta), hs, m.cfg.chunk,
+                                   mixer_ws.raw(), cs());
     }
     cu::rmsnorm_gain_forward<T>(d(l.onorm), d(l.onorm_rstd), d(l.att), Pl(i, "onorm.w"), N * H, dh, kONormEps, cs());
     linear_fwd(y, d(l.onorm), Pl(i, "wo.w"), nob, N, D, D);
@@ -332,8 +338,12 @@ struct MqarDeviceModel<T>::Impl {
     } else {
       T* dqn = d(g_f);
       T* dkn = dqn + N * D;
-      mx::delta_heads_backward<T>(dqn, dkn, dv, D, dbeta, datt, D, map, d(l.qn), d(l.kn), d(l.v), D, d(l.beta), hs,
-                                  m.cfg.chunk, mixer_ws.raw(), cs());
+      if (gemm && mx::delta_gemm_applies(map, hs, sizeof(T)))
+        mx::delta_heads_backward_gemm<T>(dqn, dkn, dv, D, dbeta, datt, D, map, d(l.qn), d(l.kn), d(l.v), D, d(l.beta),
+                                         hs, blas, mixer_ws.raw(), mixer_ws.bytes(), cs());
+      else
+        mx::delta_heads_backward<T>(dqn, dkn, dv, D, dbeta, datt, D, map, d(l.qn), d(l.kn), d(l.v), D, d(l.beta), hs,
+                                    m.cfg.chunk, mixer_ws.raw(), cs());
       cu::l2norm_rows_backward<T>(dq, dqn, d(l.q), d(l.q_rstd), N * H, dh, cs());
       cu::l2norm_rows_backward<T>(dk, dkn, d(l.k), d(l.k_rstd), N * H, dh, cs());
       cu::sigmoid_backward<T>(dbeta, dbeta, d(l.beta), N * H, cs());  // β = σ(z): dz = dβ β (1 − β)

@@ -309,7 +309,8 @@ void check_kata(const std::string& spec, const mc::HeadShape& s, std::uint64_t s
 // ---------------------------------------------------------------------------------------------- delta rule
 
 template <class T>
-void check_delta(const std::string& spec, const mc::HeadShape& s, std::int64_t chunk, std::uint64_t seed) {
+void check_delta(const std::string& spec, const mc::HeadShape& s, std::int64_t chunk, std::uint64_t seed,
+                 Variant var = {}) {
   const FeatureMap map = FeatureMap::parse(spec, s.dh);
   Case c(s, seed, 1.0, 0.0, /*l2rows=*/true);
   const std::int64_t D = c.D, N = s.B * s.T;
@@ -345,19 +346,35 @@ void check_delta(const std::string& spec, const mc::HeadShape& s, std::int64_t c
   const MapParams mp = map.params();
   Dev<T> qkv(c.qkv.data.size()), dout(c.dout.data.size()), o(static_cast<std::size_t>(N * c.ldo)),
       bet(beta.size()), dbeta(beta.size()), dqkv(static_cast<std::size_t>(N * 3 * D));
-  Dev<unsigned char> wsf(mc::delta_heads_forward_workspace_bytes(mp, s, chunk, sizeof(T)));
-  Dev<unsigned char> wsb(mc::delta_heads_backward_workspace_bytes(mp, s, chunk, sizeof(T)));
   qkv.up(c.qkv.data);
   dout.up(c.dout.data);
   bet.up(beta);
-  mc::delta_heads_forward<T>(o.p(), c.ldo, mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, bet.p(), s, chunk, wsf.p(),
-                             st.get());
-  mc::delta_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dbeta.p(), dout.p(), c.ldo, mp, qkv.p(),
-                              qkv.p() + D, qkv.p() + 2 * D, c.ld, bet.p(), s, chunk, wsb.p(), st.get());
-  st.synchronize();
+  if (var.var == Var::tiled) {
+    Dev<unsigned char> wsf(mc::delta_heads_forward_workspace_bytes(mp, s, chunk, sizeof(T)));
+    Dev<unsigned char> wsb(mc::delta_heads_backward_workspace_bytes(mp, s, chunk, sizeof(T)));
+    mc::delta_heads_forward<T>(o.p(), c.ldo, mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, bet.p(), s, chunk,
+                               wsf.p(), st.get());
+    mc::delta_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dbeta.p(), dout.p(), c.ldo, mp,
+                                qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, bet.p(), s, chunk, wsb.p(), st.get());
+    st.synchronize();
+  } else {
+    REQUIRE(mc::delta_gemm_applies(mp, s, sizeof(T)));
+    gpu::Handles hd(st);
+    mc::HeadShape one = s;
+    one.B = 1;
+    const std::size_t wsz = gemm_ws(mc::delta_gemm_workspace_bytes(mp, s, sizeof(T)),
+                                    mc::delta_gemm_workspace_bytes(mp, one, sizeof(T)), var);
+    Dev<unsigned char> ws(wsz);
+    mc::delta_heads_forward_gemm<T>(o.p(), c.ldo, mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, bet.p(), s,
+                                    hd.blas(), ws.p(), wsz, st.get());
+    mc::delta_heads_backward_gemm<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dbeta.p(), dout.p(), c.ldo, mp,
+                                     qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, bet.p(), s, hd.blas(), ws.p(), wsz,
+                                     st.get());
+    st.synchronize();
+  }
   const double tol = tol_of<T>();
   const auto og = o.down(), dg = dqkv.down();
-  const std::string name = spec + " C=" + std::to_string(chunk);
+  const std::string name = spec + (var.var == Var::tiled ? " C=" + std::to_string(chunk) : std::string(var.name()));
   report("delta", tname<T>(), name, s, "o", rel_err(cols_of(og, N, c.ldo, 0, D), o_ref.cols(0)), tol);
   report("delta", tname<T>(), name, s, "dq", rel_err(cols_of(dg, N, 3 * D, 0, D), dqkv_ref.cols(0)), tol);
   report("delta", tname<T>(), name, s, "dk", rel_err(cols_of(dg, N, 3 * D, D, D), dqkv_ref.cols(D)), tol);
@@ -433,6 +450,28 @@ TEST_CASE("delta-rule mixer core: GPU = CPU float64 reference (chunked, Neumann 
   check_delta<float>("m2:eps=1e-4", mc::HeadShape{2, 45, 2, 16}, 13, 39);
 }
 
+TEST_CASE("gemm delta-rule core (whole sequence in kernel space): GPU = CPU float64 chunked ψ reference") {
+  // The kernel-space solve of one whole sequence equals the chunked feature-space recurrence (the CPU reference
+  // forms ψ and runs chunks of C); T not a power of two, B·H > 1, M_g and Σ_g, d_head 16 / 24 / 64 / 128, groups.
+  const Variant gemm{Var::gemm, 0}, groups{Var::gemm, 1};
+  check_delta<double>("m1:eps=1e-4", mc::HeadShape{2, 45, 2, 16}, 16, 81, gemm);
+  check_delta<double>("m2:eps=1e-4", mc::HeadShape{2, 45, 2, 16}, 13, 82, gemm);
+  check_delta<double>("m2:eps=1e-4", mc::HeadShape{2, 70, 1, 64}, 32, 83, gemm);
+  check_delta<double>("sigma2:eps=1e-4", mc::HeadShape{2, 37, 2, 24}, 16, 84, gemm);
+  check_delta<double>("m2:eps=0", mc::HeadShape{3, 41, 2, 32}, 16, 85, groups);
+  check_delta<double>("m1:eps=1e-4", mc::HeadShape{1, 33, 1, 128}, 16, 86, gemm);
+  check_delta<float>("m1:eps=1e-4", mc::HeadShape{2, 100, 2, 64}, 64, 87, gemm);
+  check_delta<float>("m2:eps=1e-4", mc::HeadShape{3, 130, 2, 64}, 64, 88, gemm);
+  check_delta<float>("m2:eps=1e-4", mc::HeadShape{3, 130, 2, 64}, 64, 89, groups);
+  check_delta<float>("m2:eps=1e-4", mc::HeadShape{2, 256, 2, 64}, 64, 90, gemm);  // the training length
+  // Outside its range the caller runs the chunked core: orthant has no closed form; T past kDeltaGemmMaxT.
+  const MapParams m2 = FeatureMap::parse("m2:eps=1e-4", 64).params();
+  CHECK_FALSE(mc::delta_gemm_applies(FeatureMap::parse("orthant:eps=1e-6", 16).params(), mc::HeadShape{1, 8, 1, 16}, 4));
+  CHECK(mc::delta_gemm_applies(m2, mc::HeadShape{1, mc::kDeltaGemmMaxT, 1, 64}, 4));
+  CHECK_FALSE(mc::delta_gemm_applies(m2, mc::HeadShape{1, mc::kDeltaGemmMaxT + 1, 1, 64}, 4));
+  CHECK(mc::delta_gemm_workspace_bytes(m2, mc::HeadShape{1, 4096, 2, 64}, 4) == 0);
+}
+
 #ifndef MEMCAP_MQAR_EMULATION  // the host emulation used during development has no graphs or events
 
 namespace {
@@ -479,6 +518,11 @@ struct StepBuffers {
     mc::kata_heads_backward<float>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), D, m2, q(), k(), v(),
                                    3 * D, stat.p(), s, ws.p(), st);
   }
+  void delta_gemm(cudaStream_t st, cublasHandle_t h, void* w, std::size_t wsz) {
+    mc::delta_heads_forward_gemm<float>(o.p(), D, m2, q(), k(), v(), 3 * D, beta.p(), s, h, w, wsz, st);
+    mc::delta_heads_backward_gemm<float>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dbeta.p(), dout.p(), D, m2,
+                                         q(), k(), v(), 3 * D, beta.p(), s, h, w, wsz, st);
+  }
   void delta(cudaStream_t st, std::int64_t chunk) {
     mc::delta_heads_forward<float>(o.p(), D, m2, q(), k(), v(), 3 * D, beta.p(), s, chunk, ws.p(), st);
     mc::delta_heads_backward<float>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dbeta.p(), dout.p(), D, m2, q(), k(),
@@ -498,12 +542,16 @@ TEST_CASE("mixer cores: CUDA-graph capture replays bit-identically; repeated cal
   const mc::HeadShape s{3, 77, 2, 64};
   const std::int64_t chunk = 16;
   gpu::Stream st;
-  for (int which = 0; which < 3; ++which) {
+  gpu::Handles hd(st);
+  for (int which = 0; which < 4; ++which) {
     StepBuffers b(s, chunk);
+    const std::size_t wsz = mc::delta_gemm_workspace_bytes(b.m2, s, 4);
+    Dev<unsigned char> wsg(wsz);
     auto body = [&] {
       if (which == 0) b.softmax(st.get());
       if (which == 1) b.kata(st.get());
       if (which == 2) b.delta(st.get(), chunk);
+      if (which == 3) b.delta_gemm(st.get(), hd.blas(), wsg.p(), wsz);
     };
     body();
     st.synchronize();
@@ -521,8 +569,9 @@ TEST_CASE("mixer cores: CUDA-graph capture replays bit-identically; repeated cal
     st.synchronize();
     CHECK(b.o.down() == o1);
     CHECK(b.dqkv.down() == d1);
-    if (which == 2) CHECK(b.dbeta.down() == db1);
-    std::printf("graph replay %s: bit-identical\n", which == 0 ? "softmax" : which == 1 ? "kata-m2" : "delta-m2");
+    if (which >= 2) CHECK(b.dbeta.down() == db1);
+    std::printf("graph replay %s: bit-identical\n",
+                which == 0 ? "softmax" : which == 1 ? "kata-m2" : which == 2 ? "delta-m2" : "delta-m2 [gemm]");
   }
 }
 
@@ -565,8 +614,11 @@ TEST_CASE("mixer cores: timing at the training shape (B 256, T 256, H 2, dh 64) 
                                             b.o.p(), b.D, b.m2, b.q(), b.k(), b.v(), 3 * b.D, b.stat.p(), s, hd.blas(),
                                             ws.p(), wsb, st.get());
       });
-      std::printf("train B=256 T=256 H=2 dh=64 gemm %s fwd+bwd: softmax %.3f ms, kata-m2 %.3f ms\n",
-                  tf32 ? "tf32" : "fp32", t_sm, t_k);
+      const std::size_t wsd = mc::delta_gemm_workspace_bytes(b.m2, s, 4);
+      Dev<unsigned char> wsg(wsd);
+      const double t_d = time_ms([&] { b.delta_gemm(st.get(), hd.blas(), wsg.p(), wsd); });
+      std::printf("train B=256 T=256 H=2 dh=64 gemm %s fwd+bwd: softmax %.3f ms, kata-m2 %.3f ms, delta-m2 %.3f ms\n",
+                  tf32 ? "tf32" : "fp32", t_sm, t_k, t_d);
       CHECK(all_finite(b.dqkv.down()));
     }
   }

@@ -368,7 +368,7 @@ TEST_CASE("MQAR model on the GPU: loss and every parameter gradient equal the CP
 }
 
 TEST_CASE("MQAR GPU training: 100 steps follow the CPU trainer; runs are bit-identical; evaluation agrees") {
-  for (const char* mixer : {"softmax", "m2", "delta-m2", "softmax/tiled", "m2/tiled"}) {
+  for (const char* mixer : {"softmax", "m2", "delta-m2", "softmax/tiled", "m2/tiled", "delta-m2/tiled"}) {
     CAPTURE(mixer);
     const std::string name(mixer);
     const std::string base = name.substr(0, name.find('/'));
@@ -380,7 +380,7 @@ TEST_CASE("MQAR GPU training: 100 steps follow the CPU trainer; runs are bit-ide
       c.device = "cuda";
       c.mixer_kernel = kern;
       const MqarTrainResult gpu = train_mqar(c);
-      CHECK(gpu.mixer_kernel == (kern != "auto" ? kern : base == "delta-m2" ? std::string("tiled") : std::string("gemm")));
+      CHECK(gpu.mixer_kernel == (kern != "auto" ? kern : std::string("gemm")));
       CHECK(cpu.mixer_kernel.empty());
       REQUIRE(cpu.steps == 100);
       REQUIRE(gpu.steps == 100);
