@@ -514,15 +514,16 @@ void kata_heads_backward_gemm(T* dq, T* dk, T* dv, std::int64_t lddqkv, const T*
 
 namespace {
 
-// κ of row r against every column s of its head from NS block products, masked to s <= t (strict: s < t).
-// out may be G itself (each element is read before the same thread writes it).
+// κ of row r against every column s of its head from the block products: masked to s <= t (A_qk), or the full
+// row (full: A_kk, symmetric, read by rows in both solves). out may be G itself (each element is read before the
+// same thread writes it).
 template <class T>
 __global__ void delta_rows_kernel(T* out, const T* G, std::int64_t ps, const T* __restrict__ nx,
-                                  const T* __restrict__ nk, Rows g, Psd<T> c, bool strict) {
+                                  const T* __restrict__ nk, Rows g, Psd<T> c, bool full) {
   const std::int64_t r = warp_row();
   if (r >= g.count()) return;
   const int lane = threadIdx.x % 32;
-  const std::int64_t T_ = g.T, t = r % T_, base = r - t, last = strict ? t - 1 : t;
+  const std::int64_t T_ = g.T, t = r % T_, base = r - t, last = full ? T_ - 1 : t;
   const T* x = G + r * T_;
   T* y = out + r * T_;
   const T x2 = nx[r];
@@ -552,9 +553,45 @@ __device__ __forceinline__ T part_sum(T x, int P) {
   for (int o = P / 2; o >= 1; o /= 2) x += __shfl_xor_sync(0xffffffffu, x, o);
   return x;
 }
+// Σ_{s in [lo, hi), s ≡ lo (mod P)} w_s a_s X[s][c] with four independent accumulators (w_s = 1 unless WEIGHTED).
+template <class T, bool WEIGHTED>
+__device__ __forceinline__ T strided_dot(const T* a, const T* w, const T* X, std::int64_t dh, int c, std::int64_t lo,
+                                         std::int64_t hi, int P) {
+  auto term = [&](std::int64_t s) { return (WEIGHTED ? w[s] * a[s] : a[s]) * X[s * dh + c]; };
+  T acc0 = T(0), acc1 = T(0), acc2 = T(0), acc3 = T(0);
+  std::int64_t s = lo;
+  for (; s + 3 * P < hi; s += 4 * P) {
+    acc0 += term(s);
+    acc1 += term(s + P);
+    acc2 += term(s + 2 * P);
+    acc3 += term(s + 3 * P);
+  }
+  for (; s < hi; s += P) acc0 += term(s);
+  return (acc0 + acc1) + (acc2 + acc3);
+}
+// Row `row` of the head's T × T matrix A into registers (kRowRegs per thread; T <= kRowRegs · 256), then shared.
+constexpr int kRowRegs = (kDeltaGemmMaxT + kSolveThreads - 1) / kSolveThreads;
+template <class T>
+__device__ __forceinline__ void row_fetch(T (&r)[kRowRegs], const T* A, std::int64_t row, std::int64_t T_) {
+#pragma unroll
+  for (int i = 0; i < kRowRegs; ++i) {
+    const std::int64_t s = threadIdx.x + static_cast<std::int64_t>(i) * kSolveThreads;
+    r[i] = (row >= 0 && row < T_ && s < T_) ? A[row * T_ + s] : T(0);
+  }
+}
+template <class T>
+__device__ __forceinline__ void row_store(T* dst, const T (&r)[kRowRegs], std::int64_t T_) {
+#pragma unroll
+  for (int i = 0; i < kRowRegs; ++i) {
+    const std::int64_t s = threadIdx.x + static_cast<std::int64_t>(i) * kSolveThreads;
+    if (s < T_) dst[s] = r[i];
+  }
+}
 
 // Forward substitution, one block per (sequence, head) of the group: U_t = β_t (v_t − Σ_{s<t} A_kk[t,s] U_s),
-// U kept in shared memory (T × dh) and written to U (row b·T + t, columns h·dh.., leading dimension ldu).
+// U kept in shared memory (T × dh) and written to U (row b·T + t, columns h·dh.., leading dimension ldu). Row t + 1
+// of A_kk is fetched from global memory while step t runs (two shared row buffers), so the loop reads shared
+// memory only.
 template <class T>
 __global__ void __launch_bounds__(kSolveThreads) delta_solve_forward(T* __restrict__ U, std::int64_t ldu,
                                                                      const T* __restrict__ Akk,
@@ -564,17 +601,22 @@ __global__ void __launch_bounds__(kSolveThreads) delta_solve_forward(T* __restri
   T* sU = reinterpret_cast<T*>(smem_raw);
   const std::int64_t T_ = g.T, dh = g.dh, bh = blockIdx.x, b = bh / g.H, h = bh % g.H;
   T* sB = sU + T_ * dh;
+  T* sA = sB + T_;  // two rows
+  const T* A = Akk + bh * T_ * T_;
   for (std::int64_t t = threadIdx.x; t < T_; t += blockDim.x) sB[t] = beta[(b * T_ + t) * g.H + h];
+  T nxt[kRowRegs];
+  row_fetch(nxt, A, 0, T_);
+  row_store(sA, nxt, T_);
   __syncthreads();
   const int c = static_cast<int>(threadIdx.x) / P, p = static_cast<int>(threadIdx.x) % P;
   const bool col = c < dh;
   for (std::int64_t t = 0; t < T_; ++t) {
-    const T* arow = Akk + (bh * T_ + t) * T_;
-    T acc = T(0);
-    if (col)
-      for (std::int64_t s = p; s < t; s += P) acc += arow[s] * sU[s * dh + c];
+    row_fetch(nxt, A, t + 1, T_);  // in flight during this step
+    const T* arow = sA + (t & 1) * T_;
+    T acc = col ? strided_dot<T, false>(arow, nullptr, sU, dh, c, p, t, P) : T(0);
     acc = part_sum(acc, P);
     if (col && p == 0) sU[t * dh + c] = sB[t] * (v[(b * T_ + t) * ldv + h * dh + c] - acc);
+    row_store(sA + ((t + 1) & 1) * T_, nxt, T_);
     __syncthreads();
   }
   for (std::int64_t e = threadIdx.x; e < T_ * dh; e += blockDim.x) {
@@ -584,7 +626,8 @@ __global__ void __launch_bounds__(kSolveThreads) delta_solve_forward(T* __restri
 }
 
 // Backward substitution of the transposed system: W_s = dU_s − Σ_{t>s} β_t A_kk[t,s] W_t (W = M^{-T} dU), written
-// to W (leading dimension ldw) and dv_s = β_s W_s to dv (leading dimension lddv).
+// to W (leading dimension ldw) and dv_s = β_s W_s to dv (leading dimension lddv). A_kk is the full symmetric
+// kernel matrix (κ(k_t, k_s) = κ(k_s, k_t)), so column s is read as row s, fetched a step ahead as above.
 template <class T>
 __global__ void __launch_bounds__(kSolveThreads) delta_solve_backward(T* __restrict__ W, std::int64_t ldw,
                                                                       T* __restrict__ dv, std::int64_t lddv,
@@ -595,17 +638,22 @@ __global__ void __launch_bounds__(kSolveThreads) delta_solve_backward(T* __restr
   T* sW = reinterpret_cast<T*>(smem_raw);
   const std::int64_t T_ = g.T, dh = g.dh, bh = blockIdx.x, b = bh / g.H, h = bh % g.H;
   T* sB = sW + T_ * dh;
+  T* sA = sB + T_;
+  const T* A = Akk + bh * T_ * T_;
   for (std::int64_t t = threadIdx.x; t < T_; t += blockDim.x) sB[t] = beta[(b * T_ + t) * g.H + h];
+  T nxt[kRowRegs];
+  row_fetch(nxt, A, T_ - 1, T_);
+  row_store(sA + ((T_ - 1) & 1) * T_, nxt, T_);
   __syncthreads();
   const int c = static_cast<int>(threadIdx.x) / P, p = static_cast<int>(threadIdx.x) % P;
   const bool col = c < dh;
-  const T* A = Akk + bh * T_ * T_;
   for (std::int64_t s = T_ - 1; s >= 0; --s) {
-    T acc = T(0);
-    if (col)
-      for (std::int64_t t = s + 1 + p; t < T_; t += P) acc += sB[t] * A[t * T_ + s] * sW[t * dh + c];
+    row_fetch(nxt, A, s - 1, T_);
+    const T* arow = sA + (s & 1) * T_;
+    T acc = col ? strided_dot<T, true>(arow, sB, sW, dh, c, s + 1 + p, T_, P) : T(0);
     acc = part_sum(acc, P);
     if (col && p == 0) sW[s * dh + c] = dU[(b * T_ + s) * lddu + h * dh + c] - acc;
+    if (s > 0) row_store(sA + ((s - 1) & 1) * T_, nxt, T_);
     __syncthreads();
   }
   for (std::int64_t e = threadIdx.x; e < T_ * dh; e += blockDim.x) {
@@ -671,8 +719,8 @@ std::size_t delta_per_seq(const MapParams& map, const HeadShape& s) {
   const std::size_t TT = static_cast<std::size_t>(s.T) * s.T, rows = static_cast<std::size_t>(s.H) * s.T;
   return (2 * pairs + 4) * s.H * TT + 3 * rows * s.dh + 6 * rows;
 }
-std::size_t delta_solve_smem(const HeadShape& s, std::size_t elem) {
-  return (static_cast<std::size_t>(s.T) * s.dh + s.T) * elem;
+std::size_t delta_solve_smem(const HeadShape& s, std::size_t elem) {  // the T × dh block, β, two rows of A_kk
+  return (static_cast<std::size_t>(s.T) * s.dh + 3 * static_cast<std::size_t>(s.T)) * elem;
 }
 void check_delta_gemm(const MapParams& map, const HeadShape& s, std::size_t elem, const char* what) {
   check_shape(s, what);
@@ -705,7 +753,7 @@ void delta_group_forward(const DeltaGroup<T>& w, std::int64_t ps, const MapParam
   qk_sqnorms<T>(w.nq, w.nk, qb, kb, ldqkv, g, stream);
   delta_rows_kernel<T><<<blocks, kWarps * 32, 0, stream>>>(w.Aqk, w.Gqk, ps, w.nq, w.nk, g, c, false);
   MEMCAP_CUDA_CHECK_LAUNCH("delta_rows_kernel");
-  delta_rows_kernel<T><<<blocks, kWarps * 32, 0, stream>>>(w.Akk, w.Gkk, ps, w.nk, w.nk, g, c, true);
+  delta_rows_kernel<T><<<blocks, kWarps * 32, 0, stream>>>(w.Akk, w.Gkk, ps, w.nk, w.nk, g, c, /*full=*/true);
   MEMCAP_CUDA_CHECK_LAUNCH("delta_rows_kernel");
   delta_solve_forward<T><<<static_cast<unsigned>(nb * s.H), kSolveThreads, delta_solve_smem(s, sizeof(T)), stream>>>(
       w.U, s.H * s.dh, w.Akk, vb, ldqkv, betab, g, solve_parts(s.dh));

@@ -143,6 +143,8 @@ Prepared prepare_sweep(CLI::App* sub, SweepState& st, const char* what) {
   }
   p.ords = sweep::gpu_ordinals(st.devices, p.ctx.device.device, st.common.device);
   check_device(st, p, what);
+  // Every job's configuration is validated against the device the sweep runs on (--precision tf32 is GPU only).
+  set_train_device(st.cfg, p.ctx.device.device == Device::cuda);
   if (!st.sweep.dry_run && !st.sweep.resume) io::check_output_path(st.common.out);
   return p;
 }

@@ -58,12 +58,12 @@ Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::si
     else if (gemm && mx::delta_gemm_applies(mp, hs, elem))
       w = mx::delta_gemm_workspace_bytes(mp, hs, elem);
     else if (m.kind == MixerKind::softmax)
-      w = mx::softmax_heads_backward_workspace_bytes(hs, elem);
+      w = s.backward ? mx::softmax_heads_backward_workspace_bytes(hs, elem) : 0;
     else if (m.kind == MixerKind::kata)
-      w = mx::kata_heads_backward_workspace_bytes(mp, hs, elem);
+      w = s.backward ? mx::kata_heads_backward_workspace_bytes(mp, hs, elem) : 0;
     else
       w = std::max(mx::delta_heads_forward_workspace_bytes(mp, hs, m.cfg.chunk, elem),
-                   mx::delta_heads_backward_workspace_bytes(mp, hs, m.cfg.chunk, elem));
+                   s.backward ? mx::delta_heads_backward_workspace_bytes(mp, hs, m.cfg.chunk, elem) : 0);
     z.mixer_ws = std::max(z.mixer_ws, w);
     z.embed_ws = std::max(z.embed_ws, cu::embedding_backward_workspace_bytes(N, m.cfg.vocab));
     z.col_scratch =

@@ -20,6 +20,7 @@ namespace memcap::kata {
 // One batch shape: B sequences of length T with `labelled` scored positions in all.
 struct MqarShape {
   std::int64_t B = 0, T = 0, labelled = 0;
+  bool backward = true;  // false: an evaluation shape (forward only: no backward workspace is sized for it)
 };
 
 // Labelled positions of a host batch (flat b·T + t) and their targets; UserError for a token or label

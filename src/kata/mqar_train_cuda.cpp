@@ -42,30 +42,37 @@ constexpr std::int64_t kSyncSteps = 64;  // steps between host reads of the devi
 
 using Pinned = gpu::PinnedBuffer;
 
-std::int64_t eval_batch(const TaskSlice& s, std::int64_t max_tokens) {
-  return std::clamp<std::int64_t>(max_tokens / s.seq_len, 1, s.examples);
+// Tokens of one evaluation batch (at least the training batch's): 64 sequences at T = 4096. Larger batches keep
+// the GPU busy where a mixer core runs one block per (sequence, head) for a long sequential walk (the chunked
+// delta rule), at the price of activation buffers for this many tokens (forward only; the backward workspace is
+// sized for the training shapes).
+constexpr std::int64_t kEvalTokens = std::int64_t(1) << 18;
+
+std::int64_t eval_batch(const TaskSlice& s, std::int64_t eval_tokens) {
+  return std::clamp<std::int64_t>(eval_tokens / s.seq_len, 1, s.examples);
 }
 
 // Every batch shape of a training (full and last partial batch per training slice, evaluation batches).
 struct Plan {
   std::vector<MqarShape> shapes;
-  std::int64_t max_tokens = 1;
+  std::int64_t max_tokens = 1, eval_tokens = 1;
 };
 
 Plan plan_of(const MqarTrainConfig& cfg) {
   Plan p;
   for (const auto& s : cfg.train) p.max_tokens = std::max(p.max_tokens, std::min(cfg.batch, s.examples) * s.seq_len);
-  auto add = [&](std::int64_t B, const TaskSlice& s) {
-    if (B > 0) p.shapes.push_back(MqarShape{B, s.seq_len, B * s.queries()});
+  p.eval_tokens = std::max(p.max_tokens, kEvalTokens);
+  auto add = [&](std::int64_t B, const TaskSlice& s, bool backward) {
+    if (B > 0) p.shapes.push_back(MqarShape{B, s.seq_len, B * s.queries(), backward});
   };
   for (const auto& s : cfg.train) {
-    add(std::min(cfg.batch, s.examples), s);
-    add(s.examples % cfg.batch, s);
+    add(std::min(cfg.batch, s.examples), s, true);
+    add(s.examples % cfg.batch, s, true);
   }
   for (const auto& s : cfg.eval) {
-    const std::int64_t eb = eval_batch(s, p.max_tokens);
-    add(eb, s);
-    add(s.examples % eb, s);
+    const std::int64_t eb = eval_batch(s, p.eval_tokens);
+    add(eb, s, false);
+    add(s.examples % eb, s, false);
   }
   return p;
 }
@@ -196,7 +203,7 @@ struct CudaTrainer {
   }
 
   SliceResult evaluate(const TaskSlice& s, std::uint64_t sseed) {
-    const std::int64_t eb = eval_batch(s, plan.max_tokens);  // the planned evaluation shapes
+    const std::int64_t eb = eval_batch(s, plan.eval_tokens);  // the planned evaluation shapes
     acc_loss.fill_zero(stream);
     acc_correct.fill_zero(stream);
     std::int64_t labelled = 0;
