@@ -20,6 +20,9 @@
 #   fig3b-gd-precision  fig3b's GD searches at F = 256 ... 2048 with the released code's float64 GD MLPs and
 #               with tf32 ones, in one sweep (issue 13: may the preset train them faster? same m* needed)
 #   table2      kata mqar table2 --preset table2 --seeds 2 --jobs 4 (trainings at once per GPU) (issue 12: Table 2)
+#   table2-row  one Table 2 row: kata mqar table2 --preset table2 --mixers $ROW (softmax) --ow-mixers none
+#               --jobs 3 (its three learning rates at once) --precision $PRECISION (tf32) (issue 12, acceptance 3:
+#               a row, training and every evaluation slice, in <= 2 min); its wall time is the sum of its calls
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
 #   swap-seeds  hebb edit base (once), then MLP swapping on the edit set of --seed 42, one run at a time, for
 #               each FRACTION:EXPERT_SEED of $SWAPS (default: 10 % with seeds 42, 1..4, then 5 % and 2 % with
@@ -29,8 +32,8 @@ set -uo pipefail
 STAGE=${1:?usage: device_queue.sh STAGE [LIMIT_S]}
 LIMIT=${2:-480}
 case "$STAGE" in
-  edit-grid | fig9-grid | fig3b | fig10 | fig3b-gd-precision | table2 | edit-torch | swap-seeds) ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, edit-torch, swap-seeds)" >&2; exit 2 ;;
+  edit-grid | fig9-grid | fig3b | fig10 | fig3b-gd-precision | table2 | table2-row | edit-torch | swap-seeds) ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
 [ -f CMakeLists.txt ] && [ -d experiments/bench ] || { echo "run from the repository root" >&2; exit 2; }
 Q=${QUEUE:-queue}
@@ -46,7 +49,7 @@ if [ ! -f build-gpu/build.ninja ]; then
     { tail -20 "$Q/cmake.log"; exit 1; }
 fi
 TARGET=hebb
-[ "$STAGE" = table2 ] && TARGET=kata
+case "$STAGE" in table2 | table2-row) TARGET=kata ;; esac
 cmake --build build-gpu -j16 --target "$TARGET" > "$Q/build.log" 2>&1 || { grep -B2 -A12 error "$Q/build.log" | head -60; exit 1; }
 log "build $(( $(date +%s) - t0 )) s"
 left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
@@ -106,6 +109,10 @@ case "$STAGE" in
       --facts 256,512,1024,2048 --device cuda --jobs-per-gpu 8
     ;;
   table2) run_sweep table2 build-gpu/kata mqar table2 --preset table2 --seeds 2 --device cuda --jobs 4 ;;
+  table2-row)
+    run_sweep "table2-row-${ROW:-softmax}-${PRECISION:-tf32}" build-gpu/kata mqar table2 --preset table2 \
+      --mixers "${ROW:-softmax}" --ow-mixers none --precision "${PRECISION:-tf32}" --device cuda --jobs 3
+    ;;
   edit-torch)
     t1=$(date +%s)
     build-gpu/hebb edit base --device cuda --epochs 1 --progress none --out "$Q/base1.h5" > "$Q/base1.out" 2>&1
@@ -131,5 +138,5 @@ case "$STAGE" in
     done
     for o in "$Q"/swap_*.out; do [ -f "$o" ] && echo "$(basename "$o" .out): $(grep -oE '(score|r_NF) [0-9.]+' "$o" | tr '\n' ' ')"; done
     ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, edit-torch, swap-seeds)" >&2; exit 2 ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
