@@ -332,8 +332,9 @@ void add_train(CLI::App* mqar) {
       ->check(CLI::IsMember({"f32", "f64", "tf32"}));
   sub->add_option("--mixer-kernel", c.mixer_kernel,
                   "GPU mixer core: auto (first that applies), gemm (scores in memory, cuBLAS products; softmax and "
-                  "m<g>/sigma<g>, any d_head) or tiled (shared-memory tiles; every mixer, d_head <= 128); the one that "
-                  "ran is the summary's mixer_kernel")
+                  "m<g>/sigma<g> at any d_head; delta-m<g>/sigma<g> at d_head <= 128, each sequence of up to 512 "
+                  "tokens solved in kernel space, longer ones on the chunked tiled core) or tiled (shared-memory "
+                  "tiles; every mixer, d_head <= 128); the one that ran is the summary's mixer_kernel")
       ->capture_default_str();
   sub->add_option("--micro-tokens", c.micro_tokens, "Tokens per micro-batch (parallel unit; results do not depend on "
                                                     "--threads)")
