@@ -2,7 +2,8 @@
 // unsharded run, a run interrupted after some jobs resumes to the same summary, and --resume
 // refuses a partial run made with another configuration. Hardening: strict --shard / SLURM array
 // parsing, duplicate keys and empty shards refused before anything is created, the lock on
-// OUT.partial, a finished output under --resume is a no-op, and another split's partial is refused.
+// OUT.partial, a finished output under --resume is a no-op, and another split's partial is refused; a dry
+// run shows which jobs an interrupted run finished, read-only.
 #include <doctest/doctest.h>
 #include <fcntl.h>
 #include <sys/file.h>
@@ -74,6 +75,33 @@ io::RunContext ctx_for(const std::string& tag) {
 io::Table summary_of(const std::string& path) {
   auto f = h5::File::open_read(path);
   return io::Table::read(f.open_group("summary"));
+}
+
+std::vector<std::string> listing_of(const std::string& dir) {
+  std::vector<std::string> v;
+  for (auto& e : fs::directory_iterator(dir)) v.push_back(e.path().filename().string());
+  std::sort(v.begin(), v.end());
+  return v;
+}
+
+// What a dry run prints on stdout (captured through a temporary file).
+std::string dry_run_output(const sweep::Plan& plan, const sweep::Options& o, const io::RunContext& c,
+                           const std::string& out) {
+  const std::string cap = temp_dir() + "/dry_stdout.txt";
+  std::fflush(stdout);
+  const int saved = dup(1);
+  const int fd = open(cap.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+  REQUIRE(saved >= 0);
+  REQUIRE(fd >= 0);
+  dup2(fd, 1);
+  close(fd);
+  const int rc = sweep::run(plan, o, c, out, toy_job);
+  std::fflush(stdout);
+  dup2(saved, 1);
+  close(saved);
+  CHECK(rc == 0);
+  std::ifstream in(cap);
+  return std::string(std::istreambuf_iterator<char>(in), std::istreambuf_iterator<char>());
 }
 
 void check_same_summary(const io::Table& a, const io::Table& b) {
@@ -190,6 +218,21 @@ TEST_CASE("an interrupted sweep resumes to the same summary, skipping finished j
   CHECK(fs::exists(d + "/int.h5.partial"));
   // Without --resume the partial run is not silently overwritten.
   CHECK_THROWS_AS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/int.h5", toy_job), UserError);
+  {  // A dry run reads the partial folder without touching it: 4 jobs "done", then why a resume would refuse.
+    const auto before = listing_of(d + "/int.h5.partial");
+    sweep::Options dry = o;
+    dry.dry_run = true;
+    const std::string same = dry_run_output(toy_plan(), dry, ctx_for("a"), d + "/int.h5");
+    std::size_t n_done = 0;
+    for (std::size_t p = same.find(" done   width="); p != std::string::npos; p = same.find(" done   width=", p + 1)) ++n_done;
+    CHECK(n_done == 4);
+    CHECK(same.find("4 of 9 jobs done") != std::string::npos);
+    CHECK(same.find("add --resume") != std::string::npos);
+    const std::string other = dry_run_output(toy_plan(), dry, ctx_for("b"), d + "/int.h5");
+    CHECK(other.find(" done   width=") == std::string::npos);
+    CHECK(other.find("different configuration") != std::string::npos);
+    CHECK(listing_of(d + "/int.h5.partial") == before);
+  }
   // With another configuration --resume refuses.
   o.resume = true;
   CHECK_THROWS_AS(sweep::run(toy_plan(), o, ctx_for("b"), d + "/int.h5", toy_job), UserError);

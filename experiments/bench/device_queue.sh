@@ -10,6 +10,10 @@
 # device time is left: take its limit_s, minus a minute for copying): a call killed from outside keeps only what
 # is already under $OUT. So every log line is also appended to $OUT/STAGE.log when $OUT is set, and runs that
 # finish one by one (swap-seeds) log their result line as they finish.
+# Between leases (a fresh machine starts bare): when $OUT is set, a partial sweep's finished job records come back
+# as $OUT/NAME.partial.tar.gz (checkpoints of unfinished trainings left out: they are large and only save the
+# part of one training). Put that file in the ignored .deps/partials/ and carry .deps: the next call unpacks it into
+# $QUEUE before resuming, so only the trainings that were in flight start again.
 # STAGE:
 #   edit-grid   hebb edit base --device cuda (once), then hebb edit table1 --preset edit-table1 --jobs-per-gpu 4
 #               (issue 15: Table 1, the 732-job grid, <= 30 min target)
@@ -60,6 +64,10 @@ run_sweep() {
   if [ -f "$out" ]; then log "complete ($out exists)"; return 0; fi
   if [ "$(left)" -lt 30 ]; then log "no time left in this call (LIMIT $LIMIT s); run again"; return 0; fi
   local res=""
+  if [ ! -d "$out.partial" ] && [ -f ".deps/partials/$name.partial.tar.gz" ]; then
+    tar xzf ".deps/partials/$name.partial.tar.gz" -C "$Q" &&
+      log "unpacked .deps/partials/$name.partial.tar.gz ($(ls "$out.partial" | grep -c '^job-') job records)"
+  fi
   [ -d "$out.partial" ] && res="--resume"
   local t1
   t1=$(date +%s)
@@ -75,6 +83,10 @@ run_sweep() {
     log "complete: rc $rc, this call ${dt} s, all calls ${total} s; $(tail -1 "$Q/$name.err")"
   else
     log "partial: rc $rc, this call ${dt} s, all calls ${total} s, ${done_jobs} job records so far; run again"
+    if [ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ -d "$out.partial" ]; then
+      tar czf "$OUT/$name.partial.tar.gz" -C "$Q" --exclude='*-ckpt*' --exclude=lock "$(basename "$out").partial" &&
+        log "finished job records in \$OUT/$name.partial.tar.gz (carry it as .deps/partials/ to resume on a fresh machine)"
+    fi
   fi
 }
 # ensure_base: the paper-scale base model of hebb edit in $Q/base.h5 (trained once, kept between calls).

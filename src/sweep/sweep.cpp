@@ -240,6 +240,28 @@ bool is_complete(const std::string& path, const nlohmann::json& want, std::int64
   }
 }
 
+enum class PartialState { none, same, different, malformed };
+
+// What OUT.partial/meta.json says, read only: no folder (none), this configuration, plan size and shard
+// (same), another one (different), or not a meta file (malformed). Used by the dry run.
+PartialState inspect_partial(const fs::path& partial, const nlohmann::json& want, std::int64_t total, const Shard& shard) {
+  std::error_code ec;
+  if (!fs::is_regular_file(partial / "meta.json", ec)) return PartialState::none;
+  std::ifstream mf(partial / "meta.json");
+  try {
+    nlohmann::json meta;
+    mf >> meta;
+    if (!meta.is_object() || !meta.contains("config") || !meta["jobs_total"].is_number_integer() ||
+        !meta["shard"].is_string())
+      return PartialState::malformed;
+    const bool same = meta["config"] == want && meta["jobs_total"].get<std::int64_t>() == total &&
+                      meta["shard"].get<std::string>() == shard.str();
+    return same ? PartialState::same : PartialState::different;
+  } catch (const std::exception&) {
+    return PartialState::malformed;
+  }
+}
+
 }  // namespace
 
 void register_finalizer(const std::string& name, Finalizer f) { finalizers()[name] = std::move(f); }
@@ -273,17 +295,39 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
     throw UserError(fmt::format("shard {} owns no job: the plan has {} job{}, so at most {} shard{} can be used",
                                 shard.str(), total, total == 1 ? "" : "s", total, total == 1 ? "" : "s"));
   const std::string path = shard_path(out, shard);
-  if (opt.dry_run) {
-    std::printf("%-6s %-6s %s\n", "index", "shard", "job");
-    for (auto& j : plan.jobs)
-      std::printf("%-6lld %-6s %s\n", static_cast<long long>(j.index), shard.owns(j.index) ? "mine" : "-",
-                  j.key.c_str());
-    std::printf("jobs: %zu in the plan, %zu in shard %s\noutput: %s\n", plan.jobs.size(), mine.size(),
-                shard.str().c_str(), path.c_str());
-    return 0;
-  }
   const fs::path partial = path + ".partial";
   const nlohmann::json want = stable_config(ctx.config);
+  if (opt.dry_run) {
+    // Read-only look at an interrupted run of this output (no lock taken, nothing created): which jobs a
+    // --resume would skip, or why it would refuse.
+    const PartialState ps = inspect_partial(partial, want, total, shard);
+    std::int64_t done = 0;
+    std::printf("%-6s %-6s %s\n", "index", "shard", "job");
+    for (auto& j : plan.jobs) {
+      const char* state = "-";
+      if (shard.owns(j.index)) {
+        state = "mine";
+        if (ps == PartialState::same && fs::exists(partial / record_name(j.index))) {
+          state = "done";
+          ++done;
+        }
+      }
+      std::printf("%-6lld %-6s %s\n", static_cast<long long>(j.index), state, j.key.c_str());
+    }
+    std::printf("jobs: %zu in the plan, %zu in shard %s\noutput: %s\n", plan.jobs.size(), mine.size(),
+                shard.str().c_str(), path.c_str());
+    if (ps == PartialState::same)
+      std::printf("interrupted run: %lld of %zu jobs done in %s; %s\n", static_cast<long long>(done), mine.size(),
+                  partial.string().c_str(),
+                  opt.resume ? "--resume runs the rest" : "add --resume to run the rest (without it the run refuses)");
+    else if (ps == PartialState::different)
+      std::printf("interrupted run: %s holds a run with a different configuration; the run would refuse it "
+                  "(delete the folder to start over)\n", partial.string().c_str());
+    else if (ps == PartialState::malformed)
+      std::printf("interrupted run: %s/meta.json is unreadable or malformed; the run would refuse it "
+                  "(delete the folder to start over)\n", partial.string().c_str());
+    return 0;
+  }
   check_split(out, shard);
   if (opt.resume && !fs::exists(partial) && is_complete(path, want, total)) {
     std::fprintf(stderr, "%s %s: %s is complete: nothing to do\n", ctx.tool.c_str(), ctx.subcommand.c_str(),
