@@ -26,15 +26,28 @@ __device__ __forceinline__ double warp_sum_d(double v) { return dev::warp_sum(v)
 
 // ---------------------------------------------------------------------------------------------- row kernels
 
-template <class T>
-__global__ void layernorm_fwd_kernel(T* out, T* mean, T* rstd, const T* inp, const T* w, const T* b, std::int64_t N,
-                                     std::int64_t C, double eps) {
+// kAdd: the row is a + b (inp = a, inp2 = b), written to sum first (each lane writes, then rereads, its own
+// columns; sum may alias a or b), so the residual add costs no pass of its own.
+template <class T, bool kAdd>
+__global__ void layernorm_fwd_kernel(T* out, T* mean, T* rstd, const T* inp, const T* inp2, T* sum, const T* w,
+                                     const T* b, std::int64_t N, std::int64_t C, double eps) {
   const int lane = threadIdx.x & 31;
   const std::int64_t n = blockIdx.x * std::int64_t(kWarps) + (threadIdx.x >> 5);
   if (n >= N) return;
   const T* x = inp + n * C;
   double s = 0;
-  for (std::int64_t c = lane; c < C; c += 32) s += static_cast<double>(x[c]);
+  if constexpr (kAdd) {
+    T* sr = sum + n * C;
+    const T* x2 = inp2 + n * C;
+    for (std::int64_t c = lane; c < C; c += 32) {
+      const T v = x[c] + x2[c];
+      sr[c] = v;
+      s += static_cast<double>(v);
+    }
+    x = sr;
+  } else {
+    for (std::int64_t c = lane; c < C; c += 32) s += static_cast<double>(x[c]);
+  }
   const double m = warp_sum_d(s) / static_cast<double>(C);
   double v = 0;
   for (std::int64_t c = lane; c < C; c += 32) {
@@ -52,9 +65,10 @@ __global__ void layernorm_fwd_kernel(T* out, T* mean, T* rstd, const T* inp, con
   }
 }
 
+// add (may be null): dinp = add + the LayerNorm gradient (rounded to T first, as residual_add of the two).
 template <class T>
 __global__ void layernorm_bwd_kernel(T* dinp, const T* dout, const T* inp, const T* w, const T* mean, const T* rstd,
-                                     std::int64_t N, std::int64_t C) {
+                                     const T* add, std::int64_t N, std::int64_t C) {
   const int lane = threadIdx.x & 31;
   const std::int64_t n = blockIdx.x * std::int64_t(kWarps) + (threadIdx.x >> 5);
   if (n >= N) return;
@@ -70,9 +84,11 @@ __global__ void layernorm_bwd_kernel(T* dinp, const T* dout, const T* inp, const
   mg = warp_sum_d(mg) / static_cast<double>(C);
   mgx = warp_sum_d(mgx) / static_cast<double>(C);
   T* dx = dinp + n * C;
+  const T* ad = add ? add + n * C : nullptr;
   for (std::int64_t c = lane; c < C; c += 32) {
     const double xh = (static_cast<double>(x[c]) - m) * r, g = static_cast<double>(dy[c]) * static_cast<double>(w[c]);
-    dx[c] = static_cast<T>(r * (g - mg - xh * mgx));
+    const T val = static_cast<T>(r * (g - mg - xh * mgx));
+    dx[c] = ad ? ad[c] + val : val;  // reads of dy[c], ad[c] precede the write: dinp may alias either
   }
 }
 
@@ -379,8 +395,18 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
                        std::int64_t C, double eps, cudaStream_t s) {
   check_shape(N >= 0 && C >= 1, "layernorm_forward");
   if (N == 0) return;
-  layernorm_fwd_kernel<T><<<row_blocks(N), 32 * kWarps, 0, s>>>(out, mean, rstd, inp, weight, bias, N, C, eps);
+  layernorm_fwd_kernel<T, false>
+      <<<row_blocks(N), 32 * kWarps, 0, s>>>(out, mean, rstd, inp, nullptr, nullptr, weight, bias, N, C, eps);
   MEMCAP_CUDA_CHECK_LAUNCH("layernorm_fwd_kernel");
+}
+
+template <class T>
+void add_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* a, const T* b, const T* weight, const T* bias,
+                           std::int64_t N, std::int64_t C, double eps, cudaStream_t s) {
+  check_shape(N >= 0 && C >= 1, "add_layernorm_forward");
+  if (N == 0) return;
+  layernorm_fwd_kernel<T, true><<<row_blocks(N), 32 * kWarps, 0, s>>>(out, mean, rstd, a, b, sum, weight, bias, N, C, eps);
+  MEMCAP_CUDA_CHECK_LAUNCH("layernorm_fwd_kernel (add)");
 }
 
 template <class T>
@@ -391,9 +417,22 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
   if (dweight) column_sum_add(dweight, LnWeightTerm<T>{dout, inp, mean, rstd, C}, N, C, scratch, s);
   if (dbias) column_sum_add(dbias, PlainTerm<T>{dout, C}, N, C, scratch, s);
   if (dinp) {
-    layernorm_bwd_kernel<T><<<row_blocks(N), 32 * kWarps, 0, s>>>(dinp, dout, inp, weight, mean, rstd, N, C);
+    layernorm_bwd_kernel<T><<<row_blocks(N), 32 * kWarps, 0, s>>>(dinp, dout, inp, weight, mean, rstd, nullptr, N, C);
     MEMCAP_CUDA_CHECK_LAUNCH("layernorm_bwd_kernel");
   }
+}
+
+template <class T>
+void layernorm_backward_add(T* dinp, T* dweight, T* dbias, const T* add, const T* dout, const T* inp, const T* weight,
+                            const T* mean, const T* rstd, std::int64_t N, std::int64_t C, double* scratch,
+                            cudaStream_t s) {
+  check_shape(N >= 0 && C >= 1 && dinp && add, "layernorm_backward_add");
+  if (N == 0) return;
+  // the column sums read dout before the row kernel may overwrite it (dinp == dout)
+  if (dweight) column_sum_add(dweight, LnWeightTerm<T>{dout, inp, mean, rstd, C}, N, C, scratch, s);
+  if (dbias) column_sum_add(dbias, PlainTerm<T>{dout, C}, N, C, scratch, s);
+  layernorm_bwd_kernel<T><<<row_blocks(N), 32 * kWarps, 0, s>>>(dinp, dout, inp, weight, mean, rstd, add, N, C);
+  MEMCAP_CUDA_CHECK_LAUNCH("layernorm_bwd_kernel (add)");
 }
 
 template <class T>
@@ -542,6 +581,10 @@ void scatter_add_rows(T* dst, const std::int64_t* rows, const T* in, std::int64_
                                      cudaStream_t);                                                                    \
   template void layernorm_backward<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, std::int64_t,      \
                                       std::int64_t, double*, cudaStream_t);                                            \
+  template void add_layernorm_forward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, std::int64_t,         \
+                                         std::int64_t, double, cudaStream_t);                                          \
+  template void layernorm_backward_add<T>(T*, T*, T*, const T*, const T*, const T*, const T*, const T*, const T*,      \
+                                          std::int64_t, std::int64_t, double*, cudaStream_t);                          \
   template void rmsnorm_gain_forward<T>(T*, T*, const T*, const T*, std::int64_t, std::int64_t, double, cudaStream_t); \
   template void rmsnorm_gain_backward<T>(T*, T*, const T*, const T*, const T*, const T*, std::int64_t, std::int64_t,   \
                                          double*, cudaStream_t);                                                       \

@@ -38,6 +38,16 @@ void layernorm_forward(T* out, T* mean, T* rstd, const T* inp, const T* weight, 
 template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const T* mean,
                         const T* rstd, std::int64_t N, std::int64_t C, double* scratch, cudaStream_t stream);
+// Fused with the residual add around them (nn::cpu::add_layernorm_forward / layernorm_backward_add, same
+// results bit for bit as residual_add + layernorm_*): sum = a + b then out = LayerNorm(sum), one pass (sum may
+// alias a or b); dinp = add + LayerNorm's input gradient (dinp may alias add or dout).
+template <class T>
+void add_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* a, const T* b, const T* weight, const T* bias,
+                           std::int64_t N, std::int64_t C, double eps, cudaStream_t stream);
+template <class T>
+void layernorm_backward_add(T* dinp, T* dweight, T* dbias, const T* add, const T* dout, const T* inp, const T* weight,
+                            const T* mean, const T* rstd, std::int64_t N, std::int64_t C, double* scratch,
+                            cudaStream_t stream);
 
 // ---- RMSNorm with gain (nn::cpu::rmsnorm_gain_*): rows N of width C (the per-head norm: N·H rows of d_head).
 template <class T>

@@ -156,7 +156,7 @@ TEST_CASE("init of §4.4: N(0, 0.02²) weights, W_o 0.02/sqrt(2 n_layers), unit 
   CHECK(mqar_init_params(m, 6) != p);
 }
 
-TEST_CASE("layer FD checks: layernorm, rmsnorm with gain, embedding, causal conv (float64)") {
+TEST_CASE("layer FD checks: layernorm (and fused with the residual add), rmsnorm with gain, embedding, causal conv (float64)") {
   const std::int64_t B = 2, T = 7, C = 5, K = 3, N = B * T;
   std::vector<double> x = randn(N * C, 1), w = randn(C, 2), b = randn(C, 3), W = randn(N * C, 4);
   std::vector<double> out(N * C), mean(N), rstd(N), dx(N * C), dw(C), db(C);
@@ -187,6 +187,47 @@ TEST_CASE("layer FD checks: layernorm, rmsnorm with gain, embedding, causal conv
     for (std::int64_t c = 0; c < C; ++c) v0 += out[static_cast<std::size_t>(c)] * out[static_cast<std::size_t>(c)];
     CHECK(std::abs(m0) < 1e-13);
     CHECK(v0 / C == doctest::Approx(1.0).epsilon(1e-13));
+  }
+  {  // the fused pair: loss = <W, LN(x + y)> + <A, x>, so d loss / dx = A + LN's input gradient =
+     // layernorm_backward_add(add = A); the sum is written (in place over a copy of x) as residual_add would
+    const std::vector<double> y = randn(N * C, 7), A = randn(N * C, 8);
+    std::vector<double> sum(N * C), dxa(N * C), dwa(C, 0.0), dba(C, 0.0);
+    auto fwd = [&] {
+      nn::cpu::add_layernorm_forward(sum.data(), out.data(), mean.data(), rstd.data(), x.data(), y.data(), w.data(),
+                                     b.data(), N, C, 1e-5);
+    };
+    auto loss2 = [&] {
+      double s = loss(fwd);
+      for (std::int64_t i = 0; i < N * C; ++i) s += A[static_cast<std::size_t>(i)] * x[static_cast<std::size_t>(i)];
+      return s;
+    };
+    loss2();
+    for (std::int64_t i = 0; i < N * C; ++i)
+      CHECK(sum[static_cast<std::size_t>(i)] == x[static_cast<std::size_t>(i)] + y[static_cast<std::size_t>(i)]);
+    nn::cpu::layernorm_backward_add(dxa.data(), dwa.data(), dba.data(), A.data(), W.data(), sum.data(), w.data(),
+                                    mean.data(), rstd.data(), N, C);
+    const double ex = fd_check(x, dxa, loss2);
+    MESSAGE("add_layernorm / layernorm_backward_add FD rel err: dx " << ex);
+    CHECK(ex < kFdRelTol);
+    // equal to the unfused sequence bit for bit, also with dinp aliasing dout (fwd again: the FD left x's last
+    // perturbation in sum, mean and rstd)
+    fwd();
+    std::fill(dwa.begin(), dwa.end(), 0.0);
+    std::fill(dba.begin(), dba.end(), 0.0);
+    nn::cpu::layernorm_backward_add(dxa.data(), dwa.data(), dba.data(), A.data(), W.data(), sum.data(), w.data(),
+                                    mean.data(), rstd.data(), N, C);
+    std::vector<double> u(N * C), dwu(C, 0.0), dbu(C, 0.0), alias = W;
+    nn::cpu::layernorm_backward(u.data(), dwu.data(), dbu.data(), W.data(), sum.data(), w.data(), mean.data(),
+                                rstd.data(), N, C);
+    for (std::int64_t i = 0; i < N * C; ++i) u[static_cast<std::size_t>(i)] += A[static_cast<std::size_t>(i)];
+    CHECK(u == dxa);
+    CHECK(dwu == dwa);
+    CHECK(dbu == dba);
+    std::fill(dwa.begin(), dwa.end(), 0.0);
+    std::fill(dba.begin(), dba.end(), 0.0);
+    nn::cpu::layernorm_backward_add(alias.data(), dwa.data(), dba.data(), A.data(), alias.data(), sum.data(), w.data(),
+                                    mean.data(), rstd.data(), N, C);
+    CHECK(alias == dxa);
   }
   {  // RMSNorm with gain
     auto fwd = [&] { nn::cpu::rmsnorm_gain_forward(out.data(), rstd.data(), x.data(), w.data(), N, C, 1e-5); };

@@ -195,7 +195,7 @@ void mixer_layer_backward(const MqarModel& m, const T* params, T* grads, MqarWor
     return;
   }
   T* donorm = ws.g_d.data();
-  T* datt = ws.g_b.data();  // free while the mixer runs (mqar_backward uses it after)
+  T* datt = ws.g_b.data();  // free while the mixer runs
   MEMCAP_ASSERT(datt != dx && datt != dy, "mixer_backward: scratch aliasing");
   linear_bwd(donorm, G(m, grads, lname(i, "wo.w")), static_cast<T*>(nullptr), dy, l.onorm.data(),
              P(m, params, lname(i, "wo.w")), N, D, D);

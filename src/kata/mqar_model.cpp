@@ -321,21 +321,25 @@ MqarForward mqar_forward(const MqarModel& m, const T* params, MqarWorkspace<T>& 
   nn::cpu::embedding_forward(s, inputs, P(m, params, "embed"), N, V, D);
   for (std::int64_t i = 0; i < m.cfg.n_layers; ++i) {
     auto& l = ws.layers[static_cast<std::size_t>(i)];
+    // the residual adds go through the fused add + LayerNorm (the GPU model's kernels of the same names)
     if (i > 0) {  // s_i = mid_{i-1} + LN2_{i-1}(mid_{i-1})
       const auto& pl = ws.layers[static_cast<std::size_t>(i - 1)];
-      for (std::int64_t j = 0; j < N * D; ++j) l.s_in[j] = pl.mid[j] + pl.ln2[j];
+      nn::cpu::add_layernorm_forward(l.s_in.data(), l.ln1.data(), l.ln1_mean.data(), l.ln1_rstd.data(), pl.mid.data(),
+                                     pl.ln2.data(), P(m, params, lname(i, "norm1.w")),
+                                     P(m, params, lname(i, "norm1.b")), N, D, kLnEps);
+    } else {
+      nn::cpu::layernorm_forward(l.ln1.data(), l.ln1_mean.data(), l.ln1_rstd.data(), l.s_in.data(),
+                                 P(m, params, lname(i, "norm1.w")), P(m, params, lname(i, "norm1.b")), N, D, kLnEps);
     }
-    nn::cpu::layernorm_forward(l.ln1.data(), l.ln1_mean.data(), l.ln1_rstd.data(), l.s_in.data(),
-                               P(m, params, lname(i, "norm1.w")), P(m, params, lname(i, "norm1.b")), N, D, kLnEps);
     mixer_layer_forward(m, params, l, i, B, Tlen, l.mid.data());
-    for (std::int64_t j = 0; j < N * D; ++j) l.mid[j] += l.s_in[j];
-    nn::cpu::layernorm_forward(l.ln2.data(), l.ln2_mean.data(), l.ln2_rstd.data(), l.mid.data(),
-                               P(m, params, lname(i, "norm2.w")), P(m, params, lname(i, "norm2.b")), N, D, kLnEps);
+    nn::cpu::add_layernorm_forward(l.mid.data(), l.ln2.data(), l.ln2_mean.data(), l.ln2_rstd.data(), l.mid.data(),
+                                   l.s_in.data(), P(m, params, lname(i, "norm2.w")), P(m, params, lname(i, "norm2.b")),
+                                   N, D, kLnEps);
   }
   const auto& last = ws.layers.back();
-  for (std::int64_t j = 0; j < N * D; ++j) ws.s_final[j] = last.mid[j] + last.ln2[j];
-  nn::cpu::layernorm_forward(ws.lnf.data(), ws.lnf_mean.data(), ws.lnf_rstd.data(), ws.s_final.data(),
-                             P(m, params, "normf.w"), P(m, params, "normf.b"), N, D, kLnEps);
+  nn::cpu::add_layernorm_forward(ws.s_final.data(), ws.lnf.data(), ws.lnf_mean.data(), ws.lnf_rstd.data(),
+                                 last.mid.data(), last.ln2.data(), P(m, params, "normf.w"), P(m, params, "normf.b"), N,
+                                 D, kLnEps);
   // Tied head at the labelled positions.
   ws.rows.clear();
   ws.targets.clear();
@@ -399,20 +403,18 @@ void mqar_backward(const MqarModel& m, const T* params, T* grads, MqarWorkspace<
   nn::cpu::layernorm_backward(ds, G(m, grads, "normf.w"), G(m, grads, "normf.b"), dlnf, ws.s_final.data(),
                               P(m, params, "normf.w"), ws.lnf_mean.data(), ws.lnf_rstd.data(), N, D);
   T* dmid = ws.g_a.data();
-  T* tmp = ws.g_b.data();
   T* dln1 = ws.g_c.data();
   for (std::int64_t i = m.cfg.n_layers - 1; i >= 0; --i) {
     auto& l = ws.layers[static_cast<std::size_t>(i)];
-    // s_{i+1} = mid + LN2(mid)
-    nn::cpu::layernorm_backward(tmp, G(m, grads, lname(i, "norm2.w")), G(m, grads, lname(i, "norm2.b")), ds, l.mid.data(),
-                                P(m, params, lname(i, "norm2.w")), l.ln2_mean.data(), l.ln2_rstd.data(), N, D);
-    for (std::int64_t j = 0; j < N * D; ++j) dmid[j] = ds[j] + tmp[j];
-    // mid = s_in + mixer(LN1(s_in))
+    // s_{i+1} = mid + LN2(mid): dmid = ds + LN2's input gradient
+    nn::cpu::layernorm_backward_add(dmid, G(m, grads, lname(i, "norm2.w")), G(m, grads, lname(i, "norm2.b")), ds, ds,
+                                    l.mid.data(), P(m, params, lname(i, "norm2.w")), l.ln2_mean.data(),
+                                    l.ln2_rstd.data(), N, D);
+    // mid = s_in + mixer(LN1(s_in)): ds = dmid + LN1's input gradient
     mixer_layer_backward(m, params, grads, ws, l, i, dmid, dln1);
-    nn::cpu::layernorm_backward(tmp, G(m, grads, lname(i, "norm1.w")), G(m, grads, lname(i, "norm1.b")), dln1,
-                                l.s_in.data(), P(m, params, lname(i, "norm1.w")), l.ln1_mean.data(), l.ln1_rstd.data(), N,
-                                D);
-    for (std::int64_t j = 0; j < N * D; ++j) ds[j] = dmid[j] + tmp[j];
+    nn::cpu::layernorm_backward_add(ds, G(m, grads, lname(i, "norm1.w")), G(m, grads, lname(i, "norm1.b")), dmid, dln1,
+                                    l.s_in.data(), P(m, params, lname(i, "norm1.w")), l.ln1_mean.data(),
+                                    l.ln1_rstd.data(), N, D);
   }
   nn::cpu::embedding_backward(G(m, grads, "embed"), ws.tokens.data(), ds, N, D);
 }

@@ -374,21 +374,22 @@ struct MqarDeviceModel<T>::Impl {
     cu::embedding_forward<T>(d(layers[0].s_in), tokens.data<std::int32_t>(), P("embed"), N, V, D, cs());
     for (std::int64_t i = 0; i < m.cfg.n_layers; ++i) {
       Layer& l = layers[static_cast<std::size_t>(i)];
+      // each residual add is fused into the LayerNorm that reads its sum (one pass instead of two)
       if (i > 0) {
         const Layer& pl = layers[static_cast<std::size_t>(i - 1)];
-        cu::residual_add<T>(d(l.s_in), d(pl.mid), d(pl.ln2), N * D, cs());
+        cu::add_layernorm_forward<T>(d(l.s_in), d(l.ln1), d(l.ln1_mean), d(l.ln1_rstd), d(pl.mid), d(pl.ln2),
+                                     Pl(i, "norm1.w"), Pl(i, "norm1.b"), N, D, kLnEps, cs());
+      } else {
+        cu::layernorm_forward<T>(d(l.ln1), d(l.ln1_mean), d(l.ln1_rstd), d(l.s_in), Pl(i, "norm1.w"), Pl(i, "norm1.b"),
+                                 N, D, kLnEps, cs());
       }
-      cu::layernorm_forward<T>(d(l.ln1), d(l.ln1_mean), d(l.ln1_rstd), d(l.s_in), Pl(i, "norm1.w"), Pl(i, "norm1.b"), N,
-                               D, kLnEps, cs());
       mixer_forward(i, l, sh, d(l.mid));
-      cu::residual_add<T>(d(l.mid), d(l.mid), d(l.s_in), N * D, cs());
-      cu::layernorm_forward<T>(d(l.ln2), d(l.ln2_mean), d(l.ln2_rstd), d(l.mid), Pl(i, "norm2.w"), Pl(i, "norm2.b"), N,
-                               D, kLnEps, cs());
+      cu::add_layernorm_forward<T>(d(l.mid), d(l.ln2), d(l.ln2_mean), d(l.ln2_rstd), d(l.mid), d(l.s_in),
+                                   Pl(i, "norm2.w"), Pl(i, "norm2.b"), N, D, kLnEps, cs());
     }
     const Layer& last = layers.back();
-    cu::residual_add<T>(d(s_final), d(last.mid), d(last.ln2), N * D, cs());
-    cu::layernorm_forward<T>(d(lnf), d(lnf_mean), d(lnf_rstd), d(s_final), P("normf.w"), P("normf.b"), N, D, kLnEps,
-                             cs());
+    cu::add_layernorm_forward<T>(d(s_final), d(lnf), d(lnf_mean), d(lnf_rstd), d(last.mid), d(last.ln2), P("normf.w"),
+                                 P("normf.b"), N, D, kLnEps, cs());
     if (nl == 0) {
       MEMCAP_CUDA_CHECK(cudaMemsetAsync(loss_mean.raw(), 0, sizeof(double), cs()));
       MEMCAP_CUDA_CHECK(cudaMemsetAsync(n_correct.raw(), 0, sizeof(std::int64_t), cs()));
@@ -421,17 +422,15 @@ struct MqarDeviceModel<T>::Impl {
     cu::layernorm_backward<T>(ds, G("normf.w"), G("normf.b"), dlnf, d(s_final), P("normf.w"), d(lnf_mean), d(lnf_rstd),
                               N, D, scratch(), cs());
     T* dmid = d(g_a);
-    T* tmp = d(g_b);
     T* dln1 = d(g_c);
     for (std::int64_t i = m.cfg.n_layers - 1; i >= 0; --i) {
       Layer& l = layers[static_cast<std::size_t>(i)];
-      cu::layernorm_backward<T>(tmp, Gl(i, "norm2.w"), Gl(i, "norm2.b"), ds, d(l.mid), Pl(i, "norm2.w"), d(l.ln2_mean),
-                                d(l.ln2_rstd), N, D, scratch(), cs());
-      cu::residual_add<T>(dmid, ds, tmp, N * D, cs());
+      // dmid = ds + LN2's input gradient; ds = dmid + LN1's (the residual adds fused into the LayerNorm backward)
+      cu::layernorm_backward_add<T>(dmid, Gl(i, "norm2.w"), Gl(i, "norm2.b"), ds, ds, d(l.mid), Pl(i, "norm2.w"),
+                                    d(l.ln2_mean), d(l.ln2_rstd), N, D, scratch(), cs());
       mixer_backward(i, l, sh, dmid, dln1);
-      cu::layernorm_backward<T>(tmp, Gl(i, "norm1.w"), Gl(i, "norm1.b"), dln1, d(l.s_in), Pl(i, "norm1.w"),
-                                d(l.ln1_mean), d(l.ln1_rstd), N, D, scratch(), cs());
-      cu::residual_add<T>(ds, dmid, tmp, N * D, cs());
+      cu::layernorm_backward_add<T>(ds, Gl(i, "norm1.w"), Gl(i, "norm1.b"), dmid, dln1, d(l.s_in), Pl(i, "norm1.w"),
+                                    d(l.ln1_mean), d(l.ln1_rstd), N, D, scratch(), cs());
     }
     cu::embedding_backward<T>(G("embed"), tokens.data<std::int32_t>(), ds, N, V, D, embed_ws.raw(), embed_ws.bytes(),
                               cs());

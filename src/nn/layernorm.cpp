@@ -2,6 +2,7 @@
 #include "nn/layernorm.hpp"
 
 #include <cmath>
+#include <vector>
 
 #include "core/error.hpp"
 
@@ -55,6 +56,33 @@ void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* i
   }
 }
 
+template <class T>
+void add_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* a, const T* b, const T* weight, const T* bias,
+                           std::int64_t N, std::int64_t C, double eps) {
+  require(N >= 0 && C >= 1, "layernorm: bad shape N = {}, C = {}", N, C);
+  for (std::int64_t i = 0; i < N * C; ++i) sum[i] = a[i] + b[i];
+  layernorm_forward(out, mean, rstd, sum, weight, bias, N, C, eps);
+}
+
+template <class T>
+void layernorm_backward_add(T* dinp, T* dweight, T* dbias, const T* add, const T* dout, const T* inp,
+                            const T* weight, const T* mean, const T* rstd, std::int64_t N, std::int64_t C) {
+  require(N >= 0 && C >= 1, "layernorm: bad shape N = {}, C = {}", N, C);
+  std::vector<T> row(static_cast<std::size_t>(C));
+  for (std::int64_t n = 0; n < N; ++n) {  // row by row, so dinp may alias add or dout
+    layernorm_backward(row.data(), dweight, dbias, dout + n * C, inp + n * C, weight, mean + n, rstd + n, 1, C);
+    for (std::int64_t c = 0; c < C; ++c) dinp[n * C + c] = add[n * C + c] + row[static_cast<std::size_t>(c)];
+  }
+}
+
+template void add_layernorm_forward<double>(double*, double*, double*, double*, const double*, const double*,
+                                            const double*, const double*, std::int64_t, std::int64_t, double);
+template void add_layernorm_forward<float>(float*, float*, float*, float*, const float*, const float*, const float*,
+                                           const float*, std::int64_t, std::int64_t, double);
+template void layernorm_backward_add<double>(double*, double*, double*, const double*, const double*, const double*,
+                                             const double*, const double*, const double*, std::int64_t, std::int64_t);
+template void layernorm_backward_add<float>(float*, float*, float*, const float*, const float*, const float*,
+                                            const float*, const float*, const float*, std::int64_t, std::int64_t);
 template void layernorm_forward<double>(double*, double*, double*, const double*, const double*, const double*,
                                         std::int64_t, std::int64_t, double);
 template void layernorm_forward<float>(float*, float*, float*, const float*, const float*, const float*, std::int64_t,

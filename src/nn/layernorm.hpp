@@ -18,4 +18,15 @@ template <class T>
 void layernorm_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T* inp, const T* weight, const T* mean,
                         const T* rstd, std::int64_t N, std::int64_t C);
 
+// The residual add fused with the LayerNorm that follows it (a pre-norm block's x ← x + f(x); h = LN(x)):
+// sum = a + b element-wise in T (sum may alias a or b), then out = LayerNorm(sum) as layernorm_forward.
+template <class T>
+void add_layernorm_forward(T* sum, T* out, T* mean, T* rstd, const T* a, const T* b, const T* weight, const T* bias,
+                           std::int64_t N, std::int64_t C, double eps);
+// The LayerNorm backward fused with the residual add of its gradient: dinp = add + (layernorm_backward's dinp,
+// rounded to T first), dweight / dbias as layernorm_backward. dinp may alias add or dout (element-wise).
+template <class T>
+void layernorm_backward_add(T* dinp, T* dweight, T* dbias, const T* add, const T* dout, const T* inp,
+                            const T* weight, const T* mean, const T* rstd, std::int64_t N, std::int64_t C);
+
 }  // namespace memcap::nn::cpu

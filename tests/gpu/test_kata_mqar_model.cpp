@@ -1,7 +1,8 @@
 // GPU MQAR model (kernels/nn_seq_layers.cu, src/kata/mqar_model_cuda.cpp, src/kata/mqar_train_cuda.cpp)
 // against the CPU float64 references (src/nn/{layernorm,rmsnorm_gain,embedding,causal_conv}.cpp,
 // src/kata/mqar_mixers.cpp l2norm_rows, src/kata/mqar_model.cpp, src/kata/mqar_train.cpp):
-//   layers on random shapes (row counts past one 256-row reduction chunk, widths not multiples of 32,
+//   layers on random shapes (the residual add fused into LayerNorm forward and backward too, also bit for bit
+//     against the unfused kernels; row counts past one 256-row reduction chunk, widths not multiples of 32,
 //     repeated tokens): double within kTolLayerF64 = 1e-10 relative (only summation order differs),
 //     float within kTolLayerF32 = 1e-5 (float32 storage, float64 row statistics);
 //   the whole model, loss and every parameter tensor's gradient, double within kTolModelF64 = 1e-9
@@ -131,6 +132,41 @@ void check_layers() {
     CHECK(rel_err(gdx.get(N * C, s), dx) < tol);
     CHECK(rel_err(gdw.get(C, s), dw) < tol);
     CHECK(rel_err(gdb.get(C, s), db) < tol);
+  }
+  // ---- residual add fused into LayerNorm (forward in place: sum = a; backward with dinp = dout), N = 301, C = 48
+  {
+    const std::int64_t N = 301, C = 48;
+    const auto a = randn(N * C, 41, 1.5, 0.3), b = randn(N * C, 42), w = randn(C, 43, 0.5, 1.0), bias = randn(C, 44);
+    const auto dy = randn(N * C, 45), add = randn(N * C, 46), dw0 = randn(C, 47), db0 = randn(C, 48);
+    std::vector<double> sum = a, y(N * C), mean(N), rstd(N), dx = dy, dw = dw0, db = db0;
+    nn::cpu::add_layernorm_forward(sum.data(), y.data(), mean.data(), rstd.data(), sum.data(), b.data(), w.data(),
+                                   bias.data(), N, C, 1e-5);
+    nn::cpu::layernorm_backward_add(dx.data(), dw.data(), db.data(), add.data(), dx.data(), sum.data(), w.data(),
+                                    mean.data(), rstd.data(), N, C);
+    Dev<T> gs(a, s), gb(b, s), gw(w, s), gbias(bias, s), gdx(dy, s), gadd(add, s), gdw(dw0, s), gdb(db0, s),
+        gy(N * C, s), gm(N, s), gr(N, s);
+    gpu::Tensor scratch({static_cast<std::int64_t>(nn::cuda::seq_col_scratch_elems(N, C))}, gpu::DType::f64);
+    nn::cuda::add_layernorm_forward<T>(gs.p(), gy.p(), gm.p(), gr.p(), gs.p(), gb.p(), gw.p(), gbias.p(), N, C, 1e-5,
+                                       cs);
+    nn::cuda::layernorm_backward_add<T>(gdx.p(), gdw.p(), gdb.p(), gadd.p(), gdx.p(), gs.p(), gw.p(), gm.p(), gr.p(),
+                                        N, C, scratch.data<double>(), cs);
+    CHECK(rel_err(gs.get(N * C, s), sum) < tol);
+    CHECK(rel_err(gy.get(N * C, s), y) < tol);
+    CHECK(rel_err(gr.get(N, s), rstd) < tol);
+    CHECK(rel_err(gdx.get(N * C, s), dx) < tol);
+    CHECK(rel_err(gdw.get(C, s), dw) < tol);
+    CHECK(rel_err(gdb.get(C, s), db) < tol);
+    // the fused kernels give the unfused sequence's results bit for bit (same roundings, same order)
+    Dev<T> us(N * C, s), uy(N * C, s), um(N, s), ur(N, s), udx(N * C, s), udw(dw0, s), udb(db0, s), ua(a, s),
+        udy(dy, s);
+    nn::cuda::residual_add<T>(us.p(), ua.p(), gb.p(), N * C, cs);
+    nn::cuda::layernorm_forward<T>(uy.p(), um.p(), ur.p(), us.p(), gw.p(), gbias.p(), N, C, 1e-5, cs);
+    nn::cuda::layernorm_backward<T>(udx.p(), udw.p(), udb.p(), udy.p(), us.p(), gw.p(), um.p(), ur.p(), N, C,
+                                    scratch.data<double>(), cs);
+    nn::cuda::residual_add<T>(udx.p(), gadd.p(), udx.p(), N * C, cs);
+    CHECK(gy.get(N * C, s) == uy.get(N * C, s));
+    CHECK(gdx.get(N * C, s) == udx.get(N * C, s));
+    CHECK(gdw.get(C, s) == udw.get(C, s));
   }
   // ---- RMSNorm with gain: N·H = 517 rows of d_head = 40
   {
