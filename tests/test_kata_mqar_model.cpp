@@ -23,6 +23,7 @@
 #include "kata/mqar_task.hpp"
 #include "nn/causal_conv.hpp"
 #include "nn/embedding.hpp"
+#include "kata/mixer_bench.hpp"
 #include "nn/layernorm.hpp"
 #include "nn/rmsnorm_gain.hpp"
 
@@ -793,4 +794,38 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
   CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto", 16384) == "tiled");
   CHECK(resolve_mixer_kernel(model("softmax", 256, 1), "auto", 16384) == "gemm");  // tiled stops at d_head 128
   CHECK(resolve_mixer_kernel(model("softmax", 128, 1), "gemm", 16384) == "gemm");  // named: the user's choice
+}
+
+TEST_CASE("kata bench --shapes table9 plan: the mixer kernel from the trainer's table, gemm only where T x T fits") {
+  MixerBenchItem it;
+  it.mixer = "m2";
+  it.B = 8;
+  it.H = 16;
+  it.d = 64;
+  it.T = 4096;
+  const std::size_t big = std::size_t(140) << 30;  // an H200's memory
+  CHECK(mixer_bench_kernel(it, big) == "gemm");
+  it.T = 32768;  // one sequence's T x T blocks (16 heads, (2 + 2) blocks, fp32) are 275 GB: the tiled core runs
+  CHECK(mixer_bench_kernel(it, big) == "tiled");
+  it.kernel = "gemm";
+  CHECK_THROWS_AS(mixer_bench_kernel(it, big), UserError);
+  it.kernel = "tiled";
+  CHECK(mixer_bench_kernel(it, big) == "tiled");
+  CHECK(mixer_bench_bytes(it, "tiled") > std::size_t(8) << 30);  // q|k|v, gradients, o, dout at B·T = 262,144
+  it.kernel = "wgmma";
+  CHECK_THROWS_AS(mixer_bench_kernel(it, big), UserError);
+  it.kernel = "auto";
+  it.mixer = "orthant";  // no closed form: the gemm variant does not apply
+  it.T = 1024;
+  CHECK(mixer_bench_kernel(it, big) == "tiled");
+  it.mixer = "delta-m2";  // not a softmax / KATA core
+  CHECK_THROWS_AS(mixer_bench_kernel(it, big), UserError);
+  it.mixer = "softmax";
+  CHECK(mixer_bench_kernel(it, big) == "gemm");
+  it.mixer = "m3x";
+  CHECK_THROWS_AS(mixer_bench_kernel(it, big), UserError);
+#ifndef MEMCAP_HAVE_CUDA
+  it.mixer = "m2";
+  CHECK_THROWS_AS(plan_mixer_bench(it), DeviceError);
+#endif
 }

@@ -15,6 +15,7 @@
 #include "io/output_file.hpp"
 #include "kata/attention.hpp"
 #include "kata/attention_cuda.hpp"
+#include "kata/mixer_bench.hpp"
 
 namespace {
 
@@ -121,7 +122,7 @@ std::vector<Item> preset_items(const BenchOptions& o) {
       for (const auto& m : split_maps(o.maps))
         v.push_back({parse_attention_form(f), m, o.B, o.H, o.T, o.chunk, "custom", o.d_head, "", o.d_v});
   } else {
-    throw UserError(fmt::format("--shapes must be accept, table8, table10, table11 or custom (got '{}')", o.shapes));
+    throw UserError(fmt::format("--shapes must be accept, table8, table9, table10, table11 or custom (got '{}')", o.shapes));
   }
   for (auto& it : v) {
     if (it.dv == 0) it.dv = it.d;
@@ -176,9 +177,105 @@ std::vector<double> run_cpu(AttentionForm f, const AttentionShape& s, const Atte
   return attention_tree(s, o, q, k, v);
 }
 
+// --shapes table9: forward + backward of the MQAR mixer cores (spec §5.5 Table 9 shapes: B = 8, H = 16, d = 64,
+// T = 1K..32K), validated against the float64 CPU reference, then timed; SDPA forward + backward is timed by
+// experiments/bench/sdpa_baseline.py --pass fwdbwd in the same device call (compare.py takes the ratios).
+void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared& prep) {
+  require(prep.ctx.device.device == Device::cuda,
+          "--shapes table9 times the CUDA mixer cores forward + backward: it needs --device cuda (or auto on a GPU)");
+  std::string dtype = o.dtype;
+  if (sub->count("--dtype") == 0) dtype = "tf32";  // the forward presets' bf16 default has no mixer-core path
+  require(dtype == "fp32" || dtype == "tf32",
+          "--shapes table9: --dtype must be fp32 or tf32 (the mixer cores train in float32; tf32 = TF32 products in "
+          "the gemm variant), got '{}'", dtype);
+  const std::string maps = sub->count("--maps") == 0 ? std::string("m1,m2,softmax") : o.maps;
+  std::vector<MixerBenchItem> items;
+  for (std::int64_t T : {1 * K, 2 * K, 4 * K, 8 * K, 16 * K, 32 * K})
+    for (const auto& mx : split(maps)) {
+      MixerBenchItem it;
+      it.mixer = mx;
+      it.B = 8;
+      it.H = 16;
+      it.T = T;
+      it.d = 64;
+      it.tf32 = dtype == "tf32";
+      if (o.variant.empty() || o.variant == "auto") {
+        it.kernel = "auto";
+        items.push_back(it);
+      } else if (o.variant == "all") {
+        for (const char* k : {"gemm", "tiled"}) {
+          it.kernel = k;
+          try {  // every variant that applies and fits this GPU
+            plan_mixer_bench(it);
+          } catch (const DeviceError&) {
+            throw;
+          } catch (const UserError&) {
+            continue;
+          }
+          items.push_back(it);
+        }
+      } else {
+        it.kernel = o.variant;
+        items.push_back(it);
+      }
+    }
+  // the whole plan is checked (mixer, kernel, memory) before any launch
+  std::vector<std::string> kernels;
+  for (auto& it : items) kernels.push_back(plan_mixer_bench(it));
+  fmt::print("{:<8} {:<9} {:>3} {:>3} {:>7} {:>3} {:<6} {:<5} {:>9} {:>11} {:>11} {:>9}\n", "group", "mixer", "B", "H",
+             "T", "d", "kernel", "prec", "rel_err", "fwd+bwd ms", "fwd ms", "Mtok/s");
+  io::Table tab;
+  for (std::size_t i = 0; i < items.size(); ++i) {
+    const auto& it = items[i];
+    const MixerBenchResult r = mixer_bench_cuda(it, kernels[i], o.validate_T, o.warmup, o.repeats, o.common.seed);
+    const double med = median(r.ms_fwdbwd), fwd = median(r.ms_fwd);
+    const double mtok = double(it.B * it.T) / (med * 1e-3) / 1e6;
+    fmt::print("{:<8} {:<9} {:>3} {:>3} {:>7} {:>3} {:<6} {:<5} {:>9.2e} {:>11.3f} {:>11.3f} {:>9.2f}\n", "table9",
+               it.mixer, it.B, it.H, it.T, it.d, r.kernel, r.precision, r.rel_err, med, fwd, mtok);
+    std::fflush(stdout);
+    io::Row row;
+    row.set("group", "table9")
+        .set("kernel", "quadratic")
+        .set("pass", "fwdbwd")
+        .set("map", it.mixer)
+        .set("variant", r.kernel)
+        .set("variant_path", "MQAR mixer core (kernels/kata_mqar_*.cu)")
+        .set("path", "cuda")
+        .set("B", it.B)
+        .set("H", it.H)
+        .set("T", it.T)
+        .set("d_head", it.d)
+        .set("d_v", it.d)
+        .set("dtype", r.precision)
+        .set("rel_err_vs_cpu", r.rel_err)
+        .set("validated_on", fmt::format("B=1,H=1,T={} (same kernel; float64 CPU mixer reference: o, dq, dk, dv)",
+                                         r.validate_T))
+        .set("ms_median", med)
+        .set("ms_fwd_median", fwd)
+        .set("ms_min", *std::min_element(r.ms_fwdbwd.begin(), r.ms_fwdbwd.end()))
+        .set("ms_max", *std::max_element(r.ms_fwdbwd.begin(), r.ms_fwdbwd.end()))
+        .set("repeats", o.repeats)
+        .set("tokens_per_s", double(it.B * it.T) / (med * 1e-3))
+        .set("device_bytes", static_cast<double>(r.device_bytes));
+    tab.append(row);
+  }
+  if (o.common.out.empty()) return;
+  io::OutputFile out(o.common.out, prep.ctx);
+  out.write_summary(tab);
+  out.commit();
+  fmt::print(stderr, "wrote {}\n", o.common.out);
+}
+
 void run_bench(CLI::App* sub, BenchOptions& o) {
   const auto prep = cli::prepare(sub, o.common);
   if (prep.done) return;
+  if (o.shapes == "table9") {
+    require(o.repeats >= 1 && o.warmup >= 0, "--repeats must be >= 1 and --warmup >= 0");
+    require(o.validate_T >= 1, "--validate-T must be >= 1");
+    if (!o.common.out.empty()) io::check_output_path(o.common.out);
+    run_bench_fwdbwd(sub, o, prep);
+    return;
+  }
   require(o.repeats >= 1 && o.warmup >= 0, "--repeats must be >= 1 and --warmup >= 0");
   require(o.validate_T >= 1, "--validate-T must be >= 1");
   require(o.d_head >= 1 && o.d_v >= 0, "--d-head must be >= 1 and --d-v >= 1 (0: equal to --d-head)");
@@ -349,7 +446,9 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
                   "chunked M2 T=128K B=8 H=16 C=64; B=H=1 chunked vs quadratic M1/M2 T=32K..128K and the "
                   "sequential chunk scan; linear, sigma2, m4 quadratic T=4K..32K); table8 (B=8,H=16, "
                   "M1/M2 quadratic and chunked, T=1K..128K); table10 (linear, H=16, C=128, the paper's (B,T) pairs); "
-                  "table11 (linear, B=1); custom (--B --H --T --d-head --chunk --forms --maps)")
+                  "table11 (linear, B=1); table9 (forward + backward of the MQAR mixer cores, B=8, H=16, d=64, T=1K..32K, "
+                  "--maps default m1,m2,softmax, --variant auto|gemm|tiled|all, --dtype tf32 (default here) or fp32; "
+                  "compare with sdpa_baseline.py --pass fwdbwd); custom (--B --H --T --d-head --chunk --forms --maps)")
       ->capture_default_str();
   sub->add_option("--dtype", o->dtype, "input/output type on the GPU: bf16 (tensor cores) or fp32 (SIMT path)")
       ->capture_default_str();

@@ -2,7 +2,8 @@
 """Ratios of `kata bench` (HDF5 /summary) against the PyTorch SDPA baseline (JSON from sdpa_baseline.py, every
 backend that ran), each against the FASTEST backend at the same (B, H, T, d_head) and against flash, and the
 acceptance items of issue 11 marked pass / MISS (by how much). Also the tree-vs-sequential ratios when the run
-has them (table10 / table11 presets).
+has them (table10 / table11 presets), and the forward + backward rows of `--shapes table9` against the SDPA
+forward + backward records of sdpa_baseline.py --pass fwdbwd (issue 12, acceptance 3).
 
   python3 experiments/bench/compare.py KATA.h5 SDPA.json
 """
@@ -31,10 +32,13 @@ def verdict(value, target):
 
 def main():
     rows = load_summary(sys.argv[1])
-    sdpa = {}
+    sdpa, sdpa_fb = {}, {}
     for r in json.load(open(sys.argv[2])):
         if r.get("status", "ok") == "ok":
-            sdpa.setdefault((r["B"], r["H"], r["T"], r["d_head"]), {})[r["backend"]] = r["ms_median"]
+            into = sdpa_fb if r.get("pass", "fwd") == "fwdbwd" else sdpa
+            into.setdefault((r["B"], r["H"], r["T"], r["d_head"]), {})[r["backend"]] = r["ms_median"]
+    fwdbwd = [r for r in rows if r.get("pass", "fwd") == "fwdbwd"]
+    rows = [r for r in rows if r.get("pass", "fwd") != "fwdbwd"]
     T = lambda t: f"{t // 1024}K"
     out = []
     if sdpa:
@@ -98,6 +102,28 @@ def main():
             if s and c:
                 out.append(f"{m} T=128K: sequential chunk scan {s:.3f} ms / split {c:.3f} ms = {s / c:.2f}x "
                            f"(>=3x: {verdict(s / c, 3)})")
+    # forward + backward (table9; issue 12 acceptance 3): the MQAR mixer cores vs SDPA forward + backward
+    if fwdbwd:
+        out.append("")
+        out.append("## forward + backward (table9): ours (MQAR mixer cores) vs SDPA fwd+bwd, ratio = SDPA ms / ours ms")
+        for k in sorted(sdpa_fb):
+            b = sdpa_fb[k]
+            out.append(f"SDPA fwd+bwd B={k[0]} H={k[1]:>2} T={T(k[2]):>5} d={k[3]:>3}: " +
+                       "  ".join(f"{n} {b[n]:.3f}" for n in sorted(b)) + f"   fastest {min(b, key=b.get)}")
+        out.append(f"{'mixer':<9}{'T':>6}{'kernel':>8}{'prec':>6}{'ours ms':>11}{'fastest':>10}{'vs fastest':>11}"
+                   f"{'vs flash':>9}  target")
+        for r in fwdbwd:
+            k = key(r)
+            b = sdpa_fb.get(k, {})
+            ours = r["ms_median"]
+            vf = min(b.values()) / ours if b else float("nan")
+            vfl = b["flash"] / ours if "flash" in b else float("nan")
+            target = ""
+            if r["map"].split(":")[0] == "m2" and 4 * 1024 <= k[2] <= 32 * 1024 and b:
+                target = f">=1.5x flash: {verdict(vfl, 1.5)}; >=1.0x fastest: {verdict(vf, 1.0)}"
+            best = min(b, key=b.get) if b else "-"
+            out.append(f"{r['map'][:8]:<9}{T(k[2]):>6}{r['variant']:>8}{r['dtype']:>6}{ours:>11.3f}"
+                       f"{(b[best] if b else float('nan')):>10.3f}{vf:>10.2f}x{vfl:>8.2f}x  {target}")
     # tree vs sequential (table10 / table11)
     seq = {(r["group"], key(r)): r for r in rows if r["kernel"] == "chunked" and r["map"] == "linear"}
     tree = [r for r in rows if r["kernel"] == "tree"]

@@ -10,7 +10,8 @@
 // squared PSD scores, the 1/den of the normalized readout and, for the delta rule, the Neumann product and the
 // state carried over T/C chunks compounding the rounding, spec §7.1.9; measured ≤ 3e-6, values are printed).
 // Also: a CUDA-graph capture of forward + backward replays bit-identically to direct calls (no host sync or
-// allocation inside; fixed reduction order), and the cores are timed at the training / evaluation shapes.
+// allocation inside; fixed reduction order), and the cores are timed at the training / evaluation shapes; the
+// forward + backward benchmark of `kata bench --shapes table9` (src/kata/mixer_bench.cpp) validates and times.
 #include <doctest/doctest.h>
 
 #include <algorithm>
@@ -22,9 +23,11 @@
 #include <string>
 #include <vector>
 
+#include "core/error.hpp"
 #include "core/gpu.hpp"
 #include "kata/map_params.hpp"
 #include "kata/feature_map.hpp"
+#include "kata/mixer_bench.hpp"
 #include "kata/mqar_mixers.hpp"
 #include "kata_mqar_gemm.cuh"
 #include "kata_mqar_mixers.cuh"
@@ -573,6 +576,36 @@ TEST_CASE("mixer cores: CUDA-graph capture replays bit-identically; repeated cal
     std::printf("graph replay %s: bit-identical\n",
                 which == 0 ? "softmax" : which == 1 ? "kata-m2" : which == 2 ? "delta-m2" : "delta-m2 [gemm]");
   }
+}
+
+TEST_CASE("kata bench --shapes table9 machinery: mixer_bench_cuda validates against the CPU and times fwd + bwd") {
+  for (const char* mixer : {"m2", "m1", "softmax"})
+    for (const char* kern : {"gemm", "tiled"})
+      for (const bool tf32 : {false, true}) {
+        MixerBenchItem it;
+        it.mixer = mixer;
+        it.B = 2;
+        it.H = 3;
+        it.T = 300;  // not a multiple of the 32-row tile
+        it.d = 64;
+        it.kernel = kern;
+        it.tf32 = tf32;
+        CHECK(plan_mixer_bench(it) == kern);
+        const MixerBenchResult r = mixer_bench_cuda(it, kern, 200, 1, 3, 7);
+        std::printf("table9 machinery %s %s %s: rel err %.2e (T_val %lld), fwd+bwd %.3f ms, fwd %.3f ms\n", mixer, kern,
+                    r.precision.c_str(), r.rel_err, static_cast<long long>(r.validate_T), r.ms_fwdbwd[0], r.ms_fwd[0]);
+        CHECK(r.validate_T == 200);
+        CHECK(r.rel_err < (r.precision == "tf32" ? 2e-2 : 1e-4));
+        CHECK(r.precision == (tf32 && std::string(kern) == "gemm" ? "tf32" : "f32"));
+        REQUIRE(r.ms_fwdbwd.size() == 3);
+        for (std::size_t i = 0; i < 3; ++i) {
+          CHECK(r.ms_fwd[i] > 0);
+          CHECK(r.ms_fwdbwd[i] >= r.ms_fwd[i]);
+        }
+      }
+  MixerBenchItem bad;
+  bad.mixer = "delta-m2";
+  CHECK_THROWS_AS(plan_mixer_bench(bad), UserError);
 }
 
 TEST_CASE("mixer cores: timing at the training shape (B 256, T 256, H 2, dh 64) and evaluation forward (T 4096)") {

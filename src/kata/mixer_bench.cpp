@@ -1,0 +1,347 @@
+// Forward + backward timing of the MQAR mixer cores (mixer_bench.hpp). Without MEMCAP_HAVE_CUDA the timing entry
+// point throws DeviceError; the plan functions (kernel choice, memory) work in every build.
+#include "kata/mixer_bench.hpp"
+
+#include <fmt/format.h>
+
+#include <algorithm>
+#include <cmath>
+
+#include "core/error.hpp"
+#include "core/rng.hpp"
+#include "kata/mqar_model.hpp"
+
+#ifdef MEMCAP_HAVE_CUDA
+#include "core/gpu.hpp"
+#include "kata/mqar_mixers.hpp"
+#include "kata_attention_fill.cuh"
+#include "kata_mqar_gemm.cuh"
+#include "kata_mqar_mixers.cuh"
+#endif
+
+namespace memcap::kata {
+
+namespace {
+
+// The MQAR model whose mixer layer has this shape (d_model = H·d, H heads): its kind, map and kernel table.
+MqarModel model_of(const MixerBenchItem& it) {
+  require(it.B >= 1 && it.H >= 1 && it.T >= 1 && it.d >= 1, "mixer bench: bad shape B = {}, H = {}, T = {}, d = {}",
+          it.B, it.H, it.T, it.d);
+  MqarModelConfig cfg;
+  cfg.mixer = it.mixer;
+  cfg.d_model = it.H * it.d;
+  cfg.heads = it.H;
+  cfg.validate();
+  MqarModel m = MqarModel::build(cfg);
+  require(m.kind == MixerKind::softmax || m.kind == MixerKind::kata,
+          "mixer bench: '{}' is not a softmax or KATA mixer (the forward + backward benchmark covers those)", it.mixer);
+  return m;
+}
+
+constexpr std::size_t kElem = 4;  // float32 storage
+
+// Bytes of the gemm variant's workspace for `seqs` sequences at once (its T x T blocks per head).
+double gemm_seq_bytes(const MqarModel& m, std::int64_t T) { return mqar_gemm_bytes_per_sequence(m, T); }
+
+std::size_t io_bytes(const MixerBenchItem& it) {
+  const double N = double(it.B) * double(it.T), D = double(it.H) * double(it.d);
+  // q|k|v, their gradients, o, dout, and the per-row statistic (lse or den)
+  return static_cast<std::size_t>((N * 3 * D * 2 + N * D * 2 + double(it.B) * double(it.H) * double(it.T)) * kElem);
+}
+
+// Sequences the gemm workspace holds at once within `budget` bytes (0: not even one).
+std::int64_t gemm_group(const MqarModel& m, const MixerBenchItem& it, double budget) {
+  const double per = gemm_seq_bytes(m, it.T);
+  if (per <= 0) return 0;
+  return std::min<std::int64_t>(it.B, static_cast<std::int64_t>(std::floor(budget / per)));
+}
+
+// Budget for the gemm workspace: at most this much of the device's free memory after the I/O buffers.
+constexpr double kGemmShareOfFree = 0.8;
+
+}  // namespace
+
+std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_bytes) {
+  const MqarModel m = model_of(item);
+  const double budget = (static_cast<double>(free_bytes) - static_cast<double>(io_bytes(item))) * kGemmShareOfFree;
+  const auto applies = [&](const MixerKernelVariant& v) { return v.applies(m); };
+  std::string names;
+  for (const auto& v : mqar_mixer_kernels()) names += (names.empty() ? "" : ", ") + std::string(v.name);
+  if (item.kernel == "auto") {
+    for (const auto& v : mqar_mixer_kernels()) {
+      if (!applies(v)) continue;
+      if (std::string(v.name) == "gemm" && gemm_group(m, item, budget) < 1) continue;  // T x T blocks do not fit
+      return v.name;
+    }
+    throw UserError(fmt::format("mixer bench: no mixer kernel applies to {} at d_head = {}, T = {}", item.mixer,
+                                item.d, item.T));
+  }
+  for (const auto& v : mqar_mixer_kernels()) {
+    if (item.kernel != v.name) continue;
+    require(applies(v), "mixer bench: kernel '{}' does not apply to {} at d_head = {} ({} covers: {})", item.kernel,
+            item.mixer, item.d, v.name, v.what);
+    if (std::string(v.name) == "gemm")
+      require(gemm_group(m, item, budget) >= 1,
+              "mixer bench: kernel gemm needs {:.1f} GB of T x T blocks for one sequence at T = {}; {:.1f} GB are free",
+              gemm_seq_bytes(m, item.T) / 1e9, item.T, budget / 1e9);
+    return v.name;
+  }
+  throw UserError(fmt::format("mixer bench: unknown kernel '{}' (auto, {})", item.kernel, names));
+}
+
+std::size_t mixer_bench_bytes(const MixerBenchItem& item, const std::string& kernel) {
+  const MqarModel m = model_of(item);
+  double ws = 0;
+  if (kernel == "gemm") {
+    ws = gemm_seq_bytes(m, item.T) * double(item.B);  // the largest group; the caller's budget caps it
+  } else {
+    // the tiled backward's workspace is O(B·H·T) (per-row terms), bounded here by one more q|k|v
+    ws = double(item.B) * double(item.T) * double(item.H) * double(item.d) * 3 * kElem;
+  }
+  return io_bytes(item) + static_cast<std::size_t>(ws);
+}
+
+#ifndef MEMCAP_HAVE_CUDA
+
+std::string plan_mixer_bench(const MixerBenchItem&) {
+  throw DeviceError("the forward + backward mixer benchmark needs memcap built with CUDA and a GPU (--device cuda)");
+}
+
+MixerBenchResult mixer_bench_cuda(const MixerBenchItem&, const std::string&, std::int64_t, int, int, std::uint64_t) {
+  throw DeviceError("the forward + backward mixer benchmark needs memcap built with CUDA and a GPU (--device cuda)");
+}
+
+#else
+
+namespace {
+
+namespace mc = mqar::cuda;
+namespace mx = mqar;
+
+struct Buffers {
+  gpu::Buffer qkv, dqkv, o, dout, stat, ws;
+  std::size_t ws_bytes = 0;
+};
+
+// One forward and one backward of the chosen core on packed q|k|v (ld 3D), outputs o (ld D), stat [B, H, T].
+struct Core {
+  const MqarModel& m;
+  std::string kernel;
+  mc::HeadShape hs;
+  std::int64_t D;
+  Buffers& b;
+  cublasHandle_t blas;
+  cudaStream_t cs;
+  float* q() const { return static_cast<float*>(b.qkv.get()); }
+  float* dq() const { return static_cast<float*>(b.dqkv.get()); }
+  float* o() const { return static_cast<float*>(b.o.get()); }
+  float* st() const { return static_cast<float*>(b.stat.get()); }
+  float* dout() const { return static_cast<float*>(b.dout.get()); }
+  double scale() const { return 1.0 / std::sqrt(static_cast<double>(hs.dh)); }
+
+  void forward() const {
+    const float *qp = q(), *kp = q() + D, *vp = q() + 2 * D;
+    if (m.kind == MixerKind::softmax) {
+      if (kernel == "gemm")
+        mc::softmax_heads_forward_gemm<float>(o(), D, st(), qp, kp, vp, 3 * D, hs, scale(), blas, b.ws.get(),
+                                              b.ws_bytes, cs);
+      else
+        mc::softmax_heads_forward<float>(o(), D, st(), qp, kp, vp, 3 * D, hs, scale(), cs);
+    } else {
+      const MapParams mp = m.map.params();
+      if (kernel == "gemm")
+        mc::kata_heads_forward_gemm<float>(o(), D, st(), mp, qp, kp, vp, 3 * D, hs, blas, b.ws.get(), b.ws_bytes, cs);
+      else
+        mc::kata_heads_forward<float>(o(), D, st(), mp, qp, kp, vp, 3 * D, hs, cs);
+    }
+  }
+  void backward() const {
+    const float *qp = q(), *kp = q() + D, *vp = q() + 2 * D;
+    float *dqp = dq(), *dkp = dq() + D, *dvp = dq() + 2 * D;
+    if (m.kind == MixerKind::softmax) {
+      if (kernel == "gemm")
+        mc::softmax_heads_backward_gemm<float>(dqp, dkp, dvp, 3 * D, dout(), o(), D, qp, kp, vp, 3 * D, st(), hs,
+                                               scale(), blas, b.ws.get(), b.ws_bytes, cs);
+      else
+        mc::softmax_heads_backward<float>(dqp, dkp, dvp, 3 * D, dout(), o(), D, qp, kp, vp, 3 * D, st(), hs, scale(),
+                                          b.ws.get(), cs);
+    } else {
+      const MapParams mp = m.map.params();
+      if (kernel == "gemm")
+        mc::kata_heads_backward_gemm<float>(dqp, dkp, dvp, 3 * D, dout(), o(), D, mp, qp, kp, vp, 3 * D, st(), hs, blas,
+                                            b.ws.get(), b.ws_bytes, cs);
+      else
+        mc::kata_heads_backward<float>(dqp, dkp, dvp, 3 * D, dout(), o(), D, mp, qp, kp, vp, 3 * D, st(), hs,
+                                       b.ws.get(), cs);
+    }
+  }
+};
+
+// Buffers for item's shape; the gemm workspace is capped at `gemm_budget` bytes (whole sequences).
+Buffers make_buffers(const MqarModel& m, const MixerBenchItem& it, const std::string& kernel, double gemm_budget) {
+  const std::size_t N = static_cast<std::size_t>(it.B * it.T), D = static_cast<std::size_t>(it.H * it.d);
+  Buffers b;
+  b.qkv = gpu::Buffer(N * 3 * D * kElem);
+  b.dqkv = gpu::Buffer(N * 3 * D * kElem);
+  b.o = gpu::Buffer(N * D * kElem);
+  b.dout = gpu::Buffer(N * D * kElem);
+  b.stat = gpu::Buffer(static_cast<std::size_t>(it.B * it.H * it.T) * kElem);
+  const mc::HeadShape hs{it.B, it.T, it.H, it.d};
+  if (kernel == "gemm") {
+    const std::size_t full = m.kind == MixerKind::softmax ? mc::softmax_gemm_workspace_bytes(hs, kElem)
+                                                          : mc::kata_gemm_workspace_bytes(m.map.params(), hs, kElem);
+    const std::int64_t group = std::max<std::int64_t>(1, gemm_group(m, it, gemm_budget));
+    const mc::HeadShape one{group, it.T, it.H, it.d};
+    const std::size_t part = m.kind == MixerKind::softmax ? mc::softmax_gemm_workspace_bytes(one, kElem)
+                                                          : mc::kata_gemm_workspace_bytes(m.map.params(), one, kElem);
+    b.ws_bytes = std::min(full, part);
+  } else {
+    b.ws_bytes = m.kind == MixerKind::softmax ? mc::softmax_heads_backward_workspace_bytes(hs, kElem)
+                                              : mc::kata_heads_backward_workspace_bytes(m.map.params(), hs, kElem);
+  }
+  b.ws = gpu::Buffer(std::max<std::size_t>(b.ws_bytes, 1));
+  return b;
+}
+
+std::vector<double> host_normals(std::size_t n, std::uint64_t seed, std::uint64_t stream, double scale) {
+  std::vector<double> x(n);
+  for (std::size_t i = 0; i < n; ++i) x[i] = static_cast<double>(static_cast<float>(scale * rng::normal(seed, stream, i)));
+  return x;
+}
+
+double rel(const mx::Mat<double>& got, const mx::Mat<double>& ref) {
+  const double den = ref.norm();
+  return den > 0 ? (got - ref).norm() / den : (got - ref).norm();
+}
+
+// One (sequence, head) of length T against the CPU float64 reference: the largest relative error of o, dq, dk, dv.
+double validate(const MqarModel& m, const MixerBenchItem& item, const std::string& kernel, std::int64_t T,
+                std::uint64_t seed, const gpu::Stream& st, gpu::Handles& hd) {
+  MixerBenchItem one = item;
+  one.B = 1;
+  one.H = 1;
+  one.T = T;
+  MqarModelConfig cfg = m.cfg;
+  cfg.d_model = item.d;
+  cfg.heads = 1;
+  const MqarModel m1 = MqarModel::build(cfg);
+  Buffers b = make_buffers(m1, one, kernel, 1e18);
+  const std::int64_t d = item.d;
+  const std::size_t n = static_cast<std::size_t>(T * d);
+  const double qk_scale = 1.0 / std::sqrt(std::sqrt(static_cast<double>(d)));
+  const auto q = host_normals(n, seed, rng::kQueries, qk_scale), k = host_normals(n, seed, rng::kKeys, qk_scale),
+             v = host_normals(n, seed, rng::kValues, 1.0), dout = host_normals(n, seed, rng::kUser + 91, 1.0);
+  std::vector<float> packed(n * 3), dpacked(n);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t j = 0; j < d; ++j) {
+      const std::size_t i = static_cast<std::size_t>(t * d + j), r = static_cast<std::size_t>(t * 3 * d + j);
+      packed[r] = static_cast<float>(q[i]);
+      packed[r + static_cast<std::size_t>(d)] = static_cast<float>(k[i]);
+      packed[r + static_cast<std::size_t>(2 * d)] = static_cast<float>(v[i]);
+      dpacked[i] = static_cast<float>(dout[i]);
+    }
+  MEMCAP_CUDA_CHECK(cudaMemcpyAsync(b.qkv.get(), packed.data(), packed.size() * kElem, cudaMemcpyHostToDevice, st.get()));
+  MEMCAP_CUDA_CHECK(cudaMemcpyAsync(b.dout.get(), dpacked.data(), dpacked.size() * kElem, cudaMemcpyHostToDevice, st.get()));
+  const Core core{m1, kernel, mc::HeadShape{1, T, 1, d}, d, b, hd.blas(), st.get()};
+  core.forward();
+  core.backward();
+  std::vector<float> o(n), dq(n * 3);
+  MEMCAP_CUDA_CHECK(cudaMemcpyAsync(o.data(), b.o.get(), n * kElem, cudaMemcpyDeviceToHost, st.get()));
+  MEMCAP_CUDA_CHECK(cudaMemcpyAsync(dq.data(), b.dqkv.get(), n * 3 * kElem, cudaMemcpyDeviceToHost, st.get()));
+  st.synchronize();
+  auto mat = [&](const std::vector<double>& x) {
+    mx::Mat<double> a(T, d);
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t j = 0; j < d; ++j) a(t, j) = x[static_cast<std::size_t>(t * d + j)];
+    return a;
+  };
+  auto col = [&](const std::vector<float>& x, std::int64_t ld, std::int64_t c0) {
+    mx::Mat<double> a(T, d);
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t j = 0; j < d; ++j) a(t, j) = x[static_cast<std::size_t>(t * ld + c0 + j)];
+    return a;
+  };
+  const auto Q = mat(q), K = mat(k), V = mat(v), dO = mat(dout);
+  mx::Mat<double> O(T, d), dQ(T, d), dK(T, d), dV(T, d);
+  mx::Vec<double> stat(T);
+  if (m1.kind == MixerKind::softmax) {
+    const double sc = 1.0 / std::sqrt(static_cast<double>(d));
+    mx::softmax_head_forward(O, stat, Q, K, V, sc);
+    mx::softmax_head_backward(dQ, dK, dV, dO, Q, K, V, O, stat, sc);
+  } else {
+    mx::kata_head_forward(O, stat, m1.map, Q, K, V);
+    mx::kata_head_backward(dQ, dK, dV, dO, m1.map, Q, K, V, O, stat);
+  }
+  return std::max({rel(col(o, d, 0), O), rel(col(dq, 3 * d, 0), dQ), rel(col(dq, 3 * d, d), dK),
+                   rel(col(dq, 3 * d, 2 * d), dV)});
+}
+
+}  // namespace
+
+std::string plan_mixer_bench(const MixerBenchItem& item) {
+  const std::string kernel = mixer_bench_kernel(item, gpu::memory_info().free);
+  // the gemm workspace is capped to what fits when the timing starts; the rest must fit as a whole
+  const std::size_t need = kernel == "gemm" ? io_bytes(item) : mixer_bench_bytes(item, kernel);
+  gpu::require_device_memory(need, fmt::format("kata bench {} B={} H={} T={} d={} ({})", item.mixer, item.B, item.H,
+                                               item.T, item.d, kernel));
+  return kernel;
+}
+
+MixerBenchResult mixer_bench_cuda(const MixerBenchItem& item, const std::string& kernel, std::int64_t validate_T,
+                                  int warmup, int repeats, std::uint64_t seed) {
+  require(repeats >= 1 && warmup >= 0 && validate_T >= 1, "mixer bench: repeats >= 1, warmup >= 0, validate-T >= 1");
+  const MqarModel m = model_of(item);
+  gpu::Stream st;
+  gpu::Handles hd(st);
+  MEMCAP_CUBLAS_CHECK(cublasSetMathMode(hd.blas(), item.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+  MixerBenchResult r;
+  r.kernel = kernel;
+  r.precision = item.tf32 && kernel == "gemm" ? "tf32" : "f32";
+  r.validate_T = std::min(item.T, validate_T);
+  r.rel_err = validate(m, item, kernel, r.validate_T, seed, st, hd);
+  const double tol = r.precision == "tf32" ? 2e-2 : 1e-4;
+  if (!(r.rel_err < tol))
+    throw NumericError(fmt::format("mixer bench: {} {} (d = {}) differs from the float64 CPU reference by {:.3e} "
+                                   "(tolerance {:.0e}) at T = {}; not timing a wrong kernel",
+                                   item.mixer, kernel, item.d, r.rel_err, tol, r.validate_T));
+  const gpu::MemoryInfo mem = gpu::memory_info();
+  const double budget = (static_cast<double>(mem.free) - static_cast<double>(io_bytes(item))) * kGemmShareOfFree;
+  Buffers b = make_buffers(m, item, kernel, budget);
+  r.device_bytes = io_bytes(item) + b.ws_bytes;
+  const std::int64_t N = item.B * item.T, D = item.H * item.d;
+  const double qk_scale = 1.0 / std::sqrt(std::sqrt(static_cast<double>(item.d)));
+  // v and dout unit normals; the q|k columns are overwritten with N(0, 1/sqrt(d)) rows (same scale as the
+  // validation slice), copied in as a 2-D region (row pitch 3D, width 2D)
+  cuda::fill_normal(b.qkv.get(), gpu::DType::f32, N * 3 * D, seed, rng::kValues, 1.0f, st.get());
+  cuda::fill_normal(b.dout.get(), gpu::DType::f32, N * D, seed, rng::kUser + 91, 1.0f, st.get());
+  {
+    gpu::Buffer qk(static_cast<std::size_t>(N * 2 * D) * kElem);
+    cuda::fill_normal(qk.get(), gpu::DType::f32, N * 2 * D, seed, rng::kKeys, static_cast<float>(qk_scale), st.get());
+    MEMCAP_CUDA_CHECK(cudaMemcpy2DAsync(b.qkv.get(), static_cast<std::size_t>(3 * D) * kElem, qk.get(),
+                                        static_cast<std::size_t>(2 * D) * kElem, static_cast<std::size_t>(2 * D) * kElem,
+                                        static_cast<std::size_t>(N), cudaMemcpyDeviceToDevice, st.get()));
+    st.synchronize();
+  }
+  const Core core{m, kernel, mc::HeadShape{item.B, item.T, item.H, item.d}, D, b, hd.blas(), st.get()};
+  gpu::Event e0, e1, e2;
+  for (int i = 0; i < warmup + repeats; ++i) {
+    e0.record(st);
+    core.forward();
+    e1.record(st);
+    core.backward();
+    e2.record(st);
+    e2.synchronize();
+    if (i < warmup) continue;
+    r.ms_fwd.push_back(gpu::Event::elapsed_ms(e0, e1));
+    r.ms_fwdbwd.push_back(gpu::Event::elapsed_ms(e0, e2));
+  }
+  std::vector<float> probe(static_cast<std::size_t>(3 * D));
+  MEMCAP_CUDA_CHECK(cudaMemcpy(probe.data(), b.dqkv.get(), probe.size() * kElem, cudaMemcpyDeviceToHost));
+  for (float x : probe)
+    if (!std::isfinite(x)) throw NumericError(fmt::format("mixer bench: {} {} produced a non-finite gradient", item.mixer, kernel));
+  return r;
+}
+
+#endif  // MEMCAP_HAVE_CUDA
+
+}  // namespace memcap::kata
