@@ -177,6 +177,15 @@ std::vector<double> run_cpu(AttentionForm f, const AttentionShape& s, const Atte
   return attention_tree(s, o, q, k, v);
 }
 
+// /summary of the run to --out (nothing when --out is not given).
+void write_rows(const BenchOptions& o, const cli::Prepared& prep, const io::Table& tab) {
+  if (o.common.out.empty()) return;
+  io::OutputFile out(o.common.out, prep.ctx);
+  out.write_summary(tab);
+  out.commit();
+  fmt::print(stderr, "wrote {}\n", o.common.out);
+}
+
 // --shapes table9: forward + backward of the MQAR mixer cores (spec §5.5 Table 9 shapes: B = 8, H = 16, d = 64,
 // T = 1K..32K), validated against the float64 CPU reference, then timed; SDPA forward + backward is timed by
 // experiments/bench/sdpa_baseline.py --pass fwdbwd in the same device call (compare.py takes the ratios).
@@ -259,11 +268,7 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
         .set("device_bytes", static_cast<double>(r.device_bytes));
     tab.append(row);
   }
-  if (o.common.out.empty()) return;
-  io::OutputFile out(o.common.out, prep.ctx);
-  out.write_summary(tab);
-  out.commit();
-  fmt::print(stderr, "wrote {}\n", o.common.out);
+  write_rows(o, prep, tab);
 }
 
 void run_bench(CLI::App* sub, BenchOptions& o) {
@@ -421,11 +426,7 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
         .set("ceiling_copy_gbps", ceil.copy_gbps);
     tab.append(row);
   }
-  if (o.common.out.empty()) return;
-  io::OutputFile out(o.common.out, prep.ctx);
-  out.write_summary(tab);
-  out.commit();
-  fmt::print(stderr, "wrote {}\n", o.common.out);
+  write_rows(o, prep, tab);
 }
 
 const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
