@@ -37,6 +37,16 @@ check 'grep -q "task=mqar/mixer=sigma4/lr=0.003/seed=0" "$T/dry.txt"' "dry run: 
 check 'grep -q "steps 22624 (32 epochs x 707)" "$T/dry.txt"' "dry run: not 32 epochs of 707 steps"
 check '[ ! -e "$T/full.h5" ] && [ ! -e "$T/full.h5.partial" ]' "a dry run wrote a file"
 
+# 1b. The H13 preset (orthant / Lorentz collapse past K = d_head): 3 mixers x 3 rates, evaluated at T = 1024,
+# K = 16 ... 256, no overwrite trainings; planned only.
+"$KATA" mqar table2 --preset h13 --device cpu --dry-run --out "$T/h13.h5" >"$T/dry13.txt" 2>"$T/dry13.err"
+rc=$?
+check '[ $rc -eq 0 ]' "h13 dry run failed (exit $rc): $(cat "$T/dry13.err")"
+check 'grep -q "kata mqar table2 plan: 9 trainings" "$T/dry13.txt"' "h13 dry run: not 9 trainings: $(head -3 "$T/dry13.txt")"
+check 'grep -Eq "^  mqar +orthant +params +1134016 +state +8192 " "$T/dry13.txt"' "h13 dry run: orthant row"
+check 'grep -q "eval 1024:16:1000,1024:32:1000" "$T/dry13.txt"' "h13 dry run: evaluation slices"
+check '! grep -q "^  overwrite" "$T/dry13.txt"' "h13 dry run: overwrite trainings planned"
+
 # 2. The smoke preset: 8 MQAR rows x 2 learning rates + 3 overwrite rows x 2, two trainings at once.
 SMOKE=(--preset table2-smoke --device cpu --progress none)
 t0=$(date +%s.%N)
