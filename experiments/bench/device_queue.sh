@@ -29,6 +29,8 @@
 #               a row, training and every evaluation slice, in <= 2 min); its wall time is the sum of its calls
 #   h13         kata mqar table2 --preset h13 --jobs 3 (orthant / Lorentz / M2 recall at T = 1024, K = 16 ... 256:
 #               the collapse past K = d_head, claim H13; issue 12 acceptance 2)
+#   induction   kata induction --preset induction --jobs 5 (softmax and Sigma2 at T = 128 ... 2048, E.2; issue 12
+#               acceptance 2)
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
 #   swap-seeds  hebb edit base (once), then MLP swapping on the edit set of --seed 42, one run at a time, for
 #               each FRACTION:EXPERT_SEED of $SWAPS (default: 10 % with seeds 42, 1..4, then 5 % and 2 % with
@@ -38,8 +40,8 @@ set -uo pipefail
 STAGE=${1:?usage: device_queue.sh STAGE [LIMIT_S]}
 LIMIT=${2:-480}
 case "$STAGE" in
-  edit-grid | fig9-grid | fig3b | fig10 | fig3b-gd-precision | table2 | table2-row | h13 | edit-torch | swap-seeds) ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, h13, edit-torch, swap-seeds)" >&2; exit 2 ;;
+  edit-grid | fig9-grid | fig3b | fig10 | fig3b-gd-precision | table2 | table2-row | h13 | induction | edit-torch | swap-seeds) ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, h13, induction, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
 [ -f CMakeLists.txt ] && [ -d experiments/bench ] || { echo "run from the repository root" >&2; exit 2; }
 Q=${QUEUE:-queue}
@@ -55,7 +57,7 @@ if [ ! -f build-gpu/build.ninja ]; then
     { tail -20 "$Q/cmake.log"; exit 1; }
 fi
 TARGET=hebb
-case "$STAGE" in table2 | table2-row | h13) TARGET=kata ;; esac
+case "$STAGE" in table2 | table2-row | h13 | induction) TARGET=kata ;; esac
 cmake --build build-gpu -j16 --target "$TARGET" > "$Q/build.log" 2>&1 || { grep -B2 -A12 error "$Q/build.log" | head -60; exit 1; }
 log "build $(( $(date +%s) - t0 )) s"
 left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
@@ -128,6 +130,7 @@ case "$STAGE" in
       --mixers "${ROW:-softmax}" --ow-mixers none --precision "${PRECISION:-tf32}" --device cuda --jobs 3
     ;;
   h13) run_sweep h13 build-gpu/kata mqar table2 --preset h13 --device cuda --jobs 3 ;;
+  induction) run_sweep induction build-gpu/kata induction --preset induction --device cuda --jobs 5 ;;
   edit-torch)
     t1=$(date +%s)
     build-gpu/hebb edit base --device cuda --epochs 1 --progress none --out "$Q/base1.h5" > "$Q/base1.out" 2>&1
@@ -153,5 +156,5 @@ case "$STAGE" in
     done
     for o in "$Q"/swap_*.out; do [ -f "$o" ] && echo "$(basename "$o" .out): $(grep -oE '(score|r_NF) [0-9.]+' "$o" | tr '\n' ' ')"; done
     ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, h13, edit-torch, swap-seeds)" >&2; exit 2 ;;
+  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, h13, induction, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
