@@ -24,7 +24,7 @@ def load(path):
     mq, ow = [], []
     for k in cols:
         m = SLICE.match(k)
-        if m:
+        if m and not np.all(np.isnan(np.asarray(cols[k], dtype=float))):  # a run without overwrite rows: all NaN
             (ow if m.group(1) else mq).append((int(m.group(3)), int(m.group(2)), k))
     return mixers, cols, sorted(mq), sorted(ow)
 
@@ -54,7 +54,8 @@ def main():
         ax.set_ylabel("accuracy")
         ax.set_title(title)
         ax.grid(alpha=0.3)
-        ax.legend(fontsize=7)
+        if ax.get_legend_handles_labels()[0]:
+            ax.legend(fontsize=7)
     fig.tight_layout()
     fig.savefig(a.out, dpi=a.dpi)
     head = "mixer".ljust(10) + "".join(f"{'K=' + str(s[0]):>9}" for s in mq) + f"{'OOD':>8}"
