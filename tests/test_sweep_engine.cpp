@@ -77,7 +77,8 @@ io::Table summary_of(const std::string& path) {
   return io::Table::read(f.open_group("summary"));
 }
 
-std::vector<std::string> listing_of(const std::string& dir) {
+// File names in dir, sorted.
+std::vector<std::string> listing(const std::string& dir) {
   std::vector<std::string> v;
   for (auto& e : fs::directory_iterator(dir)) v.push_back(e.path().filename().string());
   std::sort(v.begin(), v.end());
@@ -219,7 +220,7 @@ TEST_CASE("an interrupted sweep resumes to the same summary, skipping finished j
   // Without --resume the partial run is not silently overwritten.
   CHECK_THROWS_AS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/int.h5", toy_job), UserError);
   {  // A dry run reads the partial folder without touching it: 4 jobs "done", then why a resume would refuse.
-    const auto before = listing_of(d + "/int.h5.partial");
+    const auto before = listing(d + "/int.h5.partial");
     sweep::Options dry = o;
     dry.dry_run = true;
     const std::string same = dry_run_output(toy_plan(), dry, ctx_for("a"), d + "/int.h5");
@@ -231,7 +232,7 @@ TEST_CASE("an interrupted sweep resumes to the same summary, skipping finished j
     const std::string other = dry_run_output(toy_plan(), dry, ctx_for("b"), d + "/int.h5");
     CHECK(other.find(" done   width=") == std::string::npos);
     CHECK(other.find("different configuration") != std::string::npos);
-    CHECK(listing_of(d + "/int.h5.partial") == before);
+    CHECK(listing(d + "/int.h5.partial") == before);
   }
   // With another configuration --resume refuses.
   o.resume = true;
@@ -259,12 +260,6 @@ std::map<std::string, std::string> array_vars(const std::string& id, const std::
                                               const std::string& step, const std::string& count) {
   return {{"SLURM_ARRAY_TASK_ID", id}, {"SLURM_ARRAY_TASK_MIN", mn}, {"SLURM_ARRAY_TASK_MAX", mx},
           {"SLURM_ARRAY_TASK_STEP", step}, {"SLURM_ARRAY_TASK_COUNT", count}};
-}
-std::vector<std::string> listing(const std::string& dir) {
-  std::vector<std::string> v;
-  for (auto& e : fs::directory_iterator(dir)) v.push_back(e.path().filename().string());
-  std::sort(v.begin(), v.end());
-  return v;
 }
 }  // namespace
 

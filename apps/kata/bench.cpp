@@ -198,7 +198,9 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
           "--shapes table9: --dtype must be fp32 or tf32 (the mixer cores train in float32; tf32 = TF32 products in "
           "the gemm variant), got '{}'", dtype);
   const std::string maps = sub->count("--maps") == 0 ? std::string("m1,m2,softmax") : o.maps;
+  // the whole plan is checked (mixer, kernel, memory) before any launch; kernels[i] is what items[i] runs
   std::vector<MixerBenchItem> items;
+  std::vector<std::string> kernels;
   for (std::int64_t T : {1 * K, 2 * K, 4 * K, 8 * K, 16 * K, 32 * K})
     for (const auto& mx : split(maps)) {
       MixerBenchItem it;
@@ -208,29 +210,23 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
       it.T = T;
       it.d = 64;
       it.tf32 = dtype == "tf32";
-      if (o.variant.empty() || o.variant == "auto") {
-        it.kernel = "auto";
-        items.push_back(it);
-      } else if (o.variant == "all") {
-        for (const char* k : {"gemm", "tiled"}) {
-          it.kernel = k;
-          try {  // every variant that applies and fits this GPU
-            plan_mixer_bench(it);
-          } catch (const DeviceError&) {
-            throw;
-          } catch (const UserError&) {
-            continue;
-          }
-          items.push_back(it);
+      const bool all = o.variant == "all";
+      for (const char* k : all ? std::vector<const char*>{"gemm", "tiled"}
+                               : std::vector<const char*>{o.variant.empty() ? "auto" : o.variant.c_str()}) {
+        it.kernel = k;
+        std::string kernel;
+        try {
+          kernel = plan_mixer_bench(it);
+        } catch (const DeviceError&) {
+          throw;
+        } catch (const UserError&) {
+          if (all) continue;  // "all": every variant that applies and fits this GPU
+          throw;
         }
-      } else {
-        it.kernel = o.variant;
         items.push_back(it);
+        kernels.push_back(kernel);
       }
     }
-  // the whole plan is checked (mixer, kernel, memory) before any launch
-  std::vector<std::string> kernels;
-  for (auto& it : items) kernels.push_back(plan_mixer_bench(it));
   fmt::print("{:<8} {:<9} {:>3} {:>3} {:>7} {:>3} {:<6} {:<5} {:>9} {:>11} {:>11} {:>9}\n", "group", "mixer", "B", "H",
              "T", "d", "kernel", "prec", "rel_err", "fwd+bwd ms", "fwd ms", "Mtok/s");
   io::Table tab;

@@ -242,8 +242,9 @@ bool is_complete(const std::string& path, const nlohmann::json& want, std::int64
 
 enum class PartialState { none, same, different, malformed };
 
-// What OUT.partial/meta.json says, read only: no folder (none), this configuration, plan size and shard
-// (same), another one (different), or not a meta file (malformed). Used by the dry run.
+// What OUT.partial/meta.json says, read only: no meta file (none), this configuration, plan size and shard
+// (same), another one (different), or not a meta file (malformed). The dry run reports it; --resume refuses
+// anything but `same`.
 PartialState inspect_partial(const fs::path& partial, const nlohmann::json& want, std::int64_t total, const Shard& shard) {
   std::error_code ec;
   if (!fs::is_regular_file(partial / "meta.json", ec)) return PartialState::none;
@@ -358,20 +359,11 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
     if (!opt.resume)
       throw UserError(fmt::format("'{}' holds an interrupted run of this output: add --resume to continue it, "
                                   "or delete that folder to start over", partial.string()));
-    std::ifstream mf(partial / "meta.json");
-    nlohmann::json meta;
-    bool same = false;
-    try {  // malformed JSON or fields of the wrong type: a file error, not a bug
-      mf >> meta;
-      if (!meta.is_object() || !meta.contains("config") || !meta.contains("jobs_total") || !meta.contains("shard") ||
-          !meta["jobs_total"].is_number_integer() || !meta["shard"].is_string())
-        throw std::runtime_error("malformed");
-      same = meta.value("config", nlohmann::json()) == want && meta.value("jobs_total", -1) == (long long)plan.jobs.size() &&
-             meta.value("shard", "") == shard.str();
-    } catch (const std::exception&) {
+    // records without a meta file are as unreadable as a malformed one
+    const PartialState ps = inspect_partial(partial, want, total, shard);
+    if (ps == PartialState::none || ps == PartialState::malformed)
       throw IoError(fmt::format("'{}' is unreadable or malformed; delete the folder to start over", (partial / "meta.json").string()));
-    }
-    if (!same)
+    if (ps == PartialState::different)
       throw UserError(fmt::format("--resume: the interrupted run in '{}' used a different configuration; "
                                   "rerun with its flags, or delete the folder to start over", partial.string()));
   } else if (opt.resume && opt.resumable) {
