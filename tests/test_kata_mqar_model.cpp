@@ -824,6 +824,25 @@ TEST_CASE("kata bench --shapes table9 plan: the mixer kernel from the trainer's 
   CHECK(mixer_bench_kernel(it, big) == "gemm");
   it.mixer = "m3x";
   CHECK_THROWS_AS(mixer_bench_kernel(it, big), UserError);
+  // mma: the bf16 tensor-core pair (quadratic forward + kernels/kata_attention_backward.cu), KATA M_g maps at d_head
+  // 32 and 64 in a CUDA build; refused (exit 2, saying why) elsewhere
+  it.kernel = "mma";
+  it.T = 32768;
+  for (const char* mx : {"softmax", "sigma2", "orthant"}) {
+    it.mixer = mx;
+    CHECK_THROWS_AS(mixer_bench_kernel(it, big), UserError);
+  }
+  it.mixer = "m2";
+  CHECK(mixer_bench_bytes(it, "mma") == std::size_t(8) * 8 * 16 * 32768 * 64 * 2 + std::size_t(2) * 8 * 16 * 32768 * 4);
+#ifdef MEMCAP_HAVE_CUDA
+  CHECK(mixer_bench_kernel(it, big) == "mma");
+  it.d = 128;  // d_head 128 has no tensor-core backward yet
+  CHECK_THROWS_AS(mixer_bench_kernel(it, big), UserError);
+  it.d = 64;
+#else
+  CHECK_THROWS_AS(mixer_bench_kernel(it, big), UserError);
+#endif
+  it.kernel = "auto";
 #ifndef MEMCAP_HAVE_CUDA
   it.mixer = "m2";
   CHECK_THROWS_AS(plan_mixer_bench(it), DeviceError);

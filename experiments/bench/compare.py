@@ -105,12 +105,13 @@ def main():
     # forward + backward (table9; issue 12 acceptance 3): the MQAR mixer cores vs SDPA forward + backward
     if fwdbwd:
         out.append("")
-        out.append("## forward + backward (table9): ours (MQAR mixer cores) vs SDPA fwd+bwd, ratio = SDPA ms / ours ms")
+        out.append("## forward + backward (table9): ours (MQAR mixer cores; mma/NAME = bf16 tensor-core backward after forward variant NAME) vs SDPA fwd+bwd, "
+                   "ratio = SDPA ms / ours ms")
         for k in sorted(sdpa_fb):
             b = sdpa_fb[k]
             out.append(f"SDPA fwd+bwd B={k[0]} H={k[1]:>2} T={T(k[2]):>5} d={k[3]:>3}: " +
                        "  ".join(f"{n} {b[n]:.3f}" for n in sorted(b)) + f"   fastest {min(b, key=b.get)}")
-        out.append(f"{'mixer':<9}{'T':>6}{'kernel':>8}{'prec':>6}{'ours ms':>11}{'fastest':>10}{'vs fastest':>11}"
+        out.append(f"{'mixer':<9}{'T':>6}{'kernel':>9}{'prec':>6}{'ours ms':>11}{'fastest':>10}{'vs fastest':>11}"
                    f"{'vs flash':>9}  target")
         for r in fwdbwd:
             k = key(r)
@@ -122,7 +123,7 @@ def main():
             if r["map"].split(":")[0] == "m2" and 4 * 1024 <= k[2] <= 32 * 1024 and b:
                 target = f">=1.5x flash: {verdict(vfl, 1.5)}; >=1.0x fastest: {verdict(vf, 1.0)}"
             best = min(b, key=b.get) if b else "-"
-            out.append(f"{r['map'][:8]:<9}{T(k[2]):>6}{r['variant']:>8}{r['dtype']:>6}{ours:>11.3f}"
+            out.append(f"{r['map'][:8]:<9}{T(k[2]):>6}{r['variant']:>9}{r['dtype']:>6}{ours:>11.3f}"
                        f"{(b[best] if b else float('nan')):>10.3f}{vf:>10.2f}x{vfl:>8.2f}x  {target}")
     # tree vs sequential (table10 / table11)
     seq = {(r["group"], key(r)): r for r in rows if r["kernel"] == "chunked" and r["map"] == "linear"}

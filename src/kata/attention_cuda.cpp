@@ -15,6 +15,7 @@
 #include <cuda_bf16.h>
 
 #include "core/gpu.hpp"
+#include "kata_attention_backward.cuh"
 #include "kata_attention_fill.cuh"
 #include "kata_attention_variants.cuh"
 #include "kata_feature_map.cuh"
@@ -86,6 +87,13 @@ GpuTiming time_attention_cuda(AttentionForm, const AttentionShape&, const Attent
   no_cuda();
 }
 GpuCeilings measure_gpu_ceilings(int) { no_cuda(); }
+std::string attention_backward_unsupported(const AttentionShape&, const AttentionOptions&) {
+  return "this build has no CUDA kernels";
+}
+GpuAttentionGrads attention_backward_cuda(const AttentionShape&, const AttentionOptions&, const double*, const double*,
+                                          const double*, const double*) {
+  no_cuda();
+}
 std::vector<double> psi_vjp_cuda(const FeatureMap&, const std::vector<double>&, const std::vector<double>&,
                                  std::int64_t) {
   no_cuda();
@@ -243,6 +251,50 @@ GpuAttentionResult attention_cuda(AttentionForm form, const AttentionShape& s, c
   r.path = kv.path;
   stream.synchronize();
   r.out = download(dout, stream);
+  return r;
+}
+
+std::string attention_backward_unsupported(const AttentionShape& s, const AttentionOptions& o) {
+  return cuda::quad_backward_unsupported(launch_of(s, o, GpuDType::bf16, ""));
+}
+
+GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const AttentionOptions& o, const double* q,
+                                          const double* k, const double* v, const double* dout) {
+  const cuda::AttentionLaunch p = launch_of(s, o, GpuDType::bf16, "");
+  const std::string why = cuda::quad_backward_unsupported(p);
+  if (!why.empty()) throw UserError(fmt::format("quadratic KATA backward: {}", why));
+  require_gpu();
+  const std::size_t ws_bytes = workspace_for(AttentionForm::quadratic, p);
+  gpu::Stream stream;
+  const GpuDType t = GpuDType::bf16;
+  gpu::Tensor tq = device_tensor(s.qk_size(), t), tk = device_tensor(s.qk_size(), t);
+  gpu::Tensor tv = device_tensor(s.v_size(), t), to = device_tensor(s.v_size(), t), tdo = device_tensor(s.v_size(), t);
+  gpu::Tensor gq = device_tensor(s.qk_size(), t), gk = device_tensor(s.qk_size(), t), gv = device_tensor(s.v_size(), t);
+  gpu::Buffer ws(std::max<std::size_t>(ws_bytes, 1)), bws(cuda::quad_backward_workspace_bytes(p));
+  upload(tq, q, stream);
+  upload(tk, k, stream);
+  upload(tv, v, stream);
+  upload(tdo, dout, stream);
+  for (gpu::Tensor* x : {&to, &gq, &gk, &gv}) cuda::fill_nan(x->raw(), p.dtype, x->numel(), stream.get());
+  cuda::fill_nan(bws.get(), gpu::DType::f32, static_cast<std::int64_t>(bws.bytes() / 4), stream.get());
+  GpuAttentionGrads r;
+  r.forward_variant = full_name(AttentionForm::quadratic, run_form(AttentionForm::quadratic, p, tq, tk, tv, to, ws, stream));
+  cuda::AttentionGradPtrs a;
+  a.q = tq.raw();
+  a.k = tk.raw();
+  a.v = tv.raw();
+  a.o = to.raw();
+  a.dout = tdo.raw();
+  a.dq = gq.raw();
+  a.dk = gk.raw();
+  a.dv = gv.raw();
+  a.workspace = bws.get();
+  cuda::launch_quad_backward(p, a, stream.get());
+  stream.synchronize();
+  r.out = download(to, stream);
+  r.dq = download(gq, stream);
+  r.dk = download(gk, stream);
+  r.dv = download(gv, stream);
   return r;
 }
 

@@ -63,6 +63,19 @@ struct GpuTiming {
 GpuTiming time_attention_cuda(AttentionForm form, const AttentionShape& s, const AttentionOptions& o, GpuDType t,
                               int warmup, int repeats, std::uint64_t seed, const std::string& variant = "");
 
+// Forward and backward of the quadratic causal form on tensor cores (kernels/kata_attention_backward.cuh): bf16
+// inputs, the quadratic forward's default variant, then the two backward kernels. Covers the normalized M_g maps
+// at d = d_v in {32, 64} (UserError, exit 2, naming what does not apply otherwise). Float64 host data in and out
+// (inputs rounded to bf16 on upload); for tests and validation against mqar::kata_head_backward.
+struct GpuAttentionGrads {
+  std::vector<double> out, dq, dk, dv;  // [B,H,T,d] each
+  std::string forward_variant;          // "quadratic/NAME" of the forward that ran
+};
+// Empty when attention_backward_cuda runs this shape and map, else why not (no GPU needed).
+std::string attention_backward_unsupported(const AttentionShape& s, const AttentionOptions& o);
+GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const AttentionOptions& o, const double* q,
+                                          const double* k, const double* v, const double* dout);
+
 // VJP of the device feature map (kernels/kata_feature_map.cuh, fp32) on float64 host rows: dX = J_ψ(X)ᵀ G row by
 // row (X: rows x d, G: rows x n_ψ, row-major), and ψ(X) itself (rows x n_ψ). For tests against FeatureMap::vjp /
 // FeatureMap::apply.

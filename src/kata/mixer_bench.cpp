@@ -9,12 +9,17 @@
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "kata/attention.hpp"
+#include "kata/attention_cuda.hpp"
+#include "kata/attention_features.hpp"
 #include "kata/mqar_model.hpp"
 
 #ifdef MEMCAP_HAVE_CUDA
 #include "core/gpu.hpp"
 #include "kata/mqar_mixers.hpp"
+#include "kata_attention_backward.cuh"
 #include "kata_attention_fill.cuh"
+#include "kata_attention_variants.cuh"
 #include "kata_mqar_gemm.cuh"
 #include "kata_mqar_mixers.cuh"
 #endif
@@ -61,12 +66,48 @@ constexpr double kGemmShareOfFree = 0.8;
 
 }  // namespace
 
+namespace {
+
+// The attention view of a KATA mixer's map (normalized readout) at the item's shape.
+AttentionShape attn_shape(const MixerBenchItem& it) {
+  AttentionShape s;
+  s.B = it.B;
+  s.H = it.H;
+  s.T = it.T;
+  s.d = it.d;
+  s.dv = it.d;
+  return s;
+}
+AttentionOptions attn_options(const MqarModel& m) {
+  AttentionOptions o;
+  o.map = m.map;
+  o.normalized = true;
+  return o;
+}
+
+// Why the bf16 tensor-core pair (quadratic forward + kernels/kata_attention_backward.cuh) cannot run this item.
+std::string mma_unsupported(const MqarModel& m, const MixerBenchItem& it) {
+  if (m.kind != MixerKind::kata) return "it is the KATA tensor-core backward (softmax has no mma variant here)";
+  if (!attention_cuda_built()) return "this build has no CUDA kernels";
+  return attention_backward_unsupported(attn_shape(it), attn_options(m));
+}
+
+constexpr std::size_t kBf16 = 2;
+
+}  // namespace
+
 std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_bytes) {
   const MqarModel m = model_of(item);
   const double budget = (static_cast<double>(free_bytes) - static_cast<double>(io_bytes(item))) * kGemmShareOfFree;
   const auto applies = [&](const MixerKernelVariant& v) { return v.applies(m); };
   std::string names;
   for (const auto& v : mqar_mixer_kernels()) names += (names.empty() ? "" : ", ") + std::string(v.name);
+  names += ", mma";
+  if (item.kernel == "mma") {
+    const std::string why = mma_unsupported(m, item);
+    require(why.empty(), "mixer bench: kernel 'mma' does not apply to {} at d_head = {}: {}", item.mixer, item.d, why);
+    return "mma";
+  }
   if (item.kernel == "auto") {
     for (const auto& v : mqar_mixer_kernels()) {
       if (!applies(v)) continue;
@@ -91,6 +132,9 @@ std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_byte
 
 std::size_t mixer_bench_bytes(const MixerBenchItem& item, const std::string& kernel) {
   const MqarModel m = model_of(item);
+  if (kernel == "mma")  // q, k, v, o, dout, dq, dk, dv in bf16 + 1/z and δ/z per row
+    return static_cast<std::size_t>(8.0 * double(item.B * item.H * item.T * item.d) * kBf16 +
+                                    2.0 * double(item.B * item.H * item.T) * 4);
   double ws = 0;
   if (kernel == "gemm") {
     ws = gemm_seq_bytes(m, item.T) * double(item.B);  // the largest group; the caller's budget caps it
@@ -276,6 +320,100 @@ double validate(const MqarModel& m, const MixerBenchItem& item, const std::strin
                    rel(col(dq, 3 * d, 2 * d), dV)});
 }
 
+// The bf16 mma pair: validation on one (sequence, head) slice against the float64 CPU reference run on the
+// bf16-rounded inputs, then the timing on [B,H,T,d] bf16 buffers (Philox normals generated on the device).
+MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item, std::int64_t validate_T, int warmup,
+                                 int repeats, std::uint64_t seed) {
+  MixerBenchResult r;
+  r.kernel = "mma";
+  r.precision = "bf16";
+  r.validate_T = std::min(item.T, validate_T);
+  const std::int64_t T = r.validate_T, d = item.d;
+  const std::size_t n = static_cast<std::size_t>(T * d);
+  const double qk_scale = 1.0 / std::sqrt(std::sqrt(static_cast<double>(d)));
+  const auto q = round_to_dtype(GpuDType::bf16, host_normals(n, seed, rng::kQueries, qk_scale));
+  const auto k = round_to_dtype(GpuDType::bf16, host_normals(n, seed, rng::kKeys, qk_scale));
+  const auto v = round_to_dtype(GpuDType::bf16, host_normals(n, seed, rng::kValues, 1.0));
+  const auto dout = round_to_dtype(GpuDType::bf16, host_normals(n, seed, rng::kUser + 91, 1.0));
+  MixerBenchItem one = item;
+  one.B = 1;
+  one.H = 1;
+  one.T = T;
+  const AttentionOptions opt = attn_options(m);
+  const GpuAttentionGrads g = attention_backward_cuda(attn_shape(one), opt, q.data(), k.data(), v.data(), dout.data());
+  auto mat = [&](const std::vector<double>& x) {
+    mx::Mat<double> a(T, d);
+    for (std::int64_t t = 0; t < T; ++t)
+      for (std::int64_t j = 0; j < d; ++j) a(t, j) = x[static_cast<std::size_t>(t * d + j)];
+    return a;
+  };
+  const auto Q = mat(q), K = mat(k), V = mat(v), dO = mat(dout);
+  mx::Mat<double> O(T, d), dQ(T, d), dK(T, d), dV(T, d);
+  mx::Vec<double> den(T);
+  mx::kata_head_forward(O, den, m.map, Q, K, V);
+  mx::kata_head_backward(dQ, dK, dV, dO, m.map, Q, K, V, O, den);
+  r.rel_err = std::max({rel(mat(g.out), O), rel(mat(g.dq), dQ), rel(mat(g.dk), dK), rel(mat(g.dv), dV)});
+  if (!(r.rel_err < 5e-2))
+    throw NumericError(fmt::format("mixer bench: {} mma (d = {}) differs from the float64 CPU reference by {:.3e} "
+                                   "(tolerance 5e-2) at T = {}; not timing a wrong kernel",
+                                   item.mixer, d, r.rel_err, T));
+  gpu::Stream st;
+  const std::int64_t nel = item.B * item.H * item.T * item.d;
+  auto buf = [&] { return gpu::Buffer(static_cast<std::size_t>(nel) * kBf16); };
+  gpu::Buffer bq = buf(), bk = buf(), bv = buf(), bo = buf(), bdo = buf(), gq = buf(), gk = buf(), gv = buf();
+  cuda::AttentionLaunch p;
+  p.B = item.B;
+  p.H = item.H;
+  p.T = item.T;
+  p.d = p.dv = static_cast<int>(item.d);
+  p.map = attention_map(m.map);
+  p.normalized = true;
+  p.dtype = gpu::DType::bf16;
+  const cuda::KernelVariant& fv = cuda::select_variant(AttentionForm::quadratic, p, cuda::current_arch());
+  gpu::Buffer fws(std::max<std::size_t>(fv.workspace(p), 1)), bws(cuda::quad_backward_workspace_bytes(p));
+  r.kernel = std::string("mma/") + fv.name;  // the forward's variant after the slash
+  r.device_bytes = mixer_bench_bytes(item, "mma") + fv.workspace(p);
+  cuda::fill_normal(bq.get(), gpu::DType::bf16, nel, seed, rng::kQueries, static_cast<float>(qk_scale), st.get());
+  cuda::fill_normal(bk.get(), gpu::DType::bf16, nel, seed, rng::kKeys, static_cast<float>(qk_scale), st.get());
+  cuda::fill_normal(bv.get(), gpu::DType::bf16, nel, seed, rng::kValues, 1.0f, st.get());
+  cuda::fill_normal(bdo.get(), gpu::DType::bf16, nel, seed, rng::kUser + 91, 1.0f, st.get());
+  cuda::AttentionPtrs fa;
+  fa.q = bq.get();
+  fa.k = bk.get();
+  fa.v = bv.get();
+  fa.out = bo.get();
+  fa.workspace = fws.get();
+  fa.workspace_bytes = fws.bytes();
+  cuda::AttentionGradPtrs ga;
+  ga.q = bq.get();
+  ga.k = bk.get();
+  ga.v = bv.get();
+  ga.o = bo.get();
+  ga.dout = bdo.get();
+  ga.dq = gq.get();
+  ga.dk = gk.get();
+  ga.dv = gv.get();
+  ga.workspace = bws.get();
+  gpu::Event e0, e1, e2;
+  for (int i = 0; i < warmup + repeats; ++i) {
+    e0.record(st);
+    cuda::launch_attention(AttentionForm::quadratic, p, fa, st.get());
+    e1.record(st);
+    cuda::launch_quad_backward(p, ga, st.get());
+    e2.record(st);
+    e2.synchronize();
+    if (i < warmup) continue;
+    r.ms_fwd.push_back(gpu::Event::elapsed_ms(e0, e1));
+    r.ms_fwdbwd.push_back(gpu::Event::elapsed_ms(e0, e2));
+  }
+  std::vector<std::uint16_t> probe(static_cast<std::size_t>(3 * item.d));
+  MEMCAP_CUDA_CHECK(cudaMemcpy(probe.data(), gq.get(), probe.size() * kBf16, cudaMemcpyDeviceToHost));
+  for (std::uint16_t x : probe)
+    if ((x & 0x7f80u) == 0x7f80u)  // bf16 exponent all ones: inf or NaN
+      throw NumericError(fmt::format("mixer bench: {} mma produced a non-finite gradient", item.mixer));
+  return r;
+}
+
 }  // namespace
 
 std::string plan_mixer_bench(const MixerBenchItem& item) {
@@ -291,6 +429,7 @@ MixerBenchResult mixer_bench_cuda(const MixerBenchItem& item, const std::string&
                                   int warmup, int repeats, std::uint64_t seed) {
   require(repeats >= 1 && warmup >= 0 && validate_T >= 1, "mixer bench: repeats >= 1, warmup >= 0, validate-T >= 1");
   const MqarModel m = model_of(item);
+  if (kernel == "mma") return mixer_bench_mma(m, item, validate_T, warmup, repeats, seed);
   gpu::Stream st;
   gpu::Handles hd(st);
   MEMCAP_CUBLAS_CHECK(cublasSetMathMode(hd.blas(), item.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));

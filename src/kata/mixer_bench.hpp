@@ -15,13 +15,16 @@ namespace memcap::kata {
 struct MixerBenchItem {
   std::string mixer = "m2";    // softmax or a KATA map of the MQAR model (m1, m2, m4, sigma2, sigma4, ...)
   std::int64_t B = 8, H = 16, T = 4096, d = 64;
-  std::string kernel = "auto";  // auto | gemm | tiled (the trainer's mixer-kernel table)
+  // auto | gemm | tiled (the trainer's mixer-kernel table, float32 on packed q|k|v) | mma (bf16 tensor cores on
+  // [B,H,T,d]: the quadratic attention forward's default variant + the tensor-core backward of
+  // kernels/kata_attention_backward.cuh; KATA M_g maps at d_head 32 and 64; not a training path)
+  std::string kernel = "auto";
   bool tf32 = false;            // TF32 products in the gemm variant's cuBLAS calls
 };
 
 struct MixerBenchResult {
   std::string kernel;            // the variant that ran
-  std::string precision;         // "f32" or "tf32"
+  std::string precision;         // "f32", "tf32" or "bf16" (mma)
   double rel_err = 0;            // largest relative error of o, dq, dk, dv vs the CPU float64 reference
   std::int64_t validate_T = 0;   // the slice's length
   std::vector<double> ms_fwdbwd;  // per timed repeat: forward + backward
@@ -38,8 +41,8 @@ std::size_t mixer_bench_bytes(const MixerBenchItem& item, const std::string& ker
 // otherwise), so a plan is refused before any launch. Needs a CUDA build and a GPU (DeviceError otherwise).
 std::string plan_mixer_bench(const MixerBenchItem& item);
 
-// Validates (tolerance 1e-4 relative in fp32, 2e-2 with TF32 products: a NumericError otherwise, before any
-// timing), then times. Needs a CUDA build and a GPU (DeviceError otherwise).
+// Validates (tolerance 1e-4 relative in fp32, 2e-2 with TF32 products, 5e-2 for the bf16 mma variant: a
+// NumericError otherwise, before any timing), then times. Needs a CUDA build and a GPU (DeviceError otherwise).
 MixerBenchResult mixer_bench_cuda(const MixerBenchItem& item, const std::string& kernel, std::int64_t validate_T,
                                   int warmup, int repeats, std::uint64_t seed);
 
