@@ -91,7 +91,7 @@ std::string attention_backward_unsupported(const AttentionShape&, const Attentio
   return "this build has no CUDA kernels";
 }
 GpuAttentionGrads attention_backward_cuda(const AttentionShape&, const AttentionOptions&, const double*, const double*,
-                                          const double*, const double*) {
+                                          const double*, const double*, const double*) {
   no_cuda();
 }
 std::vector<double> psi_vjp_cuda(const FeatureMap&, const std::vector<double>&, const std::vector<double>&,
@@ -259,7 +259,8 @@ std::string attention_backward_unsupported(const AttentionShape& s, const Attent
 }
 
 GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const AttentionOptions& o, const double* q,
-                                          const double* k, const double* v, const double* dout) {
+                                          const double* k, const double* v, const double* dout,
+                                          const double* out_given) {
   const cuda::AttentionLaunch p = launch_of(s, o, GpuDType::bf16, "");
   const std::string why = cuda::quad_backward_unsupported(p);
   if (!why.empty()) throw UserError(fmt::format("quadratic KATA backward: {}", why));
@@ -278,7 +279,13 @@ GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const Attenti
   for (gpu::Tensor* x : {&to, &gq, &gk, &gv}) cuda::fill_nan(x->raw(), p.dtype, x->numel(), stream.get());
   cuda::fill_nan(bws.get(), gpu::DType::f32, static_cast<std::int64_t>(bws.bytes() / 4), stream.get());
   GpuAttentionGrads r;
-  r.forward_variant = full_name(AttentionForm::quadratic, run_form(AttentionForm::quadratic, p, tq, tk, tv, to, ws, stream));
+  if (out_given) {
+    upload(to, out_given, stream);
+    r.forward_variant = "given";
+  } else {
+    r.forward_variant =
+        full_name(AttentionForm::quadratic, run_form(AttentionForm::quadratic, p, tq, tk, tv, to, ws, stream));
+  }
   cuda::AttentionGradPtrs a;
   a.q = tq.raw();
   a.k = tk.raw();
