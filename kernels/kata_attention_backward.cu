@@ -410,6 +410,457 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(AttnMap mp, const __nv_b
   }
 }
 
+// ---- the same two kernels with MT m-tiles (16 rows each) per warp: every B fragment read from shared memory
+// feeds MT mma (half the ldmatrix traffic per mma at MT = 2). The score blocks a are visited one at a time (z
+// accumulates Σ_a S_a², the dS_a product is applied per block), so only one block's S tile is live.
+template <int MT>
+constexpr int rows_of() {
+  return 4 * 16 * MT;  // rows per CTA: 4 warps x MT m-tiles
+}
+template <int D, int MT>
+constexpr int smem_bytes_mt() {
+  return (2 * rows_of<MT>() + 4 * kTile) * (D + 8) * 2 + 6 * kTile * 4;
+}
+
+template <int G, int D, int MT>
+__global__ void __launch_bounds__(kThreads) dq_kernel_mt(AttnMap mp, const __nv_bfloat16* __restrict__ q,
+                                                         const __nv_bfloat16* __restrict__ k,
+                                                         const __nv_bfloat16* __restrict__ v,
+                                                         const __nv_bfloat16* __restrict__ o,
+                                                         const __nv_bfloat16* __restrict__ dout,
+                                                         __nv_bfloat16* __restrict__ dq, float* __restrict__ zinv_out,
+                                                         float* __restrict__ dl_out, int T) {
+  constexpr int SD = D + 8, M = D / G, KS = D / 16, R = rows_of<MT>();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __nv_bfloat16* sQ = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  __nv_bfloat16* sO = sQ + R * SD;
+  __nv_bfloat16* sK = sO + R * SD;  // 2 stages of kTile keys
+  __nv_bfloat16* sV = sK + 2 * kTile * SD;
+  float* sKn = reinterpret_cast<float*>(sV + 2 * kTile * SD);
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int nqt = (T + R - 1) / R;
+  const int qt = nqt - 1 - static_cast<int>(blockIdx.x);
+  const std::int64_t bh = blockIdx.y, base = bh * static_cast<std::int64_t>(T) * D;
+  q += base;
+  k += base;
+  v += base;
+  o += base;
+  dout += base;
+  dq += base;
+  const int q0 = qt * R, lr = warp * 16 * MT;
+  const int row_lo = q0 + lr, row_hi = row_lo + 16 * MT - 1;
+  const int nkt = min((q0 + R - 1) / kTile + 1, (T + kTile - 1) / kTile);
+  const bool use_eps = mp.eps != 0.f;
+  const float eps_const = mp.eps * mp.eps * mp.m * mp.g;
+
+  load_tile<R, D>(sQ, q, q0, T, tid, kThreads);
+  load_tile<R, D>(sO, dout, q0, T, tid, kThreads);
+  load_tile<kTile, D>(sK, k, 0, T, tid, kThreads);
+  load_tile<kTile, D>(sV, v, 0, T, tid, kThreads);
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+
+  uint32_t qf[MT][KS][4], of[MT][KS][4];
+  float dl[MT][2], qn[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    const int r = lr + mt * 16;
+#pragma unroll
+    for (int s = 0; s < KS; ++s) {
+      load_a(qf[mt][s], sQ, SD, r, s * 16, lane);
+      load_a(of[mt][s], sO, SD, r, s * 16, lane);
+    }
+    const int t0 = q0 + r + g, t1 = t0 + 8;
+    dl[mt][0] = dl[mt][1] = 0.f;
+    for (int c = tq * (D / 4); c < (tq + 1) * (D / 4); ++c) {
+      if (t0 < T) dl[mt][0] += __bfloat162float(sO[(r + g) * SD + c]) * __bfloat162float(o[static_cast<std::int64_t>(t0) * D + c]);
+      if (t1 < T)
+        dl[mt][1] += __bfloat162float(sO[(r + g + 8) * SD + c]) * __bfloat162float(o[static_cast<std::int64_t>(t1) * D + c]);
+    }
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      dl[mt][h] += __shfl_xor_sync(0xffffffffu, dl[mt][h], 1);
+      dl[mt][h] += __shfl_xor_sync(0xffffffffu, dl[mt][h], 2);
+    }
+    qn[mt][0] = qn[mt][1] = 0.f;
+    if (use_eps) row_sq_norms<D>(qn[mt], sQ, r, g, tq);
+  }
+
+  float acc[MT][D / 8][4] = {};
+  float zs[MT][2] = {}, rs[MT][2] = {};
+  for (int kt = 0; kt < nkt; ++kt) {
+    if (kt > 0) {
+      cp_async_wait_all();
+      __syncthreads();
+    }
+    if (kt + 1 < nkt) {
+      const int st = (kt + 1) & 1;
+      load_tile<kTile, D>(sK + st * kTile * SD, k, (kt + 1) * kTile, T, tid, kThreads);
+      load_tile<kTile, D>(sV + st * kTile * SD, v, (kt + 1) * kTile, T, tid, kThreads);
+      cp_async_commit();
+    }
+    const __nv_bfloat16* cK = sK + (kt & 1) * kTile * SD;
+    const __nv_bfloat16* cV = sV + (kt & 1) * kTile * SD;
+    float* cKn = sKn + (kt & 1) * kTile;
+    if (use_eps) {
+      if (tid < kTile) {
+        float s = 0.f;
+        for (int c = 0; c < D; ++c) {
+          const float x = __bfloat162float(cK[tid * SD + c]);
+          s += x * x;
+        }
+        cKn[tid] = s;
+      }
+      __syncthreads();
+    }
+    const int k0 = kt * kTile;
+    if (k0 > row_hi) continue;
+#pragma unroll
+    for (int kb = 0; kb < kTile / 16; ++kb) {
+      const int kbase = k0 + kb * 16;
+      if (kbase > row_hi) break;
+      float dp[MT][2][4] = {};
+#pragma unroll
+      for (int s = 0; s < KS; ++s) {
+        uint32_t bf[4];
+        load_b_nk(bf, cV, SD, kb * 16, s * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16(dp[mt][0], of[mt][s], bf[0], bf[1]);
+          mma_bf16(dp[mt][1], of[mt][s], bf[2], bf[3]);
+        }
+      }
+      float g2[MT][2][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int h = e >> 1, row = row_lo + mt * 16 + g + 8 * h, kc = kb * 16 + nb * 8 + 2 * tq + (e & 1);
+            const bool vis = k0 + kc <= row;
+            const float gr = vis ? dp[mt][nb][e] - dl[mt][h] : 0.f;
+            rs[mt][h] += gr;
+            g2[mt][nb][e] = 2.f * gr;
+            if (use_eps && vis) zs[mt][h] += mp.eps * (qn[mt][h] + cKn[kc]) + eps_const;
+          }
+#pragma unroll
+      for (int a = 0; a < G; ++a) {
+        float sc[MT][2][4] = {};
+#pragma unroll
+        for (int s = 0; s < M / 16; ++s) {
+          uint32_t bf[4];
+          load_b_nk(bf, cK, SD, kb * 16, a * M + s * 16, lane);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(sc[mt][0], qf[mt][(a * M) / 16 + s], bf[0], bf[1]);
+            mma_bf16(sc[mt][1], qf[mt][(a * M) / 16 + s], bf[2], bf[3]);
+          }
+        }
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+          for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) {
+              const int h = e >> 1, row = row_lo + mt * 16 + g + 8 * h, key = kbase + nb * 8 + 2 * tq + (e & 1);
+              if (key <= row) zs[mt][h] += sc[mt][nb][e] * sc[mt][nb][e];
+            }
+          pack_product(pa[mt], g2[mt], sc[mt]);
+        }
+#pragma unroll
+        for (int j = 0; j < M / 16; ++j) {
+          uint32_t b[4];
+          load_b_kn(b, cK, SD, a * M + j * 16, kb * 16, lane);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(acc[mt][(a * M) / 8 + 2 * j], pa[mt], b[0], b[1]);
+            mma_bf16(acc[mt][(a * M) / 8 + 2 * j + 1], pa[mt], b[2], b[3]);
+          }
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+    float zi[2];
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      zs[mt][h] += __shfl_xor_sync(0xffffffffu, zs[mt][h], 1);
+      zs[mt][h] += __shfl_xor_sync(0xffffffffu, zs[mt][h], 2);
+      rs[mt][h] += __shfl_xor_sync(0xffffffffu, rs[mt][h], 1);
+      rs[mt][h] += __shfl_xor_sync(0xffffffffu, rs[mt][h], 2);
+      zi[h] = zs[mt][h] != 0.f ? 1.f / zs[mt][h] : 0.f;
+    }
+    const int lrow = lr + mt * 16 + g;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int col = j * 8 + 2 * tq;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = q0 + lrow + 8 * h;
+        if (row >= T) continue;
+        float x0 = acc[mt][j][2 * h], x1 = acc[mt][j][2 * h + 1];
+        if (use_eps) {
+          const float e2 = 2.f * mp.eps * rs[mt][h];
+          x0 += e2 * __bfloat162float(sQ[(lrow + 8 * h) * SD + col]);
+          x1 += e2 * __bfloat162float(sQ[(lrow + 8 * h) * SD + col + 1]);
+        }
+        *reinterpret_cast<__nv_bfloat162*>(dq + static_cast<std::int64_t>(row) * D + col) =
+            __floats2bfloat162_rn(x0 * zi[h], x1 * zi[h]);
+      }
+    }
+    if (tq == 0) {
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = q0 + lrow + 8 * h;
+        if (row < T) {
+          zinv_out[bh * T + row] = zi[h];
+          dl_out[bh * T + row] = dl[mt][h] * zi[h];
+        }
+      }
+    }
+  }
+}
+
+template <int G, int D, int MT>
+__global__ void __launch_bounds__(kThreads) dkdv_kernel_mt(AttnMap mp, const __nv_bfloat16* __restrict__ q,
+                                                           const __nv_bfloat16* __restrict__ k,
+                                                           const __nv_bfloat16* __restrict__ v,
+                                                           const __nv_bfloat16* __restrict__ dout,
+                                                           const float* __restrict__ zinv,
+                                                           const float* __restrict__ dlz, __nv_bfloat16* __restrict__ dk,
+                                                           __nv_bfloat16* __restrict__ dv, int T) {
+  constexpr int SD = D + 8, M = D / G, KS = D / 16, R = rows_of<MT>();
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  __nv_bfloat16* sK = reinterpret_cast<__nv_bfloat16*>(smem_raw);
+  __nv_bfloat16* sV = sK + R * SD;
+  __nv_bfloat16* sQ = sV + R * SD;  // 2 stages of kTile queries
+  __nv_bfloat16* sO = sQ + 2 * kTile * SD;
+  float* sZ = reinterpret_cast<float*>(sO + 2 * kTile * SD);
+  float* sL = sZ + 2 * kTile;
+  float* sQn = sL + 2 * kTile;
+
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int nqt = (T + kTile - 1) / kTile;
+  const int k0 = static_cast<int>(blockIdx.x) * R;
+  const std::int64_t bh = blockIdx.y, base = bh * static_cast<std::int64_t>(T) * D;
+  q += base;
+  k += base;
+  v += base;
+  dout += base;
+  dk += base;
+  dv += base;
+  zinv += bh * T;
+  dlz += bh * T;
+  const int lr = warp * 16 * MT, key_lo = k0 + lr;
+  const bool use_eps = mp.eps != 0.f;
+  const float eps_const = mp.eps * mp.eps * mp.m * mp.g;
+  const int qt0 = k0 / kTile;  // the first query tile that sees these keys
+
+  auto stage_rows = [&](int st, int qt) {
+    if (tid < kTile) {
+      const int t = qt * kTile + tid;
+      sZ[st * kTile + tid] = t < T ? zinv[t] : 0.f;
+      sL[st * kTile + tid] = t < T ? dlz[t] : 0.f;
+    }
+  };
+  load_tile<R, D>(sK, k, k0, T, tid, kThreads);
+  load_tile<R, D>(sV, v, k0, T, tid, kThreads);
+  load_tile<kTile, D>(sQ, q, qt0 * kTile, T, tid, kThreads);
+  load_tile<kTile, D>(sO, dout, qt0 * kTile, T, tid, kThreads);
+  cp_async_commit();
+  stage_rows(0, qt0);
+  cp_async_wait_all();
+  __syncthreads();
+
+  uint32_t kf[MT][KS][4];
+  float kn[MT][2];
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int s = 0; s < KS; ++s) load_a(kf[mt][s], sK, SD, lr + mt * 16, s * 16, lane);
+    kn[mt][0] = kn[mt][1] = 0.f;
+    if (use_eps) row_sq_norms<D>(kn[mt], sK, lr + mt * 16, g, tq);
+  }
+
+  float dka[MT][D / 8][4] = {}, dva[MT][D / 8][4] = {};
+  float rk[MT][2] = {};
+  for (int qt = qt0, i = 0; qt < nqt; ++qt, ++i) {
+    const int st = i & 1;
+    if (i > 0) {
+      cp_async_wait_all();
+      __syncthreads();
+    }
+    if (qt + 1 < nqt) {
+      load_tile<kTile, D>(sQ + (st ^ 1) * kTile * SD, q, (qt + 1) * kTile, T, tid, kThreads);
+      load_tile<kTile, D>(sO + (st ^ 1) * kTile * SD, dout, (qt + 1) * kTile, T, tid, kThreads);
+      cp_async_commit();
+      stage_rows(st ^ 1, qt + 1);
+    }
+    const __nv_bfloat16* cQ = sQ + st * kTile * SD;
+    const __nv_bfloat16* cO = sO + st * kTile * SD;
+    const float* cZ = sZ + st * kTile;
+    const float* cL = sL + st * kTile;
+    float* cQn = sQn + st * kTile;
+    if (use_eps) {
+      if (tid < kTile) {
+        float s = 0.f;
+        for (int c = 0; c < D; ++c) {
+          const float x = __bfloat162float(cQ[tid * SD + c]);
+          s += x * x;
+        }
+        cQn[tid] = s;
+      }
+      __syncthreads();
+    }
+    const int q0 = qt * kTile;
+#pragma unroll
+    for (int qb = 0; qb < kTile / 16; ++qb) {
+      if (q0 + qb * 16 + 15 < key_lo) continue;  // every query of the slice precedes this warp's keys
+      float dp[MT][2][4] = {};
+#pragma unroll
+      for (int s = 0; s < KS; ++s) {
+        uint32_t bf[4];
+        load_b_nk(bf, cO, SD, qb * 16, s * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          uint32_t vt[4];
+          load_a(vt, sV, SD, lr + mt * 16, s * 16, lane);
+          mma_bf16(dp[mt][0], vt, bf[0], bf[1]);
+          mma_bf16(dp[mt][1], vt, bf[2], bf[3]);
+        }
+      }
+      float g2[MT][2][4], A[MT][2][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt)
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int h = e >> 1, key = key_lo + mt * 16 + g + 8 * h, qc = qb * 16 + nb * 8 + 2 * tq + (e & 1);
+            const bool vis = q0 + qc >= key;
+            const float gr = vis ? dp[mt][nb][e] * cZ[qc] - cL[qc] : 0.f;
+            rk[mt][h] += gr;
+            g2[mt][nb][e] = 2.f * gr;
+            A[mt][nb][e] = use_eps ? mp.eps * (kn[mt][h] + cQn[qc]) + eps_const : 0.f;
+          }
+#pragma unroll
+      for (int a = 0; a < G; ++a) {
+        float sc[MT][2][4] = {};
+#pragma unroll
+        for (int s = 0; s < M / 16; ++s) {
+          uint32_t bf[4];
+          load_b_nk(bf, cQ, SD, qb * 16, a * M + s * 16, lane);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(sc[mt][0], kf[mt][(a * M) / 16 + s], bf[0], bf[1]);
+            mma_bf16(sc[mt][1], kf[mt][(a * M) / 16 + s], bf[2], bf[3]);
+          }
+        }
+        uint32_t pa[MT][4];
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+          for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) A[mt][nb][e] += sc[mt][nb][e] * sc[mt][nb][e];
+          pack_product(pa[mt], g2[mt], sc[mt]);
+        }
+#pragma unroll
+        for (int j = 0; j < M / 16; ++j) {
+          uint32_t b[4];
+          load_b_kn(b, cQ, SD, a * M + j * 16, qb * 16, lane);
+#pragma unroll
+          for (int mt = 0; mt < MT; ++mt) {
+            mma_bf16(dka[mt][(a * M) / 8 + 2 * j], pa[mt], b[0], b[1]);
+            mma_bf16(dka[mt][(a * M) / 8 + 2 * j + 1], pa[mt], b[2], b[3]);
+          }
+        }
+      }
+      uint32_t pp[MT][4];
+#pragma unroll
+      for (int mt = 0; mt < MT; ++mt) {
+        float pt[2][4];
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb)
+#pragma unroll
+          for (int e = 0; e < 4; ++e) {
+            const int h = e >> 1, key = key_lo + mt * 16 + g + 8 * h, qc = qb * 16 + nb * 8 + 2 * tq + (e & 1);
+            pt[nb][e] = q0 + qc >= key ? A[mt][nb][e] * cZ[qc] : 0.f;
+          }
+        pp[mt][0] = pack_bf16(pt[0][0], pt[0][1]);
+        pp[mt][1] = pack_bf16(pt[0][2], pt[0][3]);
+        pp[mt][2] = pack_bf16(pt[1][0], pt[1][1]);
+        pp[mt][3] = pack_bf16(pt[1][2], pt[1][3]);
+      }
+#pragma unroll
+      for (int j = 0; j < D / 16; ++j) {
+        uint32_t b[4];
+        load_b_kn(b, cO, SD, j * 16, qb * 16, lane);
+#pragma unroll
+        for (int mt = 0; mt < MT; ++mt) {
+          mma_bf16(dva[mt][2 * j], pp[mt], b[0], b[1]);
+          mma_bf16(dva[mt][2 * j + 1], pp[mt], b[2], b[3]);
+        }
+      }
+    }
+  }
+#pragma unroll
+  for (int mt = 0; mt < MT; ++mt) {
+#pragma unroll
+    for (int h = 0; h < 2; ++h) {
+      rk[mt][h] += __shfl_xor_sync(0xffffffffu, rk[mt][h], 1);
+      rk[mt][h] += __shfl_xor_sync(0xffffffffu, rk[mt][h], 2);
+    }
+    const int lrow = lr + mt * 16 + g;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int col = j * 8 + 2 * tq;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const int row = k0 + lrow + 8 * h;
+        if (row >= T) continue;
+        float x0 = dka[mt][j][2 * h], x1 = dka[mt][j][2 * h + 1];
+        if (use_eps) {
+          const float e2 = 2.f * mp.eps * rk[mt][h];
+          x0 += e2 * __bfloat162float(sK[(lrow + 8 * h) * SD + col]);
+          x1 += e2 * __bfloat162float(sK[(lrow + 8 * h) * SD + col + 1]);
+        }
+        const std::int64_t off = static_cast<std::int64_t>(row) * D + col;
+        *reinterpret_cast<__nv_bfloat162*>(dk + off) = __floats2bfloat162_rn(x0, x1);
+        *reinterpret_cast<__nv_bfloat162*>(dv + off) = __floats2bfloat162_rn(dva[mt][j][2 * h], dva[mt][j][2 * h + 1]);
+      }
+    }
+  }
+}
+
+template <int G, int D, int MT>
+void launch_mt(const AttentionLaunch& p, const AttentionGradPtrs& a, cudaStream_t stream) {
+  constexpr int smem = smem_bytes_mt<D, MT>();
+  const AttnMap mp = attn_map(p);
+  const int T = static_cast<int>(p.T);
+  const dim3 grid(static_cast<unsigned>((p.T + rows_of<MT>() - 1) / rows_of<MT>()), static_cast<unsigned>(p.B * p.H));
+  float* zinv = static_cast<float*>(a.workspace);
+  float* dlz = zinv + p.B * p.H * p.T;
+  using bf = __nv_bfloat16;
+  auto kq = dq_kernel_mt<G, D, MT>;
+  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kq<<<grid, kThreads, smem, stream>>>(mp, static_cast<const bf*>(a.q), static_cast<const bf*>(a.k),
+                                      static_cast<const bf*>(a.v), static_cast<const bf*>(a.o),
+                                      static_cast<const bf*>(a.dout), static_cast<bf*>(a.dq), zinv, dlz, T);
+  MEMCAP_CUDA_CHECK_LAUNCH("quad_bwd::dq_kernel_mt");
+  auto kk = dkdv_kernel_mt<G, D, MT>;
+  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kk, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  kk<<<grid, kThreads, smem, stream>>>(mp, static_cast<const bf*>(a.q), static_cast<const bf*>(a.k),
+                                      static_cast<const bf*>(a.v), static_cast<const bf*>(a.dout), zinv, dlz,
+                                      static_cast<bf*>(a.dk), static_cast<bf*>(a.dv), T);
+  MEMCAP_CUDA_CHECK_LAUNCH("quad_bwd::dkdv_kernel_mt");
+}
+
 template <int G, int D>
 void launch(const AttentionLaunch& p, const AttentionGradPtrs& a, cudaStream_t stream) {
   constexpr int smem = smem_bytes<D>();
@@ -457,17 +908,30 @@ std::size_t quad_backward_workspace_bytes(const AttentionLaunch& p) {
   return static_cast<std::size_t>(2 * p.B * p.H * p.T) * sizeof(float);
 }
 
-void launch_quad_backward(const AttentionLaunch& p, const AttentionGradPtrs& a, cudaStream_t stream) {
+void launch_quad_backward(const AttentionLaunch& p, const AttentionGradPtrs& a, cudaStream_t stream, int mt) {
   const std::string why = quad_backward_unsupported(p);
   if (!why.empty()) cuda_detail::throw_user_error("quadratic KATA backward: " + why);
+  if (mt != 1 && mt != 2)
+    cuda_detail::throw_user_error("quadratic KATA backward: mt must be 1 or 2 (got " + std::to_string(mt) + ")");
   const int g = p.map.g;
-  if (p.d == 64) {
-    if (g == 1) quad_bwd::launch<1, 64>(p, a, stream);
-    else if (g == 2) quad_bwd::launch<2, 64>(p, a, stream);
-    else quad_bwd::launch<4, 64>(p, a, stream);
+  if (mt == 1) {
+    if (p.d == 64) {
+      if (g == 1) quad_bwd::launch<1, 64>(p, a, stream);
+      else if (g == 2) quad_bwd::launch<2, 64>(p, a, stream);
+      else quad_bwd::launch<4, 64>(p, a, stream);
+    } else {
+      if (g == 1) quad_bwd::launch<1, 32>(p, a, stream);
+      else quad_bwd::launch<2, 32>(p, a, stream);
+    }
   } else {
-    if (g == 1) quad_bwd::launch<1, 32>(p, a, stream);
-    else quad_bwd::launch<2, 32>(p, a, stream);
+    if (p.d == 64) {
+      if (g == 1) quad_bwd::launch_mt<1, 64, 2>(p, a, stream);
+      else if (g == 2) quad_bwd::launch_mt<2, 64, 2>(p, a, stream);
+      else quad_bwd::launch_mt<4, 64, 2>(p, a, stream);
+    } else {
+      if (g == 1) quad_bwd::launch_mt<1, 32, 2>(p, a, stream);
+      else quad_bwd::launch_mt<2, 32, 2>(p, a, stream);
+    }
   }
 }
 

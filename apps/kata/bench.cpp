@@ -211,7 +211,7 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
       it.d = 64;
       it.tf32 = dtype == "tf32";
       const bool all = o.variant == "all";
-      for (const char* k : all ? std::vector<const char*>{"gemm", "tiled", "mma"}
+      for (const char* k : all ? std::vector<const char*>{"gemm", "tiled", "mma", "mma2"}
                                : std::vector<const char*>{o.variant.empty() ? "auto" : o.variant.c_str()}) {
         it.kernel = k;
         std::string kernel;
@@ -244,7 +244,7 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
         .set("pass", "fwdbwd")
         .set("map", it.mixer)
         .set("variant", r.kernel)
-        .set("variant_path", kernels[i] == "mma"
+        .set("variant_path", kernels[i].rfind("mma", 0) == 0
                                  ? "bf16 tensor cores: quadratic forward + kernels/kata_attention_backward.cu"
                                  : "MQAR mixer core (kernels/kata_mqar_*.cu)")
         .set("path", "cuda")
@@ -446,7 +446,7 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
                   "sequential chunk scan; linear, sigma2, m4 quadratic T=4K..32K); table8 (B=8,H=16, "
                   "M1/M2 quadratic and chunked, T=1K..128K); table10 (linear, H=16, C=128, the paper's (B,T) pairs); "
                   "table11 (linear, B=1); table9 (forward + backward of the MQAR mixer cores, B=8, H=16, d=64, T=1K..32K, "
-                  "--maps default m1,m2,softmax, --variant auto|gemm|tiled|mma|all (mma: bf16 tensor cores, KATA M_g maps), "
+                  "--maps default m1,m2,softmax, --variant auto|gemm|tiled|mma|mma2|all (mma, mma2: bf16 tensor cores, KATA M_g maps), "
                   "--dtype tf32 (default here) or fp32 for gemm/tiled; "
                   "compare with sdpa_baseline.py --pass fwdbwd); custom (--B --H --T --d-head --chunk --forms --maps)")
       ->capture_default_str();
@@ -468,7 +468,7 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
       ->capture_default_str();
   sub->add_option("--variant", o->variant,
                   "kernel variant for every configuration: quadratic ws3|ws2|mt2|mt1|simt, chunked "
-                  "fused|fused-seq|2pass|simt, tree mma|simt (table9: auto|gemm|tiled|mma); 'all' times every tensor-core variant that applies. Default: "
+                  "fused|fused-seq|2pass|simt, tree mma|simt (table9: auto|gemm|tiled|mma|mma2); 'all' times every tensor-core variant that applies. Default: "
                   "MEMCAP_KATA_QUAD_VARIANT / MEMCAP_KATA_CHUNK_VARIANT / MEMCAP_KATA_TREE_VARIANT, else the first "
                   "that applies (recorded in /summary/variant)");
   sub->add_option("--chunk", o->chunk, "custom: chunk size C (tensor cores: 64, or 128 at d = 64; fallback: <= 64)")

@@ -102,11 +102,12 @@ std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_byte
   const auto applies = [&](const MixerKernelVariant& v) { return v.applies(m); };
   std::string names;
   for (const auto& v : mqar_mixer_kernels()) names += (names.empty() ? "" : ", ") + std::string(v.name);
-  names += ", mma";
-  if (item.kernel == "mma") {
+  names += ", mma, mma2";
+  if (item.kernel == "mma" || item.kernel == "mma2") {
     const std::string why = mma_unsupported(m, item);
-    require(why.empty(), "mixer bench: kernel 'mma' does not apply to {} at d_head = {}: {}", item.mixer, item.d, why);
-    return "mma";
+    require(why.empty(), "mixer bench: kernel '{}' does not apply to {} at d_head = {}: {}", item.kernel, item.mixer,
+            item.d, why);
+    return item.kernel;
   }
   if (item.kernel == "auto") {
     for (const auto& v : mqar_mixer_kernels()) {
@@ -132,7 +133,7 @@ std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_byte
 
 std::size_t mixer_bench_bytes(const MixerBenchItem& item, const std::string& kernel) {
   const MqarModel m = model_of(item);
-  if (kernel == "mma")  // q, k, v, o, dout, dq, dk, dv in bf16 + 1/z and δ/z per row
+  if (kernel == "mma" || kernel == "mma2")  // q, k, v, o, dout, dq, dk, dv in bf16 + 1/z and δ/z per row
     return static_cast<std::size_t>(8.0 * double(item.B * item.H * item.T * item.d) * kBf16 +
                                     2.0 * double(item.B * item.H * item.T) * 4);
   double ws = 0;
@@ -322,10 +323,11 @@ double validate(const MqarModel& m, const MixerBenchItem& item, const std::strin
 
 // The bf16 mma pair: validation on one (sequence, head) slice against the float64 CPU reference run on the
 // bf16-rounded inputs, then the timing on [B,H,T,d] bf16 buffers (Philox normals generated on the device).
-MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item, std::int64_t validate_T, int warmup,
-                                 int repeats, std::uint64_t seed) {
+// kernel: "mma" (backward kernels with one 16-row m-tile per warp) or "mma2" (two).
+MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item, const std::string& kernel,
+                                 std::int64_t validate_T, int warmup, int repeats, std::uint64_t seed) {
+  const int mt = kernel == "mma2" ? 2 : 1;
   MixerBenchResult r;
-  r.kernel = "mma";
   r.precision = "bf16";
   r.validate_T = std::min(item.T, validate_T);
   const std::int64_t T = r.validate_T, d = item.d;
@@ -340,7 +342,8 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
   one.H = 1;
   one.T = T;
   const AttentionOptions opt = attn_options(m);
-  const GpuAttentionGrads g = attention_backward_cuda(attn_shape(one), opt, q.data(), k.data(), v.data(), dout.data());
+  const GpuAttentionGrads g =
+      attention_backward_cuda(attn_shape(one), opt, q.data(), k.data(), v.data(), dout.data(), nullptr, mt);
   auto mat = [&](const std::vector<double>& x) {
     mx::Mat<double> a(T, d);
     for (std::int64_t t = 0; t < T; ++t)
@@ -354,9 +357,9 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
   mx::kata_head_backward(dQ, dK, dV, dO, m.map, Q, K, V, O, den);
   r.rel_err = std::max({rel(mat(g.out), O), rel(mat(g.dq), dQ), rel(mat(g.dk), dK), rel(mat(g.dv), dV)});
   if (!(r.rel_err < 5e-2))
-    throw NumericError(fmt::format("mixer bench: {} mma (d = {}) differs from the float64 CPU reference by {:.3e} "
+    throw NumericError(fmt::format("mixer bench: {} {} (d = {}) differs from the float64 CPU reference by {:.3e} "
                                    "(tolerance 5e-2) at T = {}; not timing a wrong kernel",
-                                   item.mixer, d, r.rel_err, T));
+                                   item.mixer, kernel, d, r.rel_err, T));
   gpu::Stream st;
   const std::int64_t nel = item.B * item.H * item.T * item.d;
   auto buf = [&] { return gpu::Buffer(static_cast<std::size_t>(nel) * kBf16); };
@@ -371,8 +374,8 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
   p.dtype = gpu::DType::bf16;
   const cuda::KernelVariant& fv = cuda::select_variant(AttentionForm::quadratic, p, cuda::current_arch());
   gpu::Buffer fws(std::max<std::size_t>(fv.workspace(p), 1)), bws(cuda::quad_backward_workspace_bytes(p));
-  r.kernel = std::string("mma/") + fv.name;  // the forward's variant after the slash
-  r.device_bytes = mixer_bench_bytes(item, "mma") + fv.workspace(p);
+  r.kernel = kernel + "/" + fv.name;  // the forward's variant after the slash
+  r.device_bytes = mixer_bench_bytes(item, kernel) + fv.workspace(p);
   cuda::fill_normal(bq.get(), gpu::DType::bf16, nel, seed, rng::kQueries, static_cast<float>(qk_scale), st.get());
   cuda::fill_normal(bk.get(), gpu::DType::bf16, nel, seed, rng::kKeys, static_cast<float>(qk_scale), st.get());
   cuda::fill_normal(bv.get(), gpu::DType::bf16, nel, seed, rng::kValues, 1.0f, st.get());
@@ -399,7 +402,7 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
     e0.record(st);
     cuda::launch_attention(AttentionForm::quadratic, p, fa, st.get());
     e1.record(st);
-    cuda::launch_quad_backward(p, ga, st.get());
+    cuda::launch_quad_backward(p, ga, st.get(), mt);
     e2.record(st);
     e2.synchronize();
     if (i < warmup) continue;
@@ -410,7 +413,7 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
   MEMCAP_CUDA_CHECK(cudaMemcpy(probe.data(), gq.get(), probe.size() * kBf16, cudaMemcpyDeviceToHost));
   for (std::uint16_t x : probe)
     if ((x & 0x7f80u) == 0x7f80u)  // bf16 exponent all ones: inf or NaN
-      throw NumericError(fmt::format("mixer bench: {} mma produced a non-finite gradient", item.mixer));
+      throw NumericError(fmt::format("mixer bench: {} {} produced a non-finite gradient", item.mixer, kernel));
   return r;
 }
 
@@ -429,7 +432,7 @@ MixerBenchResult mixer_bench_cuda(const MixerBenchItem& item, const std::string&
                                   int warmup, int repeats, std::uint64_t seed) {
   require(repeats >= 1 && warmup >= 0 && validate_T >= 1, "mixer bench: repeats >= 1, warmup >= 0, validate-T >= 1");
   const MqarModel m = model_of(item);
-  if (kernel == "mma") return mixer_bench_mma(m, item, validate_T, warmup, repeats, seed);
+  if (kernel == "mma" || kernel == "mma2") return mixer_bench_mma(m, item, kernel, validate_T, warmup, repeats, seed);
   gpu::Stream st;
   gpu::Handles hd(st);
   MEMCAP_CUBLAS_CHECK(cublasSetMathMode(hd.blas(), item.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));

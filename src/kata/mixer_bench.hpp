@@ -17,7 +17,8 @@ struct MixerBenchItem {
   std::int64_t B = 8, H = 16, T = 4096, d = 64;
   // auto | gemm | tiled (the trainer's mixer-kernel table, float32 on packed q|k|v) | mma (bf16 tensor cores on
   // [B,H,T,d]: the quadratic attention forward's default variant + the tensor-core backward of
-  // kernels/kata_attention_backward.cuh; KATA M_g maps at d_head 32 and 64; not a training path)
+  // kernels/kata_attention_backward.cuh, one 16-row m-tile per warp; KATA M_g maps at d_head 32 and 64; not a
+  // training path) | mma2 (the same with two m-tiles per warp)
   std::string kernel = "auto";
   bool tf32 = false;            // TF32 products in the gemm variant's cuBLAS calls
 };
