@@ -193,10 +193,16 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
   require(prep.ctx.device.device == Device::cuda,
           "--shapes table9 times the CUDA mixer cores forward + backward: it needs --device cuda (or auto on a GPU)");
   std::string dtype = o.dtype;
-  if (sub->count("--dtype") == 0) dtype = "tf32";  // the forward presets' bf16 default has no mixer-core path
-  require(dtype == "fp32" || dtype == "tf32",
-          "--shapes table9: --dtype must be fp32 or tf32 (the mixer cores train in float32; tf32 = TF32 products in "
-          "the gemm variant), got '{}'", dtype);
+  const bool mma = o.variant == "mma" || o.variant == "mma2";
+  if (sub->count("--dtype") == 0) dtype = mma ? "bf16" : "tf32";  // the float32 cores' default: TF32 products
+  if (mma)
+    require(dtype == "bf16", "--shapes table9 --variant {} runs bf16 inputs on tensor cores: drop --dtype or pass "
+            "--dtype bf16 (got '{}')", o.variant, dtype);
+  else
+    require(dtype == "fp32" || dtype == "tf32",
+            "--shapes table9: --dtype must be fp32 or tf32 for the float32 mixer cores (tf32 = TF32 products in the "
+            "gemm variant; --variant all adds the bf16 mma rows), or bf16 with --variant mma|mma2 (the tensor-core "
+            "backward), got '{}'", dtype);
   const std::string maps = sub->count("--maps") == 0 ? std::string("m1,m2,softmax") : o.maps;
   // the whole plan is checked (mixer, kernel, memory) before any launch; kernels[i] is what items[i] runs
   std::vector<MixerBenchItem> items;
