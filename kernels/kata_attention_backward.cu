@@ -3,6 +3,10 @@
 // M_g scores are recomputed per 16 x 16 slice from fp32 mma accumulators (one product per block a, squares summed
 // after accumulation, as the forward does), so the per-block products S_a needed by the chain rule stay in
 // registers. Element-wise terms (G, A / z) are formed in fp32 and rounded to bf16 only as mma operands.
+// Two implementations of the same two kernels live here on purpose, for one GPU run: dq_kernel / dkdv_kernel (one
+// 16-row m-tile per warp, `mt` = 1: the pair measured in the ninth session, docs/perf.md) and dq_kernel_mt /
+// dkdv_kernel_mt (MT m-tiles per warp, blocks visited one at a time; instantiated at MT = 2, not yet run on a GPU).
+// Once the MT pair passes gpu_test_kata_mqar_mixers and is timed, it replaces the first (MT = 1 is its own case).
 #include "cuda_check.cuh"
 #include "kata_attention_backward.cuh"
 #include "kata_attention_common.cuh"
