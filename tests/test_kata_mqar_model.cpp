@@ -354,6 +354,78 @@ TEST_CASE("KATA heads: closed-form kernel = FeatureMap, quadratic = recurrent, F
   }
 }
 
+TEST_CASE("KATA heads, chunked O(T) form: = quadratic forward and backward for any chunk, FD of the two-pass backward") {
+  const std::int64_t T = 13, d = 8;
+  for (const char* spec : kKataMaps) {
+    CAPTURE(spec);
+    const FeatureMap map = FeatureMap::parse(spec, d);
+    Mat<double> q = randm(T, d, 41), k = randm(T, d, 42), v = randm(T, d, 43), W = randm(T, d, 44);
+    Mat<double> o, dq, dk, dv, oc, dqc, dkc, dvc;
+    Vec<double> den, denc;
+    mqar::kata_head_forward(o, den, map, q, k, v);
+    mqar::kata_head_backward(dq, dk, dv, W, map, q, k, v, o, den);
+    for (const std::int64_t C : {1, 4, 5, 13, 20}) {  // 13 = one chunk; 20 > T; 4, 5 leave a shorter last chunk
+      CAPTURE(C);
+      mqar::kata_head_forward_chunked(oc, denc, map, q, k, v, C);
+      CHECK((oc - o).norm() / o.norm() < 1e-12);
+      CHECK((denc - den).norm() / den.norm() < 1e-12);
+      mqar::kata_head_backward_chunked(dqc, dkc, dvc, W, map, q, k, v, oc, denc, C);
+      CHECK((dqc - dq).norm() / dq.norm() < 1e-10);
+      CHECK((dkc - dk).norm() / dk.norm() < 1e-10);
+      CHECK((dvc - dv).norm() / dv.norm() < 1e-10);
+    }
+    // FD of the chunked pair itself (chunk 4: three full chunks and a last one of 1 row)
+    auto f = [&] {
+      mqar::kata_head_forward_chunked(oc, denc, map, q, k, v, 4);
+      return wsum(oc, W);
+    };
+    f();
+    mqar::kata_head_backward_chunked(dqc, dkc, dvc, W, map, q, k, v, oc, denc, 4);
+    double worst = 0;
+    for (auto [M, G] : {std::pair{&q, &dqc}, std::pair{&k, &dkc}, std::pair{&v, &dvc}}) {
+      std::vector<double> xv = flat(*M);
+      const double e = fd_check(xv, flat(*G), [&] {
+        *M = unflat(xv, T, d);
+        return f();
+      });
+      *M = unflat(xv, T, d);
+      worst = std::max(worst, e);
+    }
+    MESSAGE("chunked KATA head " << std::string(spec) << " FD rel err (max over q, k, v): " << worst);
+    CHECK(worst < kFdRelTol);
+  }
+  // zero denominators (m2 without eps, zero query rows): o = 0 and no gradient, as in the quadratic form
+  const FeatureMap m2 = FeatureMap::parse("m2:eps=0", d);
+  Mat<double> q = randm(T, d, 45), k = randm(T, d, 46), v = randm(T, d, 47), W = randm(T, d, 48);
+  for (std::int64_t t = 0; t < T; t += 3) q.row(t).setZero();
+  Mat<double> o, dq, dk, dv, oc, dqc, dkc, dvc;
+  Vec<double> den, denc;
+  mqar::kata_head_forward(o, den, m2, q, k, v);
+  mqar::kata_head_backward(dq, dk, dv, W, m2, q, k, v, o, den);
+  mqar::kata_head_forward_chunked(oc, denc, m2, q, k, v, 4);
+  mqar::kata_head_backward_chunked(dqc, dkc, dvc, W, m2, q, k, v, oc, denc, 4);
+  CHECK(denc(0) == 0);
+  CHECK(oc.row(0).norm() == 0);
+  CHECK(dqc.row(0).norm() == 0);
+  CHECK((oc - o).norm() / o.norm() < 1e-12);
+  CHECK((dkc - dk).norm() / dk.norm() < 1e-10);
+  CHECK((dvc - dv).norm() / dv.norm() < 1e-10);
+  CHECK_THROWS_AS(mqar::kata_head_forward_chunked(oc, denc, m2, q, k, v, 0), UserError);
+  // float instantiation: the same function to float precision
+  using Mf = Mat<float>;
+  Mf of, dqf, dkf, dvf;
+  Vec<float> denf;
+  const FeatureMap mp = FeatureMap::parse("m2:eps=1e-4", d);
+  const Mat<double> qd = randm(T, d, 51), kd = randm(T, d, 52), vd = randm(T, d, 53), Wd = randm(T, d, 54);
+  mqar::kata_head_forward_chunked<float>(of, denf, mp, qd.cast<float>(), kd.cast<float>(), vd.cast<float>(), 4);
+  mqar::kata_head_backward_chunked<float>(dqf, dkf, dvf, Wd.cast<float>(), mp, qd.cast<float>(), kd.cast<float>(),
+                                          vd.cast<float>(), of, denf, 4);
+  mqar::kata_head_forward(o, den, mp, qd, kd, vd);
+  mqar::kata_head_backward(dq, dk, dv, Wd, mp, qd, kd, vd, o, den);
+  CHECK((of.cast<double>() - o).norm() / o.norm() < 1e-5);
+  CHECK((dqf.cast<double>() - dq).norm() / dq.norm() < 1e-4);
+}
+
 TEST_CASE("delta rule: Neumann doubling = explicit inverse, chunked = recurrent, chunked backward FD to 1e-9") {
   // Neumann product against the LU inverse on a strictly lower N with O(1) entries.
   for (std::int64_t L : {1, 2, 3, 5, 8, 13, 64}) {

@@ -174,15 +174,15 @@ void kata_head_forward(Mat<T>& o, Vec<T>& den, const FeatureMap& map, const Mat<
   }
 }
 
+namespace {
+
+// Cotangents of the normalized readout o_t = num_t / den_t: dnum_t = dout_t / den_t, dden_t = −dout_t·o_t / den_t
+// (both 0 where den_t = 0: o_t = 0 there and nothing flows back).
 template <class T>
-void kata_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, const Mat<T>& dout, const FeatureMap& map, const Mat<T>& q,
-                        const Mat<T>& k, const Mat<T>& v, const Mat<T>& o, const Vec<T>& den) {
-  const std::int64_t L = q.rows();
-  Mat<T> A;
-  cone_kernel(A, map, q, k);
-  zero_strict_upper(A);
-  Mat<T> dnum(L, dout.cols());
-  Vec<T> dden(L);
+void readout_cotangents(Mat<T>& dnum, Vec<T>& dden, const Mat<T>& dout, const Mat<T>& o, const Vec<T>& den) {
+  const std::int64_t L = dout.rows();
+  dnum.resize(L, dout.cols());
+  dden.resize(L);
   for (std::int64_t t = 0; t < L; ++t) {
     if (den(t) != 0) {
       dnum.row(t) = dout.row(t) / den(t);
@@ -192,6 +192,20 @@ void kata_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, const Mat<T>& dout, 
       dden(t) = 0;
     }
   }
+}
+
+}  // namespace
+
+template <class T>
+void kata_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, const Mat<T>& dout, const FeatureMap& map, const Mat<T>& q,
+                        const Mat<T>& k, const Mat<T>& v, const Mat<T>& o, const Vec<T>& den) {
+  const std::int64_t L = q.rows();
+  Mat<T> A;
+  cone_kernel(A, map, q, k);
+  zero_strict_upper(A);
+  Mat<T> dnum;
+  Vec<T> dden;
+  readout_cotangents(dnum, dden, dout, o, den);
   dv.noalias() = A.transpose() * dnum;
   Mat<T> dA = dnum * v.transpose();
   dA.colwise() += dden;
@@ -199,6 +213,100 @@ void kata_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, const Mat<T>& dout, 
   dq.setZero(L, q.cols());
   dk.setZero(L, k.cols());
   cone_kernel_vjp(dq, dk, map, dA, q, k);
+}
+
+template <class T>
+void kata_head_forward_chunked(Mat<T>& o, Vec<T>& den, const FeatureMap& map, const Mat<T>& q, const Mat<T>& k,
+                               const Mat<T>& v, std::int64_t chunk) {
+  require(chunk >= 1, "chunked KATA: chunk must be >= 1 (got {})", chunk);
+  const std::int64_t L = q.rows(), dv = v.cols();
+  const Mat<T> pq = features(map, q), pk = features(map, k);
+  const std::int64_t n = pq.cols();
+  Mat<T> S = Mat<T>::Zero(n, dv);
+  Vec<T> Z = Vec<T>::Zero(n);
+  o.resize(L, dv);
+  den.resize(L);
+  for (std::int64_t r0 = 0; r0 < L; r0 += chunk) {
+    const std::int64_t c = std::min(chunk, L - r0);
+    const Mat<T> qc = q.middleRows(r0, c), kc = k.middleRows(r0, c), vc = v.middleRows(r0, c);
+    Mat<T> A;
+    cone_kernel(A, map, qc, kc);
+    zero_strict_upper(A);
+    const Mat<T> num = pq.middleRows(r0, c) * S + A * vc;
+    const Vec<T> dn = pq.middleRows(r0, c) * Z + A.rowwise().sum();
+    for (std::int64_t t = 0; t < c; ++t) {
+      den(r0 + t) = dn(t);
+      if (dn(t) != 0)
+        o.row(r0 + t) = num.row(t) / dn(t);
+      else
+        o.row(r0 + t).setZero();
+    }
+    S.noalias() += pk.middleRows(r0, c).transpose() * vc;
+    Z.noalias() += pk.middleRows(r0, c).transpose() * Vec<T>::Ones(c);
+  }
+}
+
+template <class T>
+void kata_head_backward_chunked(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, const Mat<T>& dout, const FeatureMap& map,
+                                const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Mat<T>& o, const Vec<T>& den,
+                                std::int64_t chunk) {
+  require(chunk >= 1, "chunked KATA: chunk must be >= 1 (got {})", chunk);
+  const std::int64_t L = q.rows(), dvw = v.cols();
+  const Mat<T> pq = features(map, q), pk = features(map, k);
+  const std::int64_t n = pq.cols(), nc = (L + chunk - 1) / chunk;
+  // pass 1: the prefix state each chunk's queries read
+  std::vector<Mat<T>> S(static_cast<std::size_t>(nc));
+  std::vector<Vec<T>> Z(static_cast<std::size_t>(nc));
+  {
+    Mat<T> s = Mat<T>::Zero(n, dvw);
+    Vec<T> z = Vec<T>::Zero(n);
+    for (std::int64_t ci = 0; ci < nc; ++ci) {
+      const std::int64_t r0 = ci * chunk, c = std::min(chunk, L - r0);
+      S[static_cast<std::size_t>(ci)] = s;
+      Z[static_cast<std::size_t>(ci)] = z;
+      s.noalias() += pk.middleRows(r0, c).transpose() * v.middleRows(r0, c);
+      z.noalias() += pk.middleRows(r0, c).transpose() * Vec<T>::Ones(c);
+    }
+  }
+  Mat<T> dnum;
+  Vec<T> dden;
+  readout_cotangents(dnum, dden, dout, o, den);
+  dq.setZero(L, q.cols());
+  dk.setZero(L, k.cols());
+  dv.setZero(L, dvw);
+  Mat<T> dpq(L, n), dpk(L, n);
+  // pass 2, last chunk first: GS, GZ = the cotangent of the state that later chunks read (their queries' Σ ψ(q) dnumᵀ)
+  Mat<T> GS = Mat<T>::Zero(n, dvw);
+  Vec<T> GZ = Vec<T>::Zero(n);
+  for (std::int64_t ci = nc - 1; ci >= 0; --ci) {
+    const std::int64_t r0 = ci * chunk, c = std::min(chunk, L - r0);
+    const Mat<T> qc = q.middleRows(r0, c), kc = k.middleRows(r0, c), vc = v.middleRows(r0, c);
+    const Mat<T> dnc = dnum.middleRows(r0, c);
+    const Vec<T> ddc = dden.segment(r0, c);
+    // keys of this chunk enter every later chunk's state
+    dpk.middleRows(r0, c).noalias() = vc * GS.transpose();
+    dpk.middleRows(r0, c).rowwise() += GZ.transpose();
+    dv.middleRows(r0, c).noalias() += pk.middleRows(r0, c) * GS;
+    // queries of this chunk read the prefix state
+    dpq.middleRows(r0, c).noalias() = dnc * S[static_cast<std::size_t>(ci)].transpose();
+    dpq.middleRows(r0, c).noalias() += ddc * Z[static_cast<std::size_t>(ci)].transpose();
+    GS.noalias() += pq.middleRows(r0, c).transpose() * dnc;
+    GZ.noalias() += pq.middleRows(r0, c).transpose() * ddc;
+    // inside the chunk: the quadratic form
+    Mat<T> A;
+    cone_kernel(A, map, qc, kc);
+    zero_strict_upper(A);
+    Mat<T> dA = dnc * vc.transpose();
+    dA.colwise() += ddc;
+    zero_strict_upper(dA);
+    dv.middleRows(r0, c).noalias() += A.transpose() * dnc;
+    Mat<T> dqc = Mat<T>::Zero(c, q.cols()), dkc = Mat<T>::Zero(c, k.cols());
+    cone_kernel_vjp(dqc, dkc, map, dA, qc, kc);
+    dq.middleRows(r0, c) += dqc;
+    dk.middleRows(r0, c) += dkc;
+  }
+  dq += map.vjp(q.template cast<double>(), dpq.template cast<double>()).template cast<T>();
+  dk += map.vjp(k.template cast<double>(), dpk.template cast<double>()).template cast<T>();
 }
 
 // ---------------------------------------------------------------------------------------------- delta rule
@@ -507,6 +615,11 @@ Mat<double> gated_head_recurrent(const Mat<double>& psi_q, const Mat<double>& ps
                                      const Mat<T>&);                                                                \
   template void kata_head_backward<T>(Mat<T>&, Mat<T>&, Mat<T>&, const Mat<T>&, const FeatureMap&, const Mat<T>&,  \
                                       const Mat<T>&, const Mat<T>&, const Mat<T>&, const Vec<T>&);                  \
+  template void kata_head_forward_chunked<T>(Mat<T>&, Vec<T>&, const FeatureMap&, const Mat<T>&, const Mat<T>&,    \
+                                             const Mat<T>&, std::int64_t);                                          \
+  template void kata_head_backward_chunked<T>(Mat<T>&, Mat<T>&, Mat<T>&, const Mat<T>&, const FeatureMap&,          \
+                                              const Mat<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&,           \
+                                              const Vec<T>&, std::int64_t);                                         \
   template void delta_head_forward<T>(Mat<T>&, const Mat<T>&, const Mat<T>&, const Mat<T>&, const Vec<T>&,         \
                                       std::int64_t);                                                                \
   template void delta_head_backward<T>(Mat<T>&, Mat<T>&, Mat<T>&, Vec<T>&, const Mat<T>&, const Mat<T>&,           \

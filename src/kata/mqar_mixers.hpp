@@ -43,6 +43,21 @@ template <class T>
 void kata_head_backward(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, const Mat<T>& dout, const FeatureMap& map, const Mat<T>& q,
                         const Mat<T>& k, const Mat<T>& v, const Mat<T>& o, const Vec<T>& den);
 
+// ---- the same normalized causal KATA in the chunked O(T) form (spec §5.2, Algorithm 1): chunk c of C rows (the
+// last may be shorter) reads the prefix state S_c = Σ_{s<cC} ψ(k_s) v_sᵀ, Z_c = Σ_{s<cC} ψ(k_s) through ψ(q_t) and
+// adds the quadratic form inside the chunk. Same o and den as kata_head_forward up to rounding. The backward is
+// the two-pass form: pass 1 recomputes the prefix states, pass 2 runs over the chunks last to first carrying the
+// state cotangent (GS = Σ over later chunks' queries of ψ(q) dnumᵀ, GZ likewise), so nothing T × T is formed.
+// Explicit ψ (FeatureMap::apply / vjp) for the inter-chunk part, the cone kernel inside a chunk. The float64
+// reference for a chunked GPU backward.
+template <class T>
+void kata_head_forward_chunked(Mat<T>& o, Vec<T>& den, const FeatureMap& map, const Mat<T>& q, const Mat<T>& k,
+                               const Mat<T>& v, std::int64_t chunk);
+template <class T>
+void kata_head_backward_chunked(Mat<T>& dq, Mat<T>& dk, Mat<T>& dv, const Mat<T>& dout, const FeatureMap& map,
+                                const Mat<T>& q, const Mat<T>& k, const Mat<T>& v, const Mat<T>& o, const Vec<T>& den,
+                                std::int64_t chunk);
+
 // ---- delta rule on explicit features (§2.11.4, §5.4), unnormalized readout:
 // S_t = S_{t-1} + β_t ψk_t (v_t − S_{t-1}ᵀ ψk_t)ᵀ, o_t = S_tᵀ ψq_t, S_0 = 0; psi_q, psi_k are T×n_ψ.
 // Chunked (chunk C >= 1; the last chunk may be shorter): per chunk the (I + N)^{-1} of the strictly
