@@ -857,6 +857,7 @@ void launch_mt(const AttentionLaunch& p, const AttentionGradPtrs& a, cudaStream_
                                       static_cast<const bf*>(a.v), static_cast<const bf*>(a.o),
                                       static_cast<const bf*>(a.dout), static_cast<bf*>(a.dq), zinv, dlz, T);
   MEMCAP_CUDA_CHECK_LAUNCH("quad_bwd::dq_kernel_mt");
+  if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
   auto kk = dkdv_kernel_mt<G, D, MT>;
   MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kk, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kk<<<grid, kThreads, smem, stream>>>(mp, static_cast<const bf*>(a.q), static_cast<const bf*>(a.k),
@@ -881,6 +882,7 @@ void launch(const AttentionLaunch& p, const AttentionGradPtrs& a, cudaStream_t s
                                       static_cast<const bf*>(a.v), static_cast<const bf*>(a.o),
                                       static_cast<const bf*>(a.dout), static_cast<bf*>(a.dq), zinv, dlz, T);
   MEMCAP_CUDA_CHECK_LAUNCH("quad_bwd::dq_kernel");
+  if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
   auto kk = dkdv_kernel<G, D>;
   MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kk, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
   kk<<<grid, kThreads, smem, stream>>>(mp, static_cast<const bf*>(a.q), static_cast<const bf*>(a.k),

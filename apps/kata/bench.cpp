@@ -243,6 +243,10 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
     const double mtok = double(it.B * it.T) / (med * 1e-3) / 1e6;
     fmt::print("{:<8} {:<9} {:>3} {:>3} {:>7} {:>3} {:<6} {:<5} {:>9.2e} {:>11.3f} {:>11.3f} {:>9.2f}\n", "table9",
                it.mixer, it.B, it.H, it.T, it.d, r.kernel, r.precision, r.rel_err, med, fwd, mtok);
+    if (!r.ms_bwd_dq.empty()) {
+      const double dq = median(r.ms_bwd_dq);
+      fmt::print("           backward split: dq kernel {:.3f} ms, dk/dv kernel {:.3f} ms\n", dq, med - fwd - dq);
+    }
     std::fflush(stdout);
     io::Row row;
     row.set("group", "table9")
@@ -265,6 +269,7 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
                                          r.validate_T))
         .set("ms_median", med)
         .set("ms_fwd_median", fwd)
+        .set("ms_bwd_dq_median", r.ms_bwd_dq.empty() ? std::nan("") : median(r.ms_bwd_dq))
         .set("ms_min", *std::min_element(r.ms_fwdbwd.begin(), r.ms_fwdbwd.end()))
         .set("ms_max", *std::max_element(r.ms_fwdbwd.begin(), r.ms_fwdbwd.end()))
         .set("repeats", o.repeats)

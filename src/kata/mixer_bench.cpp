@@ -397,17 +397,21 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
   ga.dk = gk.get();
   ga.dv = gv.get();
   ga.workspace = bws.get();
-  gpu::Event e0, e1, e2;
+  gpu::Event e0, e1, e2, emid;
+  cudaEvent_t split[2] = {emid.get(), emid.get()};  // recorded between the two backward kernels
+  cuda::AttentionLaunch pb = p;
+  pb.stage_events = split;
   for (int i = 0; i < warmup + repeats; ++i) {
     e0.record(st);
     cuda::launch_attention(AttentionForm::quadratic, p, fa, st.get());
     e1.record(st);
-    cuda::launch_quad_backward(p, ga, st.get(), mt);
+    cuda::launch_quad_backward(pb, ga, st.get(), mt);
     e2.record(st);
     e2.synchronize();
     if (i < warmup) continue;
     r.ms_fwd.push_back(gpu::Event::elapsed_ms(e0, e1));
     r.ms_fwdbwd.push_back(gpu::Event::elapsed_ms(e0, e2));
+    r.ms_bwd_dq.push_back(gpu::Event::elapsed_ms(e1, emid));
   }
   std::vector<std::uint16_t> probe(static_cast<std::size_t>(3 * item.d));
   MEMCAP_CUDA_CHECK(cudaMemcpy(probe.data(), gq.get(), probe.size() * kBf16, cudaMemcpyDeviceToHost));

@@ -30,6 +30,7 @@ struct MixerBenchResult {
   std::int64_t validate_T = 0;   // the slice's length
   std::vector<double> ms_fwdbwd;  // per timed repeat: forward + backward
   std::vector<double> ms_fwd;     // per timed repeat: forward alone
+  std::vector<double> ms_bwd_dq;  // mma / mma2: per timed repeat, the backward's first kernel (dq) alone; else empty
   std::size_t device_bytes = 0;   // inputs, outputs, gradients and workspace held during the timing
 };
 

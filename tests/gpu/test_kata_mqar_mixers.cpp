@@ -746,7 +746,10 @@ TEST_CASE("quadratic KATA backward on tensor cores (bf16): GPU = CPU float64 on 
     CHECK(r.kernel.rfind(kern + "/", 0) == 0);
     CHECK(r.rel_err < 5e-2);
     REQUIRE(r.ms_fwdbwd.size() == 3);
+    REQUIRE(r.ms_bwd_dq.size() == 3);
     CHECK(r.ms_fwdbwd[0] >= r.ms_fwd[0]);
+    CHECK(r.ms_bwd_dq[0] > 0);
+    CHECK(r.ms_fwd[0] + r.ms_bwd_dq[0] <= r.ms_fwdbwd[0] + 0.01);  // event resolution ≈ 0.5 µs
   }
   it.mixer = "softmax";
   CHECK_THROWS_AS(plan_mixer_bench(it), UserError);
