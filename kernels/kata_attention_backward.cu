@@ -42,6 +42,29 @@ __device__ __forceinline__ void row_sq_norms(float (&n)[2], const __nv_bfloat16*
   }
 }
 
+// |x|² of each of the kTile rows of a bf16 smem tile (stride D + 8) into dst[0..kTile), one thread per row; then a
+// block barrier (every thread of the block must call it).
+template <int D>
+__device__ __forceinline__ void tile_sq_norms(float* dst, const __nv_bfloat16* tile, int tid) {
+  if (tid < kTile) {
+    float s = 0.f;
+    for (int c = 0; c < D; ++c) {
+      const float x = __bfloat162float(tile[tid * (D + 8) + c]);
+      s += x * x;
+    }
+    dst[tid] = s;
+  }
+  __syncthreads();
+}
+
+// A fragment (16 x 16, bf16) from one C-layout accumulator slice (two n-blocks of 8).
+__device__ __forceinline__ void pack_frag(uint32_t (&r)[4], const float (&x)[2][4]) {
+  r[0] = pack_bf16(x[0][0], x[0][1]);
+  r[1] = pack_bf16(x[0][2], x[0][3]);
+  r[2] = pack_bf16(x[1][0], x[1][1]);
+  r[3] = pack_bf16(x[1][2], x[1][3]);
+}
+
 // Fragment (16 x 16, bf16) of x ⊙ y for two C-layout accumulators of the same slice.
 __device__ __forceinline__ void pack_product(uint32_t (&r)[4], const float (&x)[2][4], const float (&y)[2][4]) {
   r[0] = pack_bf16(x[0][0] * y[0][0], x[0][1] * y[0][1]);
@@ -129,17 +152,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel(AttnMap mp, const __nv_bfl
     const __nv_bfloat16* cK = sK + (kt & 1) * kTile * SD;
     const __nv_bfloat16* cV = sV + (kt & 1) * kTile * SD;
     float* cKn = sKn + (kt & 1) * kTile;
-    if (use_eps) {
-      if (tid < kTile) {
-        float s = 0.f;
-        for (int c = 0; c < D; ++c) {
-          const float x = __bfloat162float(cK[tid * SD + c]);
-          s += x * x;
-        }
-        cKn[tid] = s;
-      }
-      __syncthreads();
-    }
+    if (use_eps) tile_sq_norms<D>(cKn, cK, tid);
     const int k0 = kt * kTile;
     if (k0 > row_hi) continue;
 #pragma unroll
@@ -313,17 +326,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(AttnMap mp, const __nv_b
     const float* cZ = sZ + st * kTile;
     const float* cL = sL + st * kTile;
     float* cQn = sQn + st * kTile;
-    if (use_eps) {
-      if (tid < kTile) {
-        float s = 0.f;
-        for (int c = 0; c < D; ++c) {
-          const float x = __bfloat162float(cQ[tid * SD + c]);
-          s += x * x;
-        }
-        cQn[tid] = s;
-      }
-      __syncthreads();
-    }
+    if (use_eps) tile_sq_norms<D>(cQn, cQ, tid);
     const int q0 = qt * kTile;
 #pragma unroll
     for (int qb = 0; qb < kTile / 16; ++qb) {
@@ -364,10 +367,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel(AttnMap mp, const __nv_b
           g2[nb][e] = 2.f * gr;
         }
       uint32_t pp[4];
-      pp[0] = pack_bf16(pt[0][0], pt[0][1]);
-      pp[1] = pack_bf16(pt[0][2], pt[0][3]);
-      pp[2] = pack_bf16(pt[1][0], pt[1][1]);
-      pp[3] = pack_bf16(pt[1][2], pt[1][3]);
+      pack_frag(pp, pt);
 #pragma unroll
       for (int j = 0; j < D / 16; ++j) {
         uint32_t b[4];
@@ -508,17 +508,7 @@ __global__ void __launch_bounds__(kThreads) dq_kernel_mt(AttnMap mp, const __nv_
     const __nv_bfloat16* cK = sK + (kt & 1) * kTile * SD;
     const __nv_bfloat16* cV = sV + (kt & 1) * kTile * SD;
     float* cKn = sKn + (kt & 1) * kTile;
-    if (use_eps) {
-      if (tid < kTile) {
-        float s = 0.f;
-        for (int c = 0; c < D; ++c) {
-          const float x = __bfloat162float(cK[tid * SD + c]);
-          s += x * x;
-        }
-        cKn[tid] = s;
-      }
-      __syncthreads();
-    }
+    if (use_eps) tile_sq_norms<D>(cKn, cK, tid);
     const int k0 = kt * kTile;
     if (k0 > row_hi) continue;
 #pragma unroll
@@ -710,17 +700,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel_mt(AttnMap mp, const __n
     const float* cZ = sZ + st * kTile;
     const float* cL = sL + st * kTile;
     float* cQn = sQn + st * kTile;
-    if (use_eps) {
-      if (tid < kTile) {
-        float s = 0.f;
-        for (int c = 0; c < D; ++c) {
-          const float x = __bfloat162float(cQ[tid * SD + c]);
-          s += x * x;
-        }
-        cQn[tid] = s;
-      }
-      __syncthreads();
-    }
+    if (use_eps) tile_sq_norms<D>(cQn, cQ, tid);
     const int q0 = qt * kTile;
 #pragma unroll
     for (int qb = 0; qb < kTile / 16; ++qb) {
@@ -796,10 +776,7 @@ __global__ void __launch_bounds__(kThreads) dkdv_kernel_mt(AttnMap mp, const __n
             const int h = e >> 1, key = key_lo + mt * 16 + g + 8 * h, qc = qb * 16 + nb * 8 + 2 * tq + (e & 1);
             pt[nb][e] = q0 + qc >= key ? A[mt][nb][e] * cZ[qc] : 0.f;
           }
-        pp[mt][0] = pack_bf16(pt[0][0], pt[0][1]);
-        pp[mt][1] = pack_bf16(pt[0][2], pt[0][3]);
-        pp[mt][2] = pack_bf16(pt[1][0], pt[1][1]);
-        pp[mt][3] = pack_bf16(pt[1][2], pt[1][3]);
+        pack_frag(pp[mt], pt);
       }
 #pragma unroll
       for (int j = 0; j < D / 16; ++j) {
