@@ -40,8 +40,7 @@ std::string quad_backward_unsupported(const AttentionLaunch& p);
 // Two floats per (b, h, t): 1 / z_t and δ_t / z_t.
 std::size_t quad_backward_workspace_bytes(const AttentionLaunch& p);
 // Runs both kernels on `stream` (no host synchronisation, no allocation). UserError when unsupported.
-// mt: 16-row m-tiles per warp (1: 64-row CTAs; 2: 128-row CTAs, each shared-memory B fragment feeding two mma).
 // p.stage_events, when set: events[0] is recorded on `stream` between the dq kernel and the dk/dv kernel.
-void launch_quad_backward(const AttentionLaunch& p, const AttentionGradPtrs& g, cudaStream_t stream, int mt = 1);
+void launch_quad_backward(const AttentionLaunch& p, const AttentionGradPtrs& g, cudaStream_t stream);
 
 }  // namespace memcap::kata::cuda

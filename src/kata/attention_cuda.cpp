@@ -260,7 +260,7 @@ std::string attention_backward_unsupported(const AttentionShape& s, const Attent
 
 GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const AttentionOptions& o, const double* q,
                                           const double* k, const double* v, const double* dout,
-                                          const double* out_given, int mt) {
+                                          const double* out_given) {
   const cuda::AttentionLaunch p = launch_of(s, o, GpuDType::bf16, "");
   const std::string why = cuda::quad_backward_unsupported(p);
   if (!why.empty()) throw UserError(fmt::format("quadratic KATA backward: {}", why));
@@ -296,7 +296,7 @@ GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const Attenti
   a.dk = gk.raw();
   a.dv = gv.raw();
   a.workspace = bws.get();
-  cuda::launch_quad_backward(p, a, stream.get(), mt);
+  cuda::launch_quad_backward(p, a, stream.get());
   stream.synchronize();
   r.out = download(to, stream);
   r.dq = download(gq, stream);

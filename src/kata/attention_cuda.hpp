@@ -74,10 +74,9 @@ struct GpuAttentionGrads {
 // Empty when attention_backward_cuda runs this shape and map, else why not (no GPU needed).
 std::string attention_backward_unsupported(const AttentionShape& s, const AttentionOptions& o);
 // out_given: the forward output to differentiate at ([B,H,T,d_v], rounded to bf16); nullptr = run the forward.
-// mt: the backward kernels' m-tiles per warp (1 or 2; kernels/kata_attention_backward.cuh).
 GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const AttentionOptions& o, const double* q,
                                           const double* k, const double* v, const double* dout,
-                                          const double* out_given = nullptr, int mt = 1);
+                                          const double* out_given = nullptr);
 
 // VJP of the device feature map (kernels/kata_feature_map.cuh, fp32) on float64 host rows: dX = J_ψ(X)ᵀ G row by
 // row (X: rows x d, G: rows x n_ψ, row-major), and ψ(X) itself (rows x n_ψ). For tests against FeatureMap::vjp /

@@ -102,8 +102,8 @@ std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_byte
   const auto applies = [&](const MixerKernelVariant& v) { return v.applies(m); };
   std::string names;
   for (const auto& v : mqar_mixer_kernels()) names += (names.empty() ? "" : ", ") + std::string(v.name);
-  names += ", mma, mma2";
-  if (item.kernel == "mma" || item.kernel == "mma2") {
+  names += ", mma";
+  if (item.kernel == "mma") {
     const std::string why = mma_unsupported(m, item);
     require(why.empty(), "mixer bench: kernel '{}' does not apply to {} at d_head = {}: {}", item.kernel, item.mixer,
             item.d, why);
@@ -133,7 +133,7 @@ std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_byte
 
 std::size_t mixer_bench_bytes(const MixerBenchItem& item, const std::string& kernel) {
   const MqarModel m = model_of(item);
-  if (kernel == "mma" || kernel == "mma2")  // q, k, v, o, dout, dq, dk, dv in bf16 + 1/z and δ/z per row
+  if (kernel == "mma")  // q, k, v, o, dout, dq, dk, dv in bf16 + 1/z and δ/z per row
     return static_cast<std::size_t>(8.0 * double(item.B * item.H * item.T * item.d) * kBf16 +
                                     2.0 * double(item.B * item.H * item.T) * 4);
   double ws = 0;
@@ -323,10 +323,8 @@ double validate(const MqarModel& m, const MixerBenchItem& item, const std::strin
 
 // The bf16 mma pair: validation on one (sequence, head) slice against the float64 CPU reference run on the
 // bf16-rounded inputs, then the timing on [B,H,T,d] bf16 buffers (Philox normals generated on the device).
-// kernel: "mma" (backward kernels with one 16-row m-tile per warp) or "mma2" (two).
 MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item, const std::string& kernel,
                                  std::int64_t validate_T, int warmup, int repeats, std::uint64_t seed) {
-  const int mt = kernel == "mma2" ? 2 : 1;
   MixerBenchResult r;
   r.precision = "bf16";
   r.validate_T = std::min(item.T, validate_T);
@@ -343,7 +341,7 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
   one.T = T;
   const AttentionOptions opt = attn_options(m);
   const GpuAttentionGrads g =
-      attention_backward_cuda(attn_shape(one), opt, q.data(), k.data(), v.data(), dout.data(), nullptr, mt);
+      attention_backward_cuda(attn_shape(one), opt, q.data(), k.data(), v.data(), dout.data());
   auto mat = [&](const std::vector<double>& x) {
     mx::Mat<double> a(T, d);
     for (std::int64_t t = 0; t < T; ++t)
@@ -405,7 +403,7 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
     e0.record(st);
     cuda::launch_attention(AttentionForm::quadratic, p, fa, st.get());
     e1.record(st);
-    cuda::launch_quad_backward(pb, ga, st.get(), mt);
+    cuda::launch_quad_backward(pb, ga, st.get());
     e2.record(st);
     e2.synchronize();
     if (i < warmup) continue;
@@ -436,7 +434,7 @@ MixerBenchResult mixer_bench_cuda(const MixerBenchItem& item, const std::string&
                                   int warmup, int repeats, std::uint64_t seed) {
   require(repeats >= 1 && warmup >= 0 && validate_T >= 1, "mixer bench: repeats >= 1, warmup >= 0, validate-T >= 1");
   const MqarModel m = model_of(item);
-  if (kernel == "mma" || kernel == "mma2") return mixer_bench_mma(m, item, kernel, validate_T, warmup, repeats, seed);
+  if (kernel == "mma") return mixer_bench_mma(m, item, kernel, validate_T, warmup, repeats, seed);
   gpu::Stream st;
   gpu::Handles hd(st);
   MEMCAP_CUBLAS_CHECK(cublasSetMathMode(hd.blas(), item.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));

@@ -17,8 +17,7 @@ struct MixerBenchItem {
   std::int64_t B = 8, H = 16, T = 4096, d = 64;
   // auto | gemm | tiled (the trainer's mixer-kernel table, float32 on packed q|k|v) | mma (bf16 tensor cores on
   // [B,H,T,d]: the quadratic attention forward's default variant + the tensor-core backward of
-  // kernels/kata_attention_backward.cuh, one 16-row m-tile per warp; KATA M_g maps at d_head 32 and 64; not a
-  // training path) | mma2 (the same with two m-tiles per warp)
+  // kernels/kata_attention_backward.cuh; KATA M_g maps at d_head 32 and 64; not a training path)
   std::string kernel = "auto";
   bool tf32 = false;            // TF32 products in the gemm variant's cuBLAS calls
 };
@@ -30,7 +29,7 @@ struct MixerBenchResult {
   std::int64_t validate_T = 0;   // the slice's length
   std::vector<double> ms_fwdbwd;  // per timed repeat: forward + backward
   std::vector<double> ms_fwd;     // per timed repeat: forward alone
-  std::vector<double> ms_bwd_dq;  // mma / mma2: per timed repeat, the backward's first kernel (dq) alone; else empty
+  std::vector<double> ms_bwd_dq;  // mma: per timed repeat, the backward's first kernel (dq) alone; else empty
   std::size_t device_bytes = 0;   // inputs, outputs, gradients and workspace held during the timing
 };
 
