@@ -23,7 +23,9 @@
 #   fig10       hebb ssfr capacity --preset fig10 --jobs-per-gpu 8 (issue 13: claim 11)
 #   fig3b-gd-precision  fig3b's GD searches at F = 256 ... 2048 with the released code's float64 GD MLPs and
 #               with tf32 ones, in one sweep (issue 13: may the preset train them faster? same m* needed)
-#   table2      kata mqar table2 --preset table2 --seeds 2 --jobs 4 (trainings at once per GPU) (issue 12: Table 2)
+#   table2      kata mqar table2 --preset table2 --seeds 2 --jobs 4 (trainings at once per GPU) (issue 12: Table 2);
+#               with MIXERS=sigma2 (a comma list; OW: their overwrite columns, default none) only those rows, as a
+#               sweep named table2-MIXERS of its own, so that a row finished within one lease comes back whole
 #   table2-row  one Table 2 row: kata mqar table2 --preset table2 --mixers $ROW (softmax) --ow-mixers none
 #               --jobs 3 (its three learning rates at once) --precision $PRECISION (tf32) (issue 12, acceptance 3:
 #               a row, training and every evaluation slice, in <= 2 min); its wall time is the sum of its calls
@@ -61,11 +63,23 @@ case "$STAGE" in table2 | table2-row | h13 | induction) TARGET=kata ;; esac
 cmake --build build-gpu -j16 --target "$TARGET" > "$Q/build.log" 2>&1 || { grep -B2 -A12 error "$Q/build.log" | head -60; exit 1; }
 log "build $(( $(date +%s) - t0 )) s"
 left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
+# bring_back FILE: a finished result file is copied to $OUT (when set) so that it comes back with the call; the
+# device tool returns files of at most 16 MiB, so a larger one stays on the machine, said in the log.
+bring_back() {
+  [ -n "${OUT:-}" ] && [ -d "$OUT" ] || return 0
+  local bytes
+  bytes=$(stat -c %s "$1")
+  if [ "$bytes" -le $((15 * 1024 * 1024)) ]; then
+    cp "$1" "$OUT/" && log "result file in \$OUT/$(basename "$1") ($bytes bytes)"
+  else
+    log "result file $1 is $bytes bytes, over the 16 MiB the device tool returns: read it on the machine"
+  fi
+}
 # run_sweep NAME CMD...: the sweep with --resume when a partial run exists; records the run time of this call.
 run_sweep() {
   local name=$1 out=$Q/$1.h5
   shift
-  if [ -f "$out" ]; then log "complete ($out exists)"; return 0; fi
+  if [ -f "$out" ]; then log "complete ($out exists)"; bring_back "$out"; return 0; fi
   if [ "$(left)" -lt 30 ]; then log "no time left in this call (LIMIT $LIMIT s); run again"; return 0; fi
   local res=""
   if [ ! -d "$out.partial" ] && [ -f ".deps/partials/$name.partial.tar.gz" ]; then
@@ -85,6 +99,7 @@ run_sweep() {
   done_jobs=$(ls "$out.partial" 2>/dev/null | grep -c '^job-' || true)
   if [ -f "$out" ]; then
     log "complete: rc $rc, this call ${dt} s, all calls ${total} s; $(tail -1 "$Q/$name.err")"
+    bring_back "$out"
   else
     log "partial: rc $rc, this call ${dt} s, all calls ${total} s, ${done_jobs} job records so far; run again"
     if [ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ -d "$out.partial" ]; then
@@ -124,7 +139,14 @@ case "$STAGE" in
     run_sweep fig3b-gd-precision build-gpu/hebb ssfr capacity --preset fig3b --methods gd,gd,precision=tf32 \
       --facts 256,512,1024,2048 --device cuda --jobs-per-gpu 8
     ;;
-  table2) run_sweep table2 build-gpu/kata mqar table2 --preset table2 --seeds 2 --device cuda --jobs 4 ;;
+  table2)
+    if [ -n "${MIXERS:-}" ]; then  # some rows as a sweep of their own (its own partial and result file)
+      run_sweep "table2-${MIXERS//,/-}" build-gpu/kata mqar table2 --preset table2 --mixers "$MIXERS" \
+        --ow-mixers "${OW:-none}" --seeds 2 --device cuda --jobs 4
+    else
+      run_sweep table2 build-gpu/kata mqar table2 --preset table2 --seeds 2 --device cuda --jobs 4
+    fi
+    ;;
   table2-row)
     run_sweep "table2-row-${ROW:-softmax}-${PRECISION:-tf32}" build-gpu/kata mqar table2 --preset table2 \
       --mixers "${ROW:-softmax}" --ow-mixers none --precision "${PRECISION:-tf32}" --device cuda --jobs 3
