@@ -225,6 +225,34 @@ __device__ void psi_vjp_row(const DeviceMap& mp, const E* x, const Acc* gpsi, Ac
   }
 }
 
+// Packed feature index of the pair (i, j) of an m x m factor (the inverse of packed_pair).
+__host__ __device__ __forceinline__ int packed_index(int m, int i, int j) {
+  if (i > j) {
+    const int t = i;
+    i = j;
+    j = t;
+  }
+  return i == j ? i : m + i * (2 * m - i - 1) / 2 + (j - i - 1);
+}
+
+// One coordinate c of the VJP of the PSD maps (M_g, Σ_g): (J_ψ(x)ᵀ gpsi)_c alone, summed in a fixed order (j
+// ascending), so that a warp can compute a row's coordinates in parallel without atomics. Same value as
+// psi_vjp_row's coordinate c up to the order of the fp32 additions.
+template <MapKind K, class Acc = float, class E, class G>
+__device__ __forceinline__ Acc psi_vjp_coord_psd(const DeviceMap& mp, const E* x, const G* gpsi, int c) {
+  static_assert(K == MapKind::BlockPsd || K == MapKind::SumPsd, "psi_vjp_coord_psd: PSD maps only");
+  const int m = mp.m, a = c / m, i = c - a * m;
+  const int base = K == MapKind::BlockPsd ? a * (m * (m + 1) / 2) : 0;
+  const Acc sc = K == MapKind::SumPsd ? map_scale<Acc>(mp) : Acc(1);
+  Acc acc = Acc(0);
+  for (int j = 0; j < m; ++j) {
+    const Acc gf = to_acc<Acc>(gpsi[base + packed_index(m, i, j)]);
+    const Acc w = j == i ? Acc(2) * gf : sqrt2_of<Acc>() * gf;  // ∂(x_i x_i) = 2 x_i; ∂(√2 x_i x_j) = √2 x_j
+    acc += w * to_acc<Acc>(x[a * m + j]);
+  }
+  return sc * acc;
+}
+
 // Run-time kind -> compile-time kind for the maps with a device ψ: f(std::integral_constant<MapKind, K>{}).
 template <class F>
 __host__ __device__ decltype(auto) with_map_kind(MapKind k, F&& f) {

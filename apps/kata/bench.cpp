@@ -193,15 +193,15 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
   require(prep.ctx.device.device == Device::cuda,
           "--shapes table9 times the CUDA mixer cores forward + backward: it needs --device cuda (or auto on a GPU)");
   std::string dtype = o.dtype;
-  const bool mma = o.variant == "mma";
+  const bool mma = o.variant == "mma" || o.variant == "chunked";  // the bf16 pairs
   if (sub->count("--dtype") == 0) dtype = mma ? "bf16" : "tf32";  // the float32 cores' default: TF32 products
   if (mma)
-    require(dtype == "bf16", "--shapes table9 --variant mma runs bf16 inputs on tensor cores: drop --dtype or pass "
-            "--dtype bf16 (got '{}')", dtype);
+    require(dtype == "bf16", "--shapes table9 --variant {} runs bf16 inputs on tensor cores: drop --dtype or pass "
+            "--dtype bf16 (got '{}')", o.variant, dtype);
   else
     require(dtype == "fp32" || dtype == "tf32",
             "--shapes table9: --dtype must be fp32 or tf32 for the float32 mixer cores (tf32 = TF32 products in the "
-            "gemm variant; --variant all adds the bf16 mma rows), or bf16 with --variant mma (the tensor-core "
+            "gemm variant; --variant all adds the bf16 mma rows), or bf16 with --variant mma|chunked (the tensor-core "
             "backward), got '{}'", dtype);
   const std::string maps = sub->count("--maps") == 0 ? std::string("m1,m2,softmax") : o.maps;
   // the whole plan is checked (mixer, kernel, memory) before any launch; kernels[i] is what items[i] runs
@@ -217,7 +217,7 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
       it.d = 64;
       it.tf32 = dtype == "tf32";
       const bool all = o.variant == "all";
-      for (const char* k : all ? std::vector<const char*>{"gemm", "tiled", "mma"}
+      for (const char* k : all ? std::vector<const char*>{"gemm", "tiled", "mma", "chunked"}
                                : std::vector<const char*>{o.variant.empty() ? "auto" : o.variant.c_str()}) {
         it.kernel = k;
         std::string kernel;
@@ -457,7 +457,7 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
                   "sequential chunk scan; linear, sigma2, m4 quadratic T=4K..32K); table8 (B=8,H=16, "
                   "M1/M2 quadratic and chunked, T=1K..128K); table10 (linear, H=16, C=128, the paper's (B,T) pairs); "
                   "table11 (linear, B=1); table9 (forward + backward of the MQAR mixer cores, B=8, H=16, d=64, T=1K..32K, "
-                  "--maps default m1,m2,softmax, --variant auto|gemm|tiled|mma|all (mma: bf16 tensor cores, KATA M_g maps), "
+                  "--maps default m1,m2,softmax, --variant auto|gemm|tiled|mma|chunked|all (mma: bf16 tensor cores, quadratic, KATA M_g maps; chunked: bf16, the chunked O(T) forward + backward, C = 64, KATA maps), "
                   "--dtype tf32 (default here) or fp32 for gemm/tiled; "
                   "compare with sdpa_baseline.py --pass fwdbwd); custom (--B --H --T --d-head --chunk --forms --maps)")
       ->capture_default_str();
@@ -479,7 +479,7 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
       ->capture_default_str();
   sub->add_option("--variant", o->variant,
                   "kernel variant for every configuration: quadratic ws3|ws2|mt2|mt1|simt, chunked "
-                  "fused|fused-seq|2pass|simt, tree mma|simt (table9: auto|gemm|tiled|mma); 'all' times every tensor-core variant that applies. Default: "
+                  "fused|fused-seq|2pass|simt, tree mma|simt (table9: auto|gemm|tiled|mma|chunked); 'all' times every tensor-core variant that applies. Default: "
                   "MEMCAP_KATA_QUAD_VARIANT / MEMCAP_KATA_CHUNK_VARIANT / MEMCAP_KATA_TREE_VARIANT, else the first "
                   "that applies (recorded in /summary/variant)");
   sub->add_option("--chunk", o->chunk, "custom: chunk size C (tensor cores: 64, or 128 at d = 64; fallback: <= 64)")

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <cmath>
 #include <cstring>
+#include <functional>
 
 #include "core/error.hpp"
 
@@ -16,6 +17,7 @@
 
 #include "core/gpu.hpp"
 #include "kata_attention_backward.cuh"
+#include "kata_attention_chunked_backward.cuh"
 #include "kata_attention_fill.cuh"
 #include "kata_attention_variants.cuh"
 #include "kata_feature_map.cuh"
@@ -91,7 +93,16 @@ std::string attention_backward_unsupported(const AttentionShape&, const Attentio
   return "this build has no CUDA kernels";
 }
 GpuAttentionGrads attention_backward_cuda(const AttentionShape&, const AttentionOptions&, const double*, const double*,
-                                          const double*, const double*, const double*, int) {
+                                          const double*, const double*, const double*) {
+  no_cuda();
+}
+std::string attention_backward_chunked_unsupported(const AttentionShape&, const AttentionOptions&) {
+  return "this build has no CUDA kernels";
+}
+std::size_t chunked_fwdbwd_workspace_bytes(const AttentionShape&, const AttentionOptions&, std::int64_t) { return 0; }
+GpuAttentionGrads attention_backward_chunked_cuda(const AttentionShape&, const AttentionOptions&, const double*,
+                                                  const double*, const double*, const double*, const double*,
+                                                  std::int64_t) {
   no_cuda();
 }
 std::vector<double> psi_vjp_cuda(const FeatureMap&, const std::vector<double>&, const std::vector<double>&,
@@ -258,20 +269,22 @@ std::string attention_backward_unsupported(const AttentionShape& s, const Attent
   return cuda::quad_backward_unsupported(launch_of(s, o, GpuDType::bf16, ""));
 }
 
-GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const AttentionOptions& o, const double* q,
-                                          const double* k, const double* v, const double* dout,
-                                          const double* out_given) {
-  const cuda::AttentionLaunch p = launch_of(s, o, GpuDType::bf16, "");
-  const std::string why = cuda::quad_backward_unsupported(p);
-  if (!why.empty()) throw UserError(fmt::format("quadratic KATA backward: {}", why));
+namespace {
+
+// Float64 host data through one of the bf16 backwards: upload (rounded to bf16), o = `out_given` or the `form`
+// forward's own (its default variant), then `backward` (launches on the stream with the pointers and a workspace
+// of `bws_bytes`, NaN-poisoned like every output), synchronize, download.
+GpuAttentionGrads backward_on_host_data(
+    AttentionForm form, const cuda::AttentionLaunch& p, const AttentionShape& s, const double* q, const double* k,
+    const double* v, const double* dout, const double* out_given, std::size_t bws_bytes,
+    const std::function<void(const cuda::AttentionGradPtrs&, const gpu::Stream&)>& backward) {
   require_gpu();
-  const std::size_t ws_bytes = workspace_for(AttentionForm::quadratic, p);
   gpu::Stream stream;
   const GpuDType t = GpuDType::bf16;
   gpu::Tensor tq = device_tensor(s.qk_size(), t), tk = device_tensor(s.qk_size(), t);
   gpu::Tensor tv = device_tensor(s.v_size(), t), to = device_tensor(s.v_size(), t), tdo = device_tensor(s.v_size(), t);
   gpu::Tensor gq = device_tensor(s.qk_size(), t), gk = device_tensor(s.qk_size(), t), gv = device_tensor(s.v_size(), t);
-  gpu::Buffer ws(std::max<std::size_t>(ws_bytes, 1)), bws(cuda::quad_backward_workspace_bytes(p));
+  gpu::Buffer bws(std::max<std::size_t>(bws_bytes, 4));
   upload(tq, q, stream);
   upload(tk, k, stream);
   upload(tv, v, stream);
@@ -283,8 +296,9 @@ GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const Attenti
     upload(to, out_given, stream);
     r.forward_variant = "given";
   } else {
-    r.forward_variant =
-        full_name(AttentionForm::quadratic, run_form(AttentionForm::quadratic, p, tq, tk, tv, to, ws, stream));
+    gpu::Buffer ws(std::max<std::size_t>(workspace_for(form, p), 1));
+    r.forward_variant = full_name(form, run_form(form, p, tq, tk, tv, to, ws, stream));
+    stream.synchronize();  // ws is freed here
   }
   cuda::AttentionGradPtrs a;
   a.q = tq.raw();
@@ -296,13 +310,58 @@ GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const Attenti
   a.dk = gk.raw();
   a.dv = gv.raw();
   a.workspace = bws.get();
-  cuda::launch_quad_backward(p, a, stream.get());
+  backward(a, stream);
   stream.synchronize();
   r.out = download(to, stream);
   r.dq = download(gq, stream);
   r.dk = download(gk, stream);
   r.dv = download(gv, stream);
   return r;
+}
+
+}  // namespace
+
+GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const AttentionOptions& o, const double* q,
+                                          const double* k, const double* v, const double* dout,
+                                          const double* out_given) {
+  const cuda::AttentionLaunch p = launch_of(s, o, GpuDType::bf16, "");
+  const std::string why = cuda::quad_backward_unsupported(p);
+  if (!why.empty()) throw UserError(fmt::format("quadratic KATA backward: {}", why));
+  return backward_on_host_data(AttentionForm::quadratic, p, s, q, k, v, dout, out_given,
+                               cuda::quad_backward_workspace_bytes(p),
+                               [&](const cuda::AttentionGradPtrs& a, const gpu::Stream& st) {
+                                 cuda::launch_quad_backward(p, a, st.get());
+                               });
+}
+
+std::string attention_backward_chunked_unsupported(const AttentionShape& s, const AttentionOptions& o) {
+  return cuda::chunked_backward_unsupported(launch_of(s, o, GpuDType::bf16, ""));
+}
+
+std::size_t chunked_fwdbwd_workspace_bytes(const AttentionShape& s, const AttentionOptions& o, std::int64_t heads) {
+  const cuda::AttentionLaunch p = launch_of(s, o, GpuDType::bf16, "");
+  return workspace_for(AttentionForm::chunked, p) + cuda::chunked_backward_workspace_bytes(p, heads);
+}
+
+GpuAttentionGrads attention_backward_chunked_cuda(const AttentionShape& s, const AttentionOptions& o, const double* q,
+                                                  const double* k, const double* v, const double* dout,
+                                                  const double* out_given, std::int64_t heads_per_group) {
+  const cuda::AttentionLaunch p = launch_of(s, o, GpuDType::bf16, "");
+  const std::string why = cuda::chunked_backward_unsupported(p);
+  if (!why.empty()) throw UserError(fmt::format("chunked KATA backward: {}", why));
+  require_gpu();
+  if (heads_per_group <= 0)
+    heads_per_group = cuda::chunked_backward_heads_fitting(p, gpu::memory_info().free / 2);
+  require(heads_per_group >= 1, "chunked KATA backward: the workspace of one (b, h) slice ({:.2f} GB) does not fit "
+          "half the free device memory", cuda::chunked_backward_workspace_bytes(p, 1) / 1e9);
+  heads_per_group = std::min(heads_per_group, s.B * s.H);
+  return backward_on_host_data(AttentionForm::chunked, p, s, q, k, v, dout, out_given,
+                               cuda::chunked_backward_workspace_bytes(p, heads_per_group),
+                               [&](const cuda::AttentionGradPtrs& a, const gpu::Stream& st) {
+                                 gpu::Handles hd(st);
+                                 cuda::launch_chunked_backward(p, a, heads_per_group, hd.blas(), st.get());
+                                 st.synchronize();
+                               });
 }
 
 GpuTiming time_attention_cuda(AttentionForm form, const AttentionShape& s, const AttentionOptions& o, GpuDType t,

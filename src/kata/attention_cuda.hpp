@@ -78,6 +78,19 @@ GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const Attenti
                                           const double* k, const double* v, const double* dout,
                                           const double* out_given = nullptr);
 
+// Backward of the chunked O(T) form (kernels/kata_attention_chunked_backward.cuh; chunk C = o.chunk): bf16 inputs,
+// every map with a device ψ, normalized readout; cuBLAS bf16 products with fp32 accumulation, the device
+// ψ and its VJP. out_given: the forward output to differentiate at ([B,H,T,d_v], rounded to bf16); nullptr = run
+// the chunked forward's default variant first. heads_per_group: (b, h) slices per workspace group, 0 = as many as
+// fit half the free memory. Float64 host data in and out; for tests against mqar::kata_head_backward_chunked.
+std::string attention_backward_chunked_unsupported(const AttentionShape& s, const AttentionOptions& o);
+GpuAttentionGrads attention_backward_chunked_cuda(const AttentionShape& s, const AttentionOptions& o, const double* q,
+                                                  const double* k, const double* v, const double* dout,
+                                                  const double* out_given = nullptr, std::int64_t heads_per_group = 0);
+// Device bytes of the chunked forward's workspace (its default variant) plus the chunked backward's for `heads`
+// (b, h) slices at once; 0 in a build without CUDA. For memory plans.
+std::size_t chunked_fwdbwd_workspace_bytes(const AttentionShape& s, const AttentionOptions& o, std::int64_t heads);
+
 // VJP of the device feature map (kernels/kata_feature_map.cuh, fp32) on float64 host rows: dX = J_ψ(X)ᵀ G row by
 // row (X: rows x d, G: rows x n_ψ, row-major), and ψ(X) itself (rows x n_ψ). For tests against FeatureMap::vjp /
 // FeatureMap::apply.

@@ -6,6 +6,7 @@
 
 #include <algorithm>
 #include <cmath>
+#include <functional>
 
 #include "core/error.hpp"
 #include "core/rng.hpp"
@@ -18,6 +19,7 @@
 #include "core/gpu.hpp"
 #include "kata/mqar_mixers.hpp"
 #include "kata_attention_backward.cuh"
+#include "kata_attention_chunked_backward.cuh"
 #include "kata_attention_fill.cuh"
 #include "kata_attention_variants.cuh"
 #include "kata_mqar_gemm.cuh"
@@ -68,6 +70,8 @@ constexpr double kGemmShareOfFree = 0.8;
 
 namespace {
 
+constexpr std::int64_t kBenchChunk = 64;  // C of the chunked pair (the forward's tensor-core variants take 64)
+
 // The attention view of a KATA mixer's map (normalized readout) at the item's shape.
 AttentionShape attn_shape(const MixerBenchItem& it) {
   AttentionShape s;
@@ -82,7 +86,15 @@ AttentionOptions attn_options(const MqarModel& m) {
   AttentionOptions o;
   o.map = m.map;
   o.normalized = true;
+  o.chunk = kBenchChunk;
   return o;
+}
+
+// Why the chunked pair (chunked forward + kernels/kata_attention_chunked_backward.cuh) cannot run this item.
+std::string chunked_unsupported(const MqarModel& m, const MixerBenchItem& it) {
+  if (m.kind != MixerKind::kata) return "it is the KATA chunked form (softmax has no chunked variant)";
+  if (!attention_cuda_built()) return "this build has no CUDA kernels";
+  return attention_backward_chunked_unsupported(attn_shape(it), attn_options(m));
 }
 
 // Why the bf16 tensor-core pair (quadratic forward + kernels/kata_attention_backward.cuh) cannot run this item.
@@ -102,7 +114,13 @@ std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_byte
   const auto applies = [&](const MixerKernelVariant& v) { return v.applies(m); };
   std::string names;
   for (const auto& v : mqar_mixer_kernels()) names += (names.empty() ? "" : ", ") + std::string(v.name);
-  names += ", mma";
+  names += ", mma, chunked";
+  if (item.kernel == "chunked") {
+    const std::string why = chunked_unsupported(m, item);
+    require(why.empty(), "mixer bench: kernel 'chunked' does not apply to {} at d_head = {}: {}", item.mixer, item.d,
+            why);
+    return item.kernel;
+  }
   if (item.kernel == "mma") {
     const std::string why = mma_unsupported(m, item);
     require(why.empty(), "mixer bench: kernel '{}' does not apply to {} at d_head = {}: {}", item.kernel, item.mixer,
@@ -133,6 +151,9 @@ std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_byte
 
 std::size_t mixer_bench_bytes(const MixerBenchItem& item, const std::string& kernel) {
   const MqarModel m = model_of(item);
+  if (kernel == "chunked")  // q, k, v, o, dout, dq, dk, dv in bf16 + the forward's workspace + one head's backward
+    return static_cast<std::size_t>(8.0 * double(item.B * item.H * item.T * item.d) * kBf16) +
+           chunked_fwdbwd_workspace_bytes(attn_shape(item), attn_options(m), 1);
   if (kernel == "mma")  // q, k, v, o, dout, dq, dk, dv in bf16 + 1/z and δ/z per row
     return static_cast<std::size_t>(8.0 * double(item.B * item.H * item.T * item.d) * kBf16 +
                                     2.0 * double(item.B * item.H * item.T) * 4);
@@ -321,14 +342,14 @@ double validate(const MqarModel& m, const MixerBenchItem& item, const std::strin
                    rel(col(dq, 3 * d, 2 * d), dV)});
 }
 
-// The bf16 mma pair: validation on one (sequence, head) slice against the float64 CPU reference run on the
-// bf16-rounded inputs, then the timing on [B,H,T,d] bf16 buffers (Philox normals generated on the device).
-MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item, const std::string& kernel,
-                                 std::int64_t validate_T, int warmup, int repeats, std::uint64_t seed) {
-  MixerBenchResult r;
-  r.precision = "bf16";
-  r.validate_T = std::min(item.T, validate_T);
-  const std::int64_t T = r.validate_T, d = item.d;
+// The bf16 pairs' validation: one (sequence, head) slice of T tokens, inputs rounded to bf16, against the float64
+// CPU forward and backward (the quadratic form; the chunked one equals it to 1e-12); `grads` runs the GPU pair on
+// it (its own forward). Returns the largest relative error of o, dq, dk, dv; NumericError beyond 5e-2.
+using GradsOnHost = std::function<GpuAttentionGrads(const AttentionShape&, const AttentionOptions&, const double*,
+                                                    const double*, const double*, const double*)>;
+double validate_bf16_pair(const MqarModel& m, const MixerBenchItem& item, const std::string& name, std::int64_t T,
+                          std::uint64_t seed, const GradsOnHost& grads) {
+  const std::int64_t d = item.d;
   const std::size_t n = static_cast<std::size_t>(T * d);
   const double qk_scale = 1.0 / std::sqrt(std::sqrt(static_cast<double>(d)));
   const auto q = round_to_dtype(GpuDType::bf16, host_normals(n, seed, rng::kQueries, qk_scale));
@@ -339,9 +360,7 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
   one.B = 1;
   one.H = 1;
   one.T = T;
-  const AttentionOptions opt = attn_options(m);
-  const GpuAttentionGrads g =
-      attention_backward_cuda(attn_shape(one), opt, q.data(), k.data(), v.data(), dout.data());
+  const GpuAttentionGrads g = grads(attn_shape(one), attn_options(m), q.data(), k.data(), v.data(), dout.data());
   auto mat = [&](const std::vector<double>& x) {
     mx::Mat<double> a(T, d);
     for (std::int64_t t = 0; t < T; ++t)
@@ -353,48 +372,92 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
   mx::Vec<double> den(T);
   mx::kata_head_forward(O, den, m.map, Q, K, V);
   mx::kata_head_backward(dQ, dK, dV, dO, m.map, Q, K, V, O, den);
-  r.rel_err = std::max({rel(mat(g.out), O), rel(mat(g.dq), dQ), rel(mat(g.dk), dK), rel(mat(g.dv), dV)});
-  if (!(r.rel_err < 5e-2))
+  const double err = std::max({rel(mat(g.out), O), rel(mat(g.dq), dQ), rel(mat(g.dk), dK), rel(mat(g.dv), dV)});
+  if (!(err < 5e-2))
     throw NumericError(fmt::format("mixer bench: {} {} (d = {}) differs from the float64 CPU reference by {:.3e} "
                                    "(tolerance 5e-2) at T = {}; not timing a wrong kernel",
-                                   item.mixer, kernel, d, r.rel_err, T));
-  gpu::Stream st;
-  const std::int64_t nel = item.B * item.H * item.T * item.d;
-  auto buf = [&] { return gpu::Buffer(static_cast<std::size_t>(nel) * kBf16); };
-  gpu::Buffer bq = buf(), bk = buf(), bv = buf(), bo = buf(), bdo = buf(), gq = buf(), gk = buf(), gv = buf();
+                                   item.mixer, name, d, err, T));
+  return err;
+}
+
+// The bf16 pairs' timing buffers: [B,H,T,d] q, k, v (Philox normals generated on the device), o, dout (normals),
+// dq, dk, dv; the launch description of the item (normalized readout, C = kBenchChunk).
+struct Bf16Io {
   cuda::AttentionLaunch p;
-  p.B = item.B;
-  p.H = item.H;
-  p.T = item.T;
-  p.d = p.dv = static_cast<int>(item.d);
-  p.map = attention_map(m.map);
-  p.normalized = true;
-  p.dtype = gpu::DType::bf16;
+  gpu::Buffer q, k, v, o, dout, dq, dk, dv;
+  std::int64_t nel = 0;
+  Bf16Io(const MqarModel& m, const MixerBenchItem& item, std::uint64_t seed, const gpu::Stream& st)
+      : nel(item.B * item.H * item.T * item.d) {
+    const std::size_t bytes = static_cast<std::size_t>(nel) * kBf16;
+    for (gpu::Buffer* b : {&q, &k, &v, &o, &dout, &dq, &dk, &dv}) *b = gpu::Buffer(bytes);
+    p.B = item.B;
+    p.H = item.H;
+    p.T = item.T;
+    p.d = p.dv = static_cast<int>(item.d);
+    p.chunk = static_cast<int>(kBenchChunk);
+    p.map = attention_map(m.map);
+    p.normalized = true;
+    p.dtype = gpu::DType::bf16;
+    const float qk_scale = static_cast<float>(1.0 / std::sqrt(std::sqrt(static_cast<double>(item.d))));
+    cuda::fill_normal(q.get(), gpu::DType::bf16, nel, seed, rng::kQueries, qk_scale, st.get());
+    cuda::fill_normal(k.get(), gpu::DType::bf16, nel, seed, rng::kKeys, qk_scale, st.get());
+    cuda::fill_normal(v.get(), gpu::DType::bf16, nel, seed, rng::kValues, 1.0f, st.get());
+    cuda::fill_normal(dout.get(), gpu::DType::bf16, nel, seed, rng::kUser + 91, 1.0f, st.get());
+  }
+  cuda::AttentionPtrs fwd(const gpu::Buffer& ws) const {
+    cuda::AttentionPtrs a;
+    a.q = q.get();
+    a.k = k.get();
+    a.v = v.get();
+    a.out = o.get();
+    a.workspace = ws.get();
+    a.workspace_bytes = ws.bytes();
+    return a;
+  }
+  cuda::AttentionGradPtrs bwd(void* ws) const {
+    cuda::AttentionGradPtrs a;
+    a.q = q.get();
+    a.k = k.get();
+    a.v = v.get();
+    a.o = o.get();
+    a.dout = dout.get();
+    a.dq = dq.get();
+    a.dk = dk.get();
+    a.dv = dv.get();
+    a.workspace = ws;
+    return a;
+  }
+  std::size_t bytes() const { return static_cast<std::size_t>(8 * nel) * kBf16; }
+  // NumericError when the first rows of dq hold a non-finite value (bf16 exponent all ones)
+  void check_finite(const MixerBenchItem& item, const std::string& name) const {
+    std::vector<std::uint16_t> probe(static_cast<std::size_t>(3 * item.d));
+    MEMCAP_CUDA_CHECK(cudaMemcpy(probe.data(), dq.get(), probe.size() * kBf16, cudaMemcpyDeviceToHost));
+    for (std::uint16_t x : probe)
+      if ((x & 0x7f80u) == 0x7f80u)
+        throw NumericError(fmt::format("mixer bench: {} {} produced a non-finite gradient", item.mixer, name));
+  }
+};
+
+// The bf16 mma pair: the quadratic forward's default variant + the tensor-core backward, validated then timed.
+MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item, const std::string& kernel,
+                                 std::int64_t validate_T, int warmup, int repeats, std::uint64_t seed) {
+  MixerBenchResult r;
+  r.precision = "bf16";
+  r.validate_T = std::min(item.T, validate_T);
+  r.rel_err = validate_bf16_pair(m, item, kernel, r.validate_T, seed,
+                                 [](const AttentionShape& s, const AttentionOptions& o, const double* q,
+                                    const double* k, const double* v, const double* dout) {
+                                   return attention_backward_cuda(s, o, q, k, v, dout);
+                                 });
+  gpu::Stream st;
+  const Bf16Io io(m, item, seed, st);
+  const cuda::AttentionLaunch& p = io.p;
   const cuda::KernelVariant& fv = cuda::select_variant(AttentionForm::quadratic, p, cuda::current_arch());
   gpu::Buffer fws(std::max<std::size_t>(fv.workspace(p), 1)), bws(cuda::quad_backward_workspace_bytes(p));
   r.kernel = kernel + "/" + fv.name;  // the forward's variant after the slash
   r.device_bytes = mixer_bench_bytes(item, kernel) + fv.workspace(p);
-  cuda::fill_normal(bq.get(), gpu::DType::bf16, nel, seed, rng::kQueries, static_cast<float>(qk_scale), st.get());
-  cuda::fill_normal(bk.get(), gpu::DType::bf16, nel, seed, rng::kKeys, static_cast<float>(qk_scale), st.get());
-  cuda::fill_normal(bv.get(), gpu::DType::bf16, nel, seed, rng::kValues, 1.0f, st.get());
-  cuda::fill_normal(bdo.get(), gpu::DType::bf16, nel, seed, rng::kUser + 91, 1.0f, st.get());
-  cuda::AttentionPtrs fa;
-  fa.q = bq.get();
-  fa.k = bk.get();
-  fa.v = bv.get();
-  fa.out = bo.get();
-  fa.workspace = fws.get();
-  fa.workspace_bytes = fws.bytes();
-  cuda::AttentionGradPtrs ga;
-  ga.q = bq.get();
-  ga.k = bk.get();
-  ga.v = bv.get();
-  ga.o = bo.get();
-  ga.dout = bdo.get();
-  ga.dq = gq.get();
-  ga.dk = gk.get();
-  ga.dv = gv.get();
-  ga.workspace = bws.get();
+  const cuda::AttentionPtrs fa = io.fwd(fws);
+  const cuda::AttentionGradPtrs ga = io.bwd(bws.get());
   gpu::Event e0, e1, e2, emid;
   cudaEvent_t split[2] = {emid.get(), emid.get()};  // recorded between the two backward kernels
   cuda::AttentionLaunch pb = p;
@@ -411,11 +474,51 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
     r.ms_fwdbwd.push_back(gpu::Event::elapsed_ms(e0, e2));
     r.ms_bwd_dq.push_back(gpu::Event::elapsed_ms(e1, emid));
   }
-  std::vector<std::uint16_t> probe(static_cast<std::size_t>(3 * item.d));
-  MEMCAP_CUDA_CHECK(cudaMemcpy(probe.data(), gq.get(), probe.size() * kBf16, cudaMemcpyDeviceToHost));
-  for (std::uint16_t x : probe)
-    if ((x & 0x7f80u) == 0x7f80u)  // bf16 exponent all ones: inf or NaN
-      throw NumericError(fmt::format("mixer bench: {} {} produced a non-finite gradient", item.mixer, kernel));
+  io.check_finite(item, kernel);
+  return r;
+}
+
+// The chunked pair: the chunked forward's default variant (C = kBenchChunk) + the chunked O(T) backward
+// (kernels/kata_attention_chunked_backward.cu), validated (the GPU's own chunked forward, then its backward) then
+// timed; the backward's heads per group as many as fit 90 % of the memory left after the buffers.
+MixerBenchResult mixer_bench_chunked(const MqarModel& m, const MixerBenchItem& item, std::int64_t validate_T,
+                                     int warmup, int repeats, std::uint64_t seed) {
+  MixerBenchResult r;
+  r.precision = "bf16";
+  r.validate_T = std::min(item.T, validate_T);
+  r.rel_err = validate_bf16_pair(m, item, "chunked", r.validate_T, seed,
+                                 [](const AttentionShape& s, const AttentionOptions& o, const double* q,
+                                    const double* k, const double* v, const double* dout) {
+                                   return attention_backward_chunked_cuda(s, o, q, k, v, dout);
+                                 });
+  gpu::Stream st;
+  gpu::Handles hd(st);
+  const Bf16Io io(m, item, seed, st);
+  const cuda::AttentionLaunch& p = io.p;
+  const cuda::KernelVariant& fv = cuda::select_variant(AttentionForm::chunked, p, cuda::current_arch());
+  gpu::Buffer fws(std::max<std::size_t>(fv.workspace(p), 1));
+  const std::size_t free = gpu::memory_info().free;
+  const std::int64_t hpg = cuda::chunked_backward_heads_fitting(p, static_cast<std::size_t>(0.9 * double(free)));
+  require(hpg >= 1, "mixer bench: the chunked backward's workspace for one (b, h) slice ({:.2f} GB) does not fit "
+          "the {:.2f} GB left", cuda::chunked_backward_workspace_bytes(p, 1) / 1e9, double(free) / 1e9);
+  gpu::Buffer bws(cuda::chunked_backward_workspace_bytes(p, hpg));
+  r.kernel = "chunked/" + std::string(fv.name);  // the forward's variant after the slash
+  r.device_bytes = io.bytes() + fws.bytes() + bws.bytes();
+  const cuda::AttentionPtrs fa = io.fwd(fws);
+  const cuda::AttentionGradPtrs ga = io.bwd(bws.get());
+  gpu::Event e0, e1, e2;
+  for (int i = 0; i < warmup + repeats; ++i) {
+    e0.record(st);
+    cuda::launch_attention(AttentionForm::chunked, p, fa, st.get());
+    e1.record(st);
+    cuda::launch_chunked_backward(p, ga, hpg, hd.blas(), st.get());
+    e2.record(st);
+    e2.synchronize();
+    if (i < warmup) continue;
+    r.ms_fwd.push_back(gpu::Event::elapsed_ms(e0, e1));
+    r.ms_fwdbwd.push_back(gpu::Event::elapsed_ms(e0, e2));
+  }
+  io.check_finite(item, "chunked");
   return r;
 }
 
@@ -435,6 +538,7 @@ MixerBenchResult mixer_bench_cuda(const MixerBenchItem& item, const std::string&
   require(repeats >= 1 && warmup >= 0 && validate_T >= 1, "mixer bench: repeats >= 1, warmup >= 0, validate-T >= 1");
   const MqarModel m = model_of(item);
   if (kernel == "mma") return mixer_bench_mma(m, item, kernel, validate_T, warmup, repeats, seed);
+  if (kernel == "chunked") return mixer_bench_chunked(m, item, validate_T, warmup, repeats, seed);
   gpu::Stream st;
   gpu::Handles hd(st);
   MEMCAP_CUBLAS_CHECK(cublasSetMathMode(hd.blas(), item.tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));

@@ -17,14 +17,16 @@ struct MixerBenchItem {
   std::int64_t B = 8, H = 16, T = 4096, d = 64;
   // auto | gemm | tiled (the trainer's mixer-kernel table, float32 on packed q|k|v) | mma (bf16 tensor cores on
   // [B,H,T,d]: the quadratic attention forward's default variant + the tensor-core backward of
-  // kernels/kata_attention_backward.cuh; KATA M_g maps at d_head 32 and 64; not a training path)
+  // kernels/kata_attention_backward.cuh; KATA M_g maps at d_head 32 and 64; not a training path) | chunked (bf16:
+  // the chunked forward, C = 64, + the chunked O(T) backward of kernels/kata_attention_chunked_backward.cuh; every
+  // KATA map with a device ψ; not a training path)
   std::string kernel = "auto";
   bool tf32 = false;            // TF32 products in the gemm variant's cuBLAS calls
 };
 
 struct MixerBenchResult {
   std::string kernel;            // the variant that ran
-  std::string precision;         // "f32", "tf32" or "bf16" (mma)
+  std::string precision;         // "f32", "tf32" or "bf16" (mma, chunked)
   double rel_err = 0;            // largest relative error of o, dq, dk, dv vs the CPU float64 reference
   std::int64_t validate_T = 0;   // the slice's length
   std::vector<double> ms_fwdbwd;  // per timed repeat: forward + backward

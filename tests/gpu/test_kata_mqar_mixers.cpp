@@ -619,6 +619,71 @@ TEST_CASE("kata bench --shapes table9 machinery: mixer_bench_cuda validates agai
 // the kernels return is the residue of dout·v − dout·o (o rounded to bf16) divided by z = (q·k)², which has no
 // relative scale; there only o and dv are compared and dq, dk must be finite.
 namespace {
+// q, k (scaled by d^-1/4), v, dout ~ N(0, 1) for [B,H,T,d] from one seed, rounded to bf16 (the kernels' inputs);
+// zero_rows: every third query row zero (with eps = 0 its denominator is 0: o = 0, no gradient).
+struct Bf16Inputs {
+  std::vector<double> q, k, v, dout;
+};
+Bf16Inputs bf16_inputs(std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t d, std::uint64_t seed,
+                       bool zero_rows = false) {
+  std::mt19937_64 gen(seed);
+  std::normal_distribution<double> nd(0.0, 1.0);
+  const double qk = 1.0 / std::sqrt(std::sqrt(static_cast<double>(d)));
+  const std::size_t n = static_cast<std::size_t>(B * H * T * d);
+  Bf16Inputs in{std::vector<double>(n), std::vector<double>(n), std::vector<double>(n), std::vector<double>(n)};
+  for (std::size_t i = 0; i < n; ++i) {
+    in.q[i] = qk * nd(gen);
+    in.k[i] = qk * nd(gen);
+    in.v[i] = nd(gen);
+    in.dout[i] = nd(gen);
+  }
+  if (zero_rows)
+    for (std::size_t r = 0; r < static_cast<std::size_t>(B * H * T); r += 3)
+      std::fill(in.q.begin() + static_cast<std::ptrdiff_t>(r * d), in.q.begin() + static_cast<std::ptrdiff_t>((r + 1) * d),
+                0.0);
+  for (auto* x : {&in.q, &in.k, &in.v, &in.dout}) *x = round_to_dtype(GpuDType::bf16, *x);
+  return in;
+}
+// Slice bh (T x d) of a [B·H, T, d] host array, and a matrix back to a flat row-major vector.
+mx::Mat<double> slice_of(const std::vector<double>& x, std::int64_t bh, std::int64_t T, std::int64_t d) {
+  const std::size_t off = static_cast<std::size_t>(bh * T * d);
+  mx::Mat<double> a(T, d);
+  for (std::int64_t t = 0; t < T; ++t)
+    for (std::int64_t j = 0; j < d; ++j) a(t, j) = x[off + static_cast<std::size_t>(t * d + j)];
+  return a;
+}
+std::vector<double> flat_of(const mx::Mat<double>& a) {
+  std::vector<double> x(static_cast<std::size_t>(a.size()));
+  for (std::int64_t t = 0; t < a.rows(); ++t)
+    for (std::int64_t j = 0; j < a.cols(); ++j) x[static_cast<std::size_t>(t * a.cols() + j)] = a(t, j);
+  return x;
+}
+
+// A small table9 item (m2, B 2, H 3, T 300, d 64) for a bf16 pair, and the checks both pairs share: the plan
+// picks it, validation passes (T_val = 200), 3 timed repeats with the forward inside forward + backward.
+MixerBenchItem table9_item(const std::string& kernel) {
+  MixerBenchItem it;
+  it.mixer = "m2";
+  it.B = 2;
+  it.H = 3;
+  it.T = 300;
+  it.d = 64;
+  it.kernel = kernel;
+  return it;
+}
+MixerBenchResult check_table9_pair(const MixerBenchItem& it) {
+  CHECK(plan_mixer_bench(it) == it.kernel);
+  const MixerBenchResult r = mixer_bench_cuda(it, it.kernel, 200, 1, 3, 7);
+  std::printf("table9 machinery m2 %s: rel err %.2e, kernel %s, fwd+bwd %.3f ms, fwd %.3f ms\n", it.kernel.c_str(),
+              r.rel_err, r.kernel.c_str(), r.ms_fwdbwd[0], r.ms_fwd[0]);
+  CHECK(r.precision == "bf16");
+  CHECK(r.kernel.rfind(it.kernel + "/", 0) == 0);
+  CHECK(r.rel_err < 5e-2);
+  REQUIRE(r.ms_fwdbwd.size() == 3);
+  CHECK(r.ms_fwdbwd[0] >= r.ms_fwd[0]);
+  return r;
+}
+
 double check_tc_backward(const std::string& spec, std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t d,
                          std::uint64_t seed, bool zero_rows = false) {
   AttentionShape s;
@@ -630,24 +695,8 @@ double check_tc_backward(const std::string& spec, std::int64_t B, std::int64_t H
   o.map = FeatureMap::parse(spec, d);
   o.normalized = true;
   REQUIRE(attention_backward_unsupported(s, o).empty());
-  std::mt19937_64 gen(seed);
-  std::normal_distribution<double> nd(0.0, 1.0);
-  const double qk = 1.0 / std::sqrt(std::sqrt(static_cast<double>(d)));
   const std::size_t n = static_cast<std::size_t>(B * H * T * d);
-  std::vector<double> q(n), k(n), v(n), dout(n);
-  for (std::size_t i = 0; i < n; ++i) {
-    q[i] = qk * nd(gen);
-    k[i] = qk * nd(gen);
-    v[i] = nd(gen);
-    dout[i] = nd(gen);
-  }
-  if (zero_rows)  // every third query row zero: with eps = 0 its denominator is 0 (o = 0, no gradient)
-    for (std::size_t r = 0; r < static_cast<std::size_t>(B * H * T); r += 3)
-      std::fill(q.begin() + static_cast<std::ptrdiff_t>(r * d), q.begin() + static_cast<std::ptrdiff_t>((r + 1) * d), 0.0);
-  q = round_to_dtype(GpuDType::bf16, q);
-  k = round_to_dtype(GpuDType::bf16, k);
-  v = round_to_dtype(GpuDType::bf16, v);
-  dout = round_to_dtype(GpuDType::bf16, dout);
+  const auto [q, k, v, dout] = bf16_inputs(B, H, T, d, seed, zero_rows);
   const GpuAttentionGrads g = attention_backward_cuda(s, o, q.data(), k.data(), v.data(), dout.data());
   // the backward kernels alone, twice on the same o: bit-identical (no atomics)
   const GpuAttentionGrads g2 =
@@ -661,19 +710,8 @@ double check_tc_backward(const std::string& spec, std::int64_t B, std::int64_t H
   for (std::size_t i = 0; i < n; ++i) fwd_diff += g3.out[i] != g.out[i];
   double worst = 0;
   for (std::int64_t bh = 0; bh < B * H; ++bh) {
-    const std::size_t off = static_cast<std::size_t>(bh * T * d);
-    auto mat = [&](const std::vector<double>& x) {
-      mx::Mat<double> a(T, d);
-      for (std::int64_t t = 0; t < T; ++t)
-        for (std::int64_t j = 0; j < d; ++j) a(t, j) = x[off + static_cast<std::size_t>(t * d + j)];
-      return a;
-    };
-    auto flat = [](const mx::Mat<double>& a) {
-      std::vector<double> x(static_cast<std::size_t>(a.size()));
-      for (std::int64_t t = 0; t < a.rows(); ++t)
-        for (std::int64_t j = 0; j < a.cols(); ++j) x[static_cast<std::size_t>(t * a.cols() + j)] = a(t, j);
-      return x;
-    };
+    auto mat = [&](const std::vector<double>& x) { return slice_of(x, bh, T, d); };
+    const auto flat = flat_of;
     const auto Q = mat(q), K = mat(k), V = mat(v), dO = mat(dout), Og = mat(g.out);
     mx::Mat<double> O(T, d), dQ(T, d), dK(T, d), dV(T, d);
     mx::Vec<double> den(T);
@@ -727,24 +765,10 @@ TEST_CASE("quadratic KATA backward on tensor cores (bf16): GPU = CPU float64 on 
     CHECK_THROWS_AS(attention_backward_cuda(s, o, x.data(), x.data(), x.data(), x.data()), UserError);
   }
   // the table9 mma variant: plan, validation and timing at a small shape
-  MixerBenchItem it;
-  it.mixer = "m2";
-  it.B = 2;
-  it.H = 3;
-  it.T = 300;
-  it.d = 64;
-  it.kernel = "mma";
+  MixerBenchItem it = table9_item("mma");
   {
-    CHECK(plan_mixer_bench(it) == "mma");
-    const MixerBenchResult r = mixer_bench_cuda(it, "mma", 200, 1, 3, 7);
-    std::printf("table9 machinery m2 mma: rel err %.2e, kernel %s, fwd+bwd %.3f ms, fwd %.3f ms\n", r.rel_err,
-                r.kernel.c_str(), r.ms_fwdbwd[0], r.ms_fwd[0]);
-    CHECK(r.precision == "bf16");
-    CHECK(r.kernel.rfind("mma/", 0) == 0);
-    CHECK(r.rel_err < 5e-2);
-    REQUIRE(r.ms_fwdbwd.size() == 3);
+    const MixerBenchResult r = check_table9_pair(it);
     REQUIRE(r.ms_bwd_dq.size() == 3);
-    CHECK(r.ms_fwdbwd[0] >= r.ms_fwd[0]);
     CHECK(r.ms_bwd_dq[0] > 0);
     CHECK(r.ms_fwd[0] + r.ms_bwd_dq[0] <= r.ms_fwdbwd[0] + 0.01);  // event resolution ≈ 0.5 µs
   }
@@ -754,6 +778,104 @@ TEST_CASE("quadratic KATA backward on tensor cores (bf16): GPU = CPU float64 on 
   it.mixer = "softmax";
   CHECK_THROWS_AS(plan_mixer_bench(it), UserError);
   it.mixer = "sigma2";
+  CHECK_THROWS_AS(plan_mixer_bench(it), UserError);
+}
+
+// The chunked O(T) backward (kernels/kata_attention_chunked_backward.cu) against the float64 CPU chunked reference
+// (mqar::kata_head_backward_chunked, itself equal to the quadratic form to 1e-12) on every (b, h) slice: inputs
+// rounded to bf16, o = the CPU's forward output rounded to bf16 and given to both, so the gradients are the
+// backward's own error. bf16 feature rows and states: tolerance 3e-2 relative (as the quadratic tensor-core
+// backward). T not a multiple of C, T < C, one chunk exactly; heads in one group and one head per group (the
+// group loop); run twice: bit-identical. At T = 1 the exact dq and dk are 0 (o = v_0 whatever q and k) and the GPU
+// returns a rounding residue divided by z, with no relative scale: there dv is compared and dq, dk must be finite.
+namespace {
+double check_chunked_backward(const std::string& spec, std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t d,
+                              std::int64_t C, std::uint64_t seed) {
+  AttentionShape s;
+  s.B = B;
+  s.H = H;
+  s.T = T;
+  s.d = s.dv = d;
+  AttentionOptions o;
+  o.map = FeatureMap::parse(spec, d);
+  o.normalized = true;
+  o.chunk = C;
+  REQUIRE(attention_backward_chunked_unsupported(s, o).empty());
+  const std::size_t n = static_cast<std::size_t>(B * H * T * d);
+  const auto [q, k, v, dout] = bf16_inputs(B, H, T, d, seed);
+  auto mat = [&](const std::vector<double>& x, std::int64_t bh) { return slice_of(x, bh, T, d); };
+  const auto flat = flat_of;
+  // the CPU forward per slice, its o rounded to bf16: the o both backwards differentiate at
+  std::vector<double> o_all(n);
+  std::vector<mx::Vec<double>> dens;
+  for (std::int64_t bh = 0; bh < B * H; ++bh) {
+    mx::Mat<double> O;
+    mx::Vec<double> den;
+    mx::kata_head_forward_chunked(O, den, o.map, mat(q, bh), mat(k, bh), mat(v, bh), C);
+    const auto f = flat(O);
+    std::copy(f.begin(), f.end(), o_all.begin() + static_cast<std::ptrdiff_t>(bh * T * d));
+    dens.push_back(den);
+  }
+  o_all = round_to_dtype(GpuDType::bf16, o_all);
+  const GpuAttentionGrads g =
+      attention_backward_chunked_cuda(s, o, q.data(), k.data(), v.data(), dout.data(), o_all.data());
+  const GpuAttentionGrads g1 =
+      attention_backward_chunked_cuda(s, o, q.data(), k.data(), v.data(), dout.data(), o_all.data(), 1);
+  const GpuAttentionGrads g2 =
+      attention_backward_chunked_cuda(s, o, q.data(), k.data(), v.data(), dout.data(), o_all.data());
+  CHECK(g.dq == g2.dq);
+  CHECK(g.dk == g2.dk);
+  CHECK(g.dv == g2.dv);
+  double worst = 0;
+  for (std::int64_t bh = 0; bh < B * H; ++bh) {
+    const auto Q = mat(q, bh), K = mat(k, bh), V = mat(v, bh), dO = mat(dout, bh), Og = mat(o_all, bh);
+    mx::Mat<double> dQ, dK, dV;
+    mx::kata_head_backward_chunked(dQ, dK, dV, dO, o.map, Q, K, V, Og, dens[static_cast<std::size_t>(bh)], C);
+    for (const GpuAttentionGrads* r : {&g, &g1}) {
+      double eq = rel_err(flat(mat(r->dq, bh)), flat(dQ)), ek = rel_err(flat(mat(r->dk, bh)), flat(dK));
+      const double ev = rel_err(flat(mat(r->dv, bh)), flat(dV));
+      if (T == 1) {
+        for (double x : r->dq) CHECK(std::isfinite(x));
+        for (double x : r->dk) CHECK(std::isfinite(x));
+        eq = ek = 0;
+      }
+      INFO(spec << " d=" << d << " T=" << T << " C=" << C << " slice " << bh << (r == &g1 ? " (one head per group)" : "")
+                << ": dq " << eq << " dk " << ek << " dv " << ev);
+      CHECK(eq < 3e-2);
+      CHECK(ek < 3e-2);
+      CHECK(ev < 3e-2);
+      worst = std::max({worst, eq, ek, ev});
+    }
+  }
+  std::printf("chunked backward %-22s d=%-3lld B=%lld H=%lld T=%-4lld C=%-3lld: worst rel err %.2e (dq, dk, dv)\n",
+              spec.c_str(), static_cast<long long>(d), static_cast<long long>(B), static_cast<long long>(H),
+              static_cast<long long>(T), static_cast<long long>(C), worst);
+  return worst;
+}
+}  // namespace
+
+TEST_CASE("chunked KATA backward (cuBLAS bf16 products, device ψ and VJP): GPU = CPU float64 chunked reference") {
+  for (const char* spec : {"m2:eps=1e-4", "m1", "m4:eps=1e-4", "sigma2", "orthant", "lorentz"})
+    for (const std::int64_t T : {1, 40, 64, 200}) check_chunked_backward(spec, 2, 2, T, 64, 64, 61 + T);
+  check_chunked_backward("m2:eps=1e-4", 1, 3, 333, 32, 16, 71);
+  check_chunked_backward("sigma2", 1, 2, 150, 32, 32, 73);
+  // what it does not cover is refused before any launch, saying why
+  AttentionShape s;
+  s.T = 64;
+  s.d = s.dv = 64;
+  AttentionOptions o;
+  o.map = FeatureMap::parse("m2", 64);
+  o.chunk = 60;  // not a multiple of 8
+  CHECK(!attention_backward_chunked_unsupported(s, o).empty());
+  o.chunk = 64;
+  o.normalized = false;
+  CHECK(!attention_backward_chunked_unsupported(s, o).empty());
+  std::vector<double> x(static_cast<std::size_t>(s.T * s.d), 0.1);
+  CHECK_THROWS_AS(attention_backward_chunked_cuda(s, o, x.data(), x.data(), x.data(), x.data(), x.data()), UserError);
+  // the table9 chunked variant: plan, validation (its own chunked forward, then the backward) and timing
+  MixerBenchItem it = table9_item("chunked");
+  check_table9_pair(it);
+  it.mixer = "softmax";
   CHECK_THROWS_AS(plan_mixer_bench(it), UserError);
 }
 

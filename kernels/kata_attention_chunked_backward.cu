@@ -1,0 +1,366 @@
+// Chunked O(T) KATA backward (kata_attention_chunked_backward.cuh says what it computes): the feature rows, the
+// scans, the readout cotangents and the VJP as kernels here; every product through cuBLAS (bf16 in, fp32
+// accumulation) on row-major buffers, one batch entry per (head, chunk).
+#include <cublas_v2.h>
+
+#include <algorithm>
+#include <string>
+
+#include "cuda_check.cuh"
+#include "kata_attention_chunked_backward.cuh"
+#include "kata_attention_common.cuh"
+#include "kata_feature_map.cuh"
+
+#define MEMCAP_CB_CUBLAS(call)                                                                             \
+  do {                                                                                                     \
+    const cublasStatus_t st_ = (call);                                                                     \
+    if (st_ != CUBLAS_STATUS_SUCCESS)                                                                      \
+      ::memcap::cuda_detail::throw_device_error(std::string("cuBLAS error ") +                 \
+                                                            std::to_string(static_cast<int>(st_)) + " in " \
+                                                            #call);                                        \
+  } while (0)
+
+namespace memcap::kata::cuda {
+namespace chunk_bwd {
+
+using bf16 = __nv_bfloat16;
+constexpr int kThreads = 256;
+constexpr int kRowsPerBlock = 16;  // ψ kernel: rows staged in shared memory per block
+constexpr int kMaxPlainD = 128;    // VJP of the n_ψ = d maps: one thread per row, gx in registers
+constexpr int kMaxD = 512;         // ψ kernel: kRowsPerBlock rows of d floats in (default-size) shared memory
+constexpr std::int64_t kMaxHeadsPerGroup = 65535;  // the ψ kernel's grid z
+
+std::int64_t round8(std::int64_t x) { return (x + 7) / 8 * 8; }
+
+// Sizes of one launch; n_ld: the feature count rounded up to 8 (16-byte rows for the tensor cores, zero columns).
+struct Dims {
+  std::int64_t T = 0, Tp = 0, nc = 0, C = 0, d = 0, dv = 0, n = 0, n_ld = 0, W = 0;
+};
+Dims dims_of(const AttentionLaunch& p) {
+  Dims s;
+  s.C = p.chunk;
+  s.T = p.T;
+  s.nc = (p.T + s.C - 1) / s.C;
+  s.Tp = s.nc * s.C;
+  s.d = p.d;
+  s.dv = p.dv;
+  s.n = p.map.n_features;
+  s.n_ld = round8(s.n);
+  s.W = round8(s.dv + 1);
+  return s;
+}
+
+// The workspace of `h` heads, carved in this order (each piece 256-byte aligned).
+struct Carve {
+  bf16 *phq = nullptr, *phk = nullptr, *vaug = nullptr, *gaug = nullptr, *saug = nullptr, *gsaug = nullptr;
+  bf16 *abf = nullptr, *dabf = nullptr;
+  float *st32 = nullptr, *a32 = nullptr, *r32 = nullptr, *dphq = nullptr, *dphk = nullptr;
+  std::size_t bytes = 0;
+};
+Carve carve(const Dims& s, std::int64_t h, void* base) {
+  Carve c;
+  unsigned char* p = static_cast<unsigned char*>(base);
+  std::size_t off = 0;
+  auto take = [&](std::int64_t elems, std::size_t size) {
+    void* at = p ? p + off : nullptr;
+    off += (static_cast<std::size_t>(elems) * size + 255) / 256 * 256;
+    return at;
+  };
+  const std::int64_t rows = h * s.Tp, chunks = h * s.nc;
+  c.phq = static_cast<bf16*>(take(rows * s.n_ld, 2));
+  c.phk = static_cast<bf16*>(take(rows * s.n_ld, 2));
+  c.vaug = static_cast<bf16*>(take(rows * s.W, 2));
+  c.gaug = static_cast<bf16*>(take(rows * s.W, 2));
+  c.saug = static_cast<bf16*>(take(chunks * s.n_ld * s.W, 2));
+  c.gsaug = static_cast<bf16*>(take(chunks * s.n_ld * s.W, 2));
+  c.abf = static_cast<bf16*>(take(chunks * s.C * s.C, 2));
+  c.dabf = static_cast<bf16*>(take(chunks * s.C * s.C, 2));
+  c.st32 = static_cast<float*>(take(chunks * s.n_ld * s.W, 4));
+  c.a32 = static_cast<float*>(take(chunks * s.C * s.C, 4));
+  c.r32 = static_cast<float*>(take(rows * s.W, 4));
+  c.dphq = static_cast<float*>(take(rows * s.n_ld, 4));
+  c.dphk = static_cast<float*>(take(rows * s.n_ld, 4));
+  c.bytes = off;
+  return c;
+}
+
+unsigned grid1(std::int64_t n, int threads = kThreads) { return static_cast<unsigned>((n + threads - 1) / threads); }
+
+// Φ[h][t][f] = ψ_f(x[h][t]) for t < T and f < n_ψ, else 0. Block: 256 features × kRowsPerBlock rows.
+template <MapKind K>
+__global__ void __launch_bounds__(kThreads) psi_kernel(DeviceMap mp, const bf16* __restrict__ x,
+                                                       bf16* __restrict__ phi, std::int64_t T, std::int64_t Tp,
+                                                       std::int64_t n_ld) {
+  extern __shared__ float sx[];  // [kRowsPerBlock][d] then aux[kRowsPerBlock]
+  const int d = mp.d, tid = threadIdx.x;
+  float* aux = sx + kRowsPerBlock * d;
+  const std::int64_t h = blockIdx.z, t0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock;
+  for (int e = tid; e < kRowsPerBlock * d; e += kThreads) {
+    const std::int64_t t = t0 + e / d;
+    sx[e] = t < T ? __bfloat162float(x[(h * T + t) * d + e % d]) : 0.f;
+  }
+  __syncthreads();
+  if (tid < kRowsPerBlock) aux[tid] = psi_aux<K>(mp, sx + tid * d);
+  __syncthreads();
+  const int f = blockIdx.x * kThreads + tid;
+  if (f >= n_ld) return;
+  const FeatureSlot slot = make_slot<K>(mp, f);  // inactive (0) for f >= n_ψ
+  for (int r = 0; r < kRowsPerBlock; ++r) {
+    const std::int64_t t = t0 + r;
+    if (t >= Tp) break;
+    const float val = t < T ? eval_slot<K>(mp, slot, sx + r * d, aux[r]) : 0.f;
+    phi[(h * Tp + t) * n_ld + f] = __float2bfloat16(val);
+  }
+}
+
+// V̂[h][t] = [v_t | 1 | 0 …] for t < T, zero rows past T.
+__global__ void augment_kernel(const bf16* __restrict__ v, bf16* __restrict__ out, std::int64_t heads,
+                               std::int64_t T, std::int64_t Tp, std::int64_t dv, std::int64_t W) {
+  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= heads * Tp * W) return;
+  const std::int64_t c = idx % W, t = (idx / W) % Tp, h = idx / (W * Tp);
+  float val = 0.f;
+  if (t < T) val = c < dv ? __bfloat162float(v[(h * T + t) * dv + c]) : (c == dv ? 1.f : 0.f);
+  out[idx] = __float2bfloat16(val);
+}
+
+// Exclusive scan over the chunks of each head, in fp32, stored bf16: out[h][c] = Σ_{c' < c} in[h][c'] (forward)
+// or Σ_{c' > c} in[h][c'] (reverse). One thread per (head, element); E = elements of one chunk's state.
+__global__ void scan_kernel(const float* __restrict__ in, bf16* __restrict__ out, std::int64_t heads,
+                            std::int64_t nc, std::int64_t E, bool reverse) {
+  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= heads * E) return;
+  const std::int64_t h = idx / E, e = idx % E;
+  float run = 0.f;
+  for (std::int64_t i = 0; i < nc; ++i) {
+    const std::int64_t c = reverse ? nc - 1 - i : i;
+    const std::int64_t at = (h * nc + c) * E + e;
+    const float x = in[at];
+    out[at] = __float2bfloat16(run);
+    run += x;
+  }
+}
+
+// Causal mask of each chunk's C x C block (keep key <= query), fp32 -> bf16.
+__global__ void mask_kernel(const float* __restrict__ a, bf16* __restrict__ out, std::int64_t total, std::int64_t C) {
+  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= total) return;
+  const std::int64_t col = idx % C, row = (idx / C) % C;
+  out[idx] = __float2bfloat16(col <= row ? a[idx] : 0.f);
+}
+
+// Ĝ[h][t] = [dnum | dden | 0 …] from z_t = R[h][t][dv], dout and o (one warp per row; zero rows past T).
+__global__ void readout_kernel(const float* __restrict__ r, const bf16* __restrict__ dout, const bf16* __restrict__ o,
+                               bf16* __restrict__ gaug, std::int64_t heads, std::int64_t T, std::int64_t Tp,
+                               std::int64_t dv, std::int64_t W) {
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= heads * Tp) return;
+  const std::int64_t h = row / Tp, t = row % Tp;
+  bf16* g = gaug + row * W;
+  if (t >= T) {
+    for (std::int64_t c = lane; c < W; c += 32) g[c] = __float2bfloat16(0.f);
+    return;
+  }
+  const bf16* dr = dout + (h * T + t) * dv;
+  const bf16* orow = o + (h * T + t) * dv;
+  const float z = r[row * W + dv];
+  const float inv = z != 0.f ? 1.f / z : 0.f;  // z = 0: o = 0 and no gradient (the CPU's convention)
+  float dot = 0.f;
+  for (std::int64_t c = lane; c < dv; c += 32) dot += __bfloat162float(dr[c]) * __bfloat162float(orow[c]);
+#pragma unroll
+  for (int s = 16; s > 0; s >>= 1) dot += __shfl_xor_sync(0xffffffffu, dot, s);
+  for (std::int64_t c = lane; c < W; c += 32) {
+    float val = 0.f;
+    if (c < dv) val = __bfloat162float(dr[c]) * inv;
+    else if (c == dv) val = -dot * inv;
+    g[c] = __float2bfloat16(val);
+  }
+}
+
+// dx[h][t] = J_ψ(x[h][t])ᵀ dΦ[h][t] for t < T. PSD maps: one warp per row, one coordinate per lane at a time
+// (psi_vjp_coord_psd, fixed order); the n_ψ = d maps: one thread per row (psi_vjp_row).
+template <MapKind K>
+__global__ void vjp_psd_kernel(DeviceMap mp, const bf16* __restrict__ x, const float* __restrict__ dphi,
+                               bf16* __restrict__ dx, std::int64_t heads, std::int64_t T, std::int64_t Tp,
+                               std::int64_t n_ld) {
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= heads * T) return;
+  const std::int64_t h = row / T, t = row % T;
+  const bf16* xr = x + row * mp.d;
+  const float* gr = dphi + (h * Tp + t) * n_ld;
+  for (int c = lane; c < mp.d; c += 32) dx[row * mp.d + c] = __float2bfloat16(psi_vjp_coord_psd<K>(mp, xr, gr, c));
+}
+template <MapKind K>
+__global__ void vjp_plain_kernel(DeviceMap mp, const bf16* __restrict__ x, const float* __restrict__ dphi,
+                                 bf16* __restrict__ dx, std::int64_t heads, std::int64_t T, std::int64_t Tp,
+                                 std::int64_t n_ld) {
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (row >= heads * T) return;
+  const std::int64_t h = row / T, t = row % T;
+  float gx[kMaxPlainD];
+  psi_vjp_row<K>(mp, x + row * mp.d, dphi + (h * Tp + t) * n_ld, gx);
+  for (int c = 0; c < mp.d; ++c) dx[row * mp.d + c] = __float2bfloat16(gx[c]);
+}
+
+// dv[h][t] = dV̂[h][t][:dv] for t < T.
+__global__ void extract_kernel(const float* __restrict__ src, bf16* __restrict__ dv, std::int64_t heads,
+                               std::int64_t T, std::int64_t Tp, std::int64_t dvw, std::int64_t W) {
+  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
+  if (idx >= heads * T * dvw) return;
+  const std::int64_t c = idx % dvw, t = (idx / dvw) % T, h = idx / (dvw * T);
+  dv[idx] = __float2bfloat16(src[(h * Tp + t) * W + c]);
+}
+
+// Row-major strided-batched C[i] = op(A[i]) · op(B[i]) + beta C[i] (op(A) M x K, op(B) K x N; ta: A stored K x M,
+// tb: B stored N x K; ld* = stored columns), bf16 inputs, fp32 accumulation, C in `ct`. As column-major:
+// Cᵀ = op(B)ᵀ op(A)ᵀ.
+void gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, std::int64_t K, const bf16* A,
+          std::int64_t lda, std::int64_t sa, const bf16* B, std::int64_t ldb, std::int64_t sb, void* C,
+          cudaDataType ct, std::int64_t ldc, std::int64_t sc, std::int64_t batch, float beta) {
+  const float alpha = 1.f;
+  MEMCAP_CB_CUBLAS(cublasGemmStridedBatchedEx(
+      h, tb ? CUBLAS_OP_T : CUBLAS_OP_N, ta ? CUBLAS_OP_T : CUBLAS_OP_N, static_cast<int>(N), static_cast<int>(M),
+      static_cast<int>(K), &alpha, B, CUDA_R_16BF, static_cast<int>(ldb), sb, A, CUDA_R_16BF, static_cast<int>(lda), sa,
+      &beta, C, ct, static_cast<int>(ldc), sc, static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
+}
+
+void vjp(const DeviceMap& mp, const bf16* x, const float* dphi, bf16* dx, std::int64_t heads, const Dims& s,
+         cudaStream_t stream) {
+  with_map_kind(mp.kind, [&](auto kind) {
+    constexpr MapKind K = decltype(kind)::value;
+    if constexpr (K == MapKind::BlockPsd || K == MapKind::SumPsd) {
+      vjp_psd_kernel<K><<<grid1(heads * s.T * 32), kThreads, 0, stream>>>(mp, x, dphi, dx, heads, s.T, s.Tp, s.n_ld);
+      MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::vjp_psd_kernel");
+    } else {
+      vjp_plain_kernel<K><<<grid1(heads * s.T, 128), 128, 0, stream>>>(mp, x, dphi, dx, heads, s.T, s.Tp, s.n_ld);
+      MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::vjp_plain_kernel");
+    }
+  });
+}
+
+void features(const DeviceMap& mp, const bf16* x, bf16* phi, std::int64_t heads, const Dims& s, cudaStream_t stream) {
+  const dim3 grid(grid1(s.n_ld), static_cast<unsigned>((s.Tp + kRowsPerBlock - 1) / kRowsPerBlock),
+                  static_cast<unsigned>(heads));
+  const std::size_t smem = (kRowsPerBlock * s.d + kRowsPerBlock) * sizeof(float);
+  with_map_kind(mp.kind, [&](auto kind) {
+    constexpr MapKind K = decltype(kind)::value;
+    psi_kernel<K><<<grid, kThreads, smem, stream>>>(mp, x, phi, s.T, s.Tp, s.n_ld);
+    MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::psi_kernel");
+  });
+}
+
+// One group of `h` heads (pointers already offset to the group's first head).
+void run_group(const Dims& s, const DeviceMap& mp, const bf16* q, const bf16* k,
+               const bf16* v, const bf16* o, const bf16* dout, bf16* dq, bf16* dk, bf16* dv, std::int64_t h,
+               const Carve& w, cublasHandle_t blas, cudaStream_t stream) {
+  const std::int64_t C = s.C, n = s.n_ld, W = s.W, batch = h * s.nc;
+  const std::int64_t sPhi = C * n, sAug = C * W, sState = n * W, sBlk = C * C;
+  // the chunk states Σ Φ_cᵀ X_c (fp32), scanned over the chunks into `out` (exclusive; reverse: from the end)
+  auto states = [&](const bf16* phi, const bf16* x, bf16* out, bool reverse) {
+    gemm(blas, true, false, n, W, C, phi, n, sPhi, x, W, sAug, w.st32, CUDA_R_32F, W, sState, batch, 0.f);
+    scan_kernel<<<grid1(h * sState), kThreads, 0, stream>>>(w.st32, out, h, s.nc, sState, reverse);
+    MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::scan_kernel");
+  };
+  // the causal C x C block of each chunk, X_c Y_cᵀ over K columns, masked into `out` (bf16)
+  auto block = [&](const bf16* x, const bf16* y, std::int64_t K, bf16* out) {
+    gemm(blas, false, true, C, C, K, x, K, C * K, y, K, C * K, w.a32, CUDA_R_32F, C, sBlk, batch, 0.f);
+    mask_kernel<<<grid1(batch * sBlk), kThreads, 0, stream>>>(w.a32, out, batch * sBlk, C);
+    MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::mask_kernel");
+  };
+  features(mp, q, w.phq, h, s, stream);
+  features(mp, k, w.phk, h, s, stream);
+  augment_kernel<<<grid1(h * s.Tp * W), kThreads, 0, stream>>>(v, w.vaug, h, s.T, s.Tp, s.dv, W);
+  MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::augment_kernel");
+  // pass 1: Ŝ_c = Σ_{c' < c} Φk_{c'}ᵀ V̂_{c'}; the intra-chunk kernel block A_c = mask(Φq_c Φk_cᵀ)
+  states(w.phk, w.vaug, w.saug, false);
+  block(w.phq, w.phk, n, w.abf);
+  // R_c = Φq_c Ŝ_c + A_c V̂_c: column dv is z_t
+  gemm(blas, false, false, C, W, n, w.phq, n, sPhi, w.saug, W, sState, w.r32, CUDA_R_32F, W, sAug, batch, 0.f);
+  gemm(blas, false, false, C, W, C, w.abf, C, sBlk, w.vaug, W, sAug, w.r32, CUDA_R_32F, W, sAug, batch, 1.f);
+  readout_kernel<<<grid1(h * s.Tp * 32), kThreads, 0, stream>>>(w.r32, dout, o, w.gaug, h, s.T, s.Tp, s.dv, W);
+  MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::readout_kernel");
+  // pass 2: reverse states GŜ_c = Σ_{c' > c} Φq_{c'}ᵀ Ĝ_{c'}; dA_c = mask(Ĝ_c V̂_cᵀ)
+  states(w.phq, w.gaug, w.gsaug, true);
+  block(w.gaug, w.vaug, W, w.dabf);
+  // dΦq_c = Ĝ_c Ŝ_cᵀ + dA_c Φk_c;  dΦk_c = V̂_c GŜ_cᵀ + dA_cᵀ Φq_c
+  gemm(blas, false, true, C, n, W, w.gaug, W, sAug, w.saug, W, sState, w.dphq, CUDA_R_32F, n, sPhi, batch, 0.f);
+  gemm(blas, false, false, C, n, C, w.dabf, C, sBlk, w.phk, n, sPhi, w.dphq, CUDA_R_32F, n, sPhi, batch, 1.f);
+  gemm(blas, false, true, C, n, W, w.vaug, W, sAug, w.gsaug, W, sState, w.dphk, CUDA_R_32F, n, sPhi, batch, 0.f);
+  gemm(blas, true, false, C, n, C, w.dabf, C, sBlk, w.phq, n, sPhi, w.dphk, CUDA_R_32F, n, sPhi, batch, 1.f);
+  // dV̂_c = Φk_c GŜ_c + A_cᵀ Ĝ_c (into r32, no longer needed)
+  gemm(blas, false, false, C, W, n, w.phk, n, sPhi, w.gsaug, W, sState, w.r32, CUDA_R_32F, W, sAug, batch, 0.f);
+  gemm(blas, true, false, C, W, C, w.abf, C, sBlk, w.gaug, W, sAug, w.r32, CUDA_R_32F, W, sAug, batch, 1.f);
+  extract_kernel<<<grid1(h * s.T * s.dv), kThreads, 0, stream>>>(w.r32, dv, h, s.T, s.Tp, s.dv, W);
+  MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::extract_kernel");
+  vjp(mp, q, w.dphq, dq, h, s, stream);
+  vjp(mp, k, w.dphk, dk, h, s, stream);
+}
+
+}  // namespace chunk_bwd
+
+std::string chunked_backward_unsupported(const AttentionLaunch& p) {
+  using std::to_string;
+  if (p.dtype != gpu::DType::bf16) return "the chunked backward runs bf16 inputs only";
+  if (!p.normalized) return "the chunked backward covers the normalized readout only";
+  const MapKind k = p.map.kind;
+  if (k == MapKind::EvenDegree || k == MapKind::Softmax)
+    return "the chunked backward needs a map with a device feature map (not deg<2r> or softmax)";
+  if (p.map.n_features < 1) return "the map has no features";
+  if (!p.map.is_psd() && p.d > chunk_bwd::kMaxPlainD)
+    return "the chunked backward of the n_psi = d maps covers d <= " + to_string(chunk_bwd::kMaxPlainD);
+  if (p.chunk < 8 || p.chunk > 256 || p.chunk % 8 != 0)
+    return "the chunked backward needs a chunk C that is a multiple of 8 in [8, 256] (got " + to_string(p.chunk) + ")";
+  if (p.B < 1 || p.H < 1 || p.T < 1 || p.d < 1 || p.dv < 1) return "sizes must be >= 1";
+  if (p.d > chunk_bwd::kMaxD) return "the chunked backward covers d <= " + to_string(chunk_bwd::kMaxD);
+  const chunk_bwd::Dims s = chunk_bwd::dims_of(p);
+  if (s.nc > 2147483647LL) return "too many chunks (T = " + to_string(p.T) + ")";
+  if ((s.Tp + chunk_bwd::kRowsPerBlock - 1) / chunk_bwd::kRowsPerBlock > 65535)
+    return "T must be <= " + to_string(65535 * chunk_bwd::kRowsPerBlock) + " (got " + to_string(p.T) + ")";
+  return {};
+}
+
+std::size_t chunked_backward_workspace_bytes(const AttentionLaunch& p, std::int64_t heads) {
+  return chunk_bwd::carve(chunk_bwd::dims_of(p), std::max<std::int64_t>(heads, 1), nullptr).bytes;
+}
+
+std::int64_t chunked_backward_heads_fitting(const AttentionLaunch& p, std::size_t budget) {
+  const std::int64_t bh = p.B * p.H;
+  const std::size_t one = chunked_backward_workspace_bytes(p, 1);
+  if (one > budget) return 0;
+  std::int64_t h = std::min<std::int64_t>(bh, static_cast<std::int64_t>(budget / one));
+  while (h > 1 && chunked_backward_workspace_bytes(p, h) > budget) --h;  // alignment padding
+  // the batched products take one batch entry per (head, chunk): keep it within cuBLAS's int
+  const std::int64_t nc = chunk_bwd::dims_of(p).nc;
+  h = std::min<std::int64_t>(h, 2147483647LL / std::max<std::int64_t>(nc, 1));
+  return std::max<std::int64_t>(1, std::min(h, chunk_bwd::kMaxHeadsPerGroup));
+}
+
+void launch_chunked_backward(const AttentionLaunch& p, const AttentionGradPtrs& g, std::int64_t heads_per_group,
+                             cublasHandle_t blas, cudaStream_t stream) {
+  const std::string why = chunked_backward_unsupported(p);
+  if (!why.empty()) cuda_detail::throw_user_error("chunked KATA backward: " + why);
+  if (heads_per_group < 1 || heads_per_group > chunk_bwd::kMaxHeadsPerGroup ||
+      heads_per_group * chunk_bwd::dims_of(p).nc > 2147483647LL)
+    cuda_detail::throw_user_error("chunked KATA backward: heads per group must be in [1, 65535] with heads x chunks "
+                                  "within 2^31 (got " + std::to_string(heads_per_group) + ")");
+  cudaStream_t bound = nullptr;
+  MEMCAP_CB_CUBLAS(cublasGetStream(blas, &bound));
+  if (bound != stream) cuda_detail::throw_device_error("chunked KATA backward: the cuBLAS handle is bound to another stream");
+  using bf = __nv_bfloat16;
+  const chunk_bwd::Dims s = chunk_bwd::dims_of(p);
+  const DeviceMap mp = device_map(p.map);
+  const chunk_bwd::Carve w = chunk_bwd::carve(s, heads_per_group, g.workspace);
+  const std::int64_t bh = p.B * p.H;
+  for (std::int64_t h0 = 0; h0 < bh; h0 += heads_per_group) {
+    const std::int64_t h = std::min(heads_per_group, bh - h0);
+    const std::int64_t oq = h0 * s.T * s.d, ov = h0 * s.T * s.dv;
+    chunk_bwd::run_group(s, mp, static_cast<const bf*>(g.q) + oq, static_cast<const bf*>(g.k) + oq,
+                         static_cast<const bf*>(g.v) + ov, static_cast<const bf*>(g.o) + ov,
+                         static_cast<const bf*>(g.dout) + ov, static_cast<bf*>(g.dq) + oq, static_cast<bf*>(g.dk) + oq,
+                         static_cast<bf*>(g.dv) + ov, h, w, blas, stream);
+  }
+}
+
+}  // namespace memcap::kata::cuda
