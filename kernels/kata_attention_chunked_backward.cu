@@ -53,8 +53,8 @@ Dims dims_of(const AttentionLaunch& p) {
 // The workspace of `h` heads, carved in this order (each piece 256-byte aligned).
 struct Carve {
   bf16 *phq = nullptr, *phk = nullptr, *vaug = nullptr, *gaug = nullptr, *saug = nullptr, *gsaug = nullptr;
-  bf16 *abf = nullptr, *dabf = nullptr;
-  float *st32 = nullptr, *a32 = nullptr, *r32 = nullptr, *dphq = nullptr, *dphk = nullptr;
+  bf16 *abf = nullptr, *dabf = nullptr, *dphq = nullptr, *dphk = nullptr;
+  float *st32 = nullptr, *a32 = nullptr, *r32 = nullptr;
   std::size_t bytes = 0;
 };
 Carve carve(const Dims& s, std::int64_t h, void* base) {
@@ -78,8 +78,8 @@ Carve carve(const Dims& s, std::int64_t h, void* base) {
   c.st32 = static_cast<float*>(take(chunks * s.n_ld * s.W, 4));
   c.a32 = static_cast<float*>(take(chunks * s.C * s.C, 4));
   c.r32 = static_cast<float*>(take(rows * s.W, 4));
-  c.dphq = static_cast<float*>(take(rows * s.n_ld, 4));
-  c.dphk = static_cast<float*>(take(rows * s.n_ld, 4));
+  c.dphq = static_cast<bf16*>(take(rows * s.n_ld, 2));
+  c.dphk = static_cast<bf16*>(take(rows * s.n_ld, 2));
   c.bytes = off;
   return c;
 }
@@ -181,7 +181,7 @@ __global__ void readout_kernel(const float* __restrict__ r, const bf16* __restri
 // dx[h][t] = J_ψ(x[h][t])ᵀ dΦ[h][t] for t < T. PSD maps: one warp per row, one coordinate per lane at a time
 // (psi_vjp_coord_psd, fixed order); the n_ψ = d maps: one thread per row (psi_vjp_row).
 template <MapKind K>
-__global__ void vjp_psd_kernel(DeviceMap mp, const bf16* __restrict__ x, const float* __restrict__ dphi,
+__global__ void vjp_psd_kernel(DeviceMap mp, const bf16* __restrict__ x, const bf16* __restrict__ dphi,
                                bf16* __restrict__ dx, std::int64_t heads, std::int64_t T, std::int64_t Tp,
                                std::int64_t n_ld) {
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
@@ -189,18 +189,20 @@ __global__ void vjp_psd_kernel(DeviceMap mp, const bf16* __restrict__ x, const f
   if (row >= heads * T) return;
   const std::int64_t h = row / T, t = row % T;
   const bf16* xr = x + row * mp.d;
-  const float* gr = dphi + (h * Tp + t) * n_ld;
+  const bf16* gr = dphi + (h * Tp + t) * n_ld;
   for (int c = lane; c < mp.d; c += 32) dx[row * mp.d + c] = __float2bfloat16(psi_vjp_coord_psd<K>(mp, xr, gr, c));
 }
 template <MapKind K>
-__global__ void vjp_plain_kernel(DeviceMap mp, const bf16* __restrict__ x, const float* __restrict__ dphi,
+__global__ void vjp_plain_kernel(DeviceMap mp, const bf16* __restrict__ x, const bf16* __restrict__ dphi,
                                  bf16* __restrict__ dx, std::int64_t heads, std::int64_t T, std::int64_t Tp,
                                  std::int64_t n_ld) {
   const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (row >= heads * T) return;
   const std::int64_t h = row / T, t = row % T;
-  float gx[kMaxPlainD];
-  psi_vjp_row<K>(mp, x + row * mp.d, dphi + (h * Tp + t) * n_ld, gx);
+  float gx[kMaxPlainD], gpsi[kMaxPlainD + 1];  // n_ψ <= d + 1 for these maps
+  const bf16* gr = dphi + (h * Tp + t) * n_ld;
+  for (int f = 0; f < mp.n_features; ++f) gpsi[f] = __bfloat162float(gr[f]);
+  psi_vjp_row<K>(mp, x + row * mp.d, gpsi, gx);
   for (int c = 0; c < mp.d; ++c) dx[row * mp.d + c] = __float2bfloat16(gx[c]);
 }
 
@@ -226,7 +228,7 @@ void gemm(cublasHandle_t h, bool ta, bool tb, std::int64_t M, std::int64_t N, st
       &beta, C, ct, static_cast<int>(ldc), sc, static_cast<int>(batch), CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void vjp(const DeviceMap& mp, const bf16* x, const float* dphi, bf16* dx, std::int64_t heads, const Dims& s,
+void vjp(const DeviceMap& mp, const bf16* x, const bf16* dphi, bf16* dx, std::int64_t heads, const Dims& s,
          cudaStream_t stream) {
   with_map_kind(mp.kind, [&](auto kind) {
     constexpr MapKind K = decltype(kind)::value;
@@ -285,10 +287,10 @@ void run_group(const Dims& s, const DeviceMap& mp, const bf16* q, const bf16* k,
   states(w.phq, w.gaug, w.gsaug, true);
   block(w.gaug, w.vaug, W, w.dabf);
   // dΦq_c = Ĝ_c Ŝ_cᵀ + dA_c Φk_c;  dΦk_c = V̂_c GŜ_cᵀ + dA_cᵀ Φq_c
-  gemm(blas, false, true, C, n, W, w.gaug, W, sAug, w.saug, W, sState, w.dphq, CUDA_R_32F, n, sPhi, batch, 0.f);
-  gemm(blas, false, false, C, n, C, w.dabf, C, sBlk, w.phk, n, sPhi, w.dphq, CUDA_R_32F, n, sPhi, batch, 1.f);
-  gemm(blas, false, true, C, n, W, w.vaug, W, sAug, w.gsaug, W, sState, w.dphk, CUDA_R_32F, n, sPhi, batch, 0.f);
-  gemm(blas, true, false, C, n, C, w.dabf, C, sBlk, w.phq, n, sPhi, w.dphk, CUDA_R_32F, n, sPhi, batch, 1.f);
+  gemm(blas, false, true, C, n, W, w.gaug, W, sAug, w.saug, W, sState, w.dphq, CUDA_R_16BF, n, sPhi, batch, 0.f);
+  gemm(blas, false, false, C, n, C, w.dabf, C, sBlk, w.phk, n, sPhi, w.dphq, CUDA_R_16BF, n, sPhi, batch, 1.f);
+  gemm(blas, false, true, C, n, W, w.vaug, W, sAug, w.gsaug, W, sState, w.dphk, CUDA_R_16BF, n, sPhi, batch, 0.f);
+  gemm(blas, true, false, C, n, C, w.dabf, C, sBlk, w.phq, n, sPhi, w.dphk, CUDA_R_16BF, n, sPhi, batch, 1.f);
   // dV̂_c = Φk_c GŜ_c + A_cᵀ Ĝ_c (into r32, no longer needed)
   gemm(blas, false, false, C, W, n, w.phk, n, sPhi, w.gsaug, W, sState, w.r32, CUDA_R_32F, W, sAug, batch, 0.f);
   gemm(blas, true, false, C, W, C, w.abf, C, sBlk, w.gaug, W, sAug, w.r32, CUDA_R_32F, W, sAug, batch, 1.f);
@@ -308,7 +310,7 @@ std::string chunked_backward_unsupported(const AttentionLaunch& p) {
   if (k == MapKind::EvenDegree || k == MapKind::Softmax)
     return "the chunked backward needs a map with a device feature map (not deg<2r> or softmax)";
   if (p.map.n_features < 1) return "the map has no features";
-  if (!p.map.is_psd() && p.d > chunk_bwd::kMaxPlainD)
+  if (!p.map.is_psd() && (p.d > chunk_bwd::kMaxPlainD || p.map.n_features > chunk_bwd::kMaxPlainD + 1))
     return "the chunked backward of the n_psi = d maps covers d <= " + to_string(chunk_bwd::kMaxPlainD);
   if (p.chunk < 8 || p.chunk > 256 || p.chunk % 8 != 0)
     return "the chunked backward needs a chunk C that is a multiple of 8 in [8, 256] (got " + to_string(p.chunk) + ")";

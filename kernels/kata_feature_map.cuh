@@ -188,6 +188,34 @@ __device__ __forceinline__ Acc psi_value(const DeviceMap& mp, const E* x, int f,
   return eval_slot<K, Acc>(mp, make_slot<K, Acc>(mp, f), x, aux);
 }
 
+// Packed feature index of the pair (i, j) of an m x m factor (the inverse of packed_pair).
+__host__ __device__ __forceinline__ int packed_index(int m, int i, int j) {
+  if (i > j) {
+    const int t = i;
+    i = j;
+    j = t;
+  }
+  return i == j ? i : m + i * (2 * m - i - 1) / 2 + (j - i - 1);
+}
+
+// One coordinate c of the VJP of the PSD maps (M_g, Σ_g): (J_ψ(x)ᵀ gpsi)_c alone, summed in a fixed order (j
+// ascending), so that a warp can compute a row's coordinates in parallel without atomics; psi_vjp_row calls it
+// for every coordinate.
+template <MapKind K, class Acc = float, class E, class G>
+__device__ __forceinline__ Acc psi_vjp_coord_psd(const DeviceMap& mp, const E* x, const G* gpsi, int c) {
+  static_assert(K == MapKind::BlockPsd || K == MapKind::SumPsd, "psi_vjp_coord_psd: PSD maps only");
+  const int m = mp.m, a = c / m, i = c - a * m;
+  const int base = K == MapKind::BlockPsd ? a * (m * (m + 1) / 2) : 0;
+  const Acc sc = K == MapKind::SumPsd ? map_scale<Acc>(mp) : Acc(1);
+  Acc acc = Acc(0);
+  for (int j = 0; j < m; ++j) {
+    const Acc gf = to_acc<Acc>(gpsi[base + packed_index(m, i, j)]);
+    const Acc w = j == i ? Acc(2) * gf : sqrt2_of<Acc>() * gf;  // ∂(x_i x_i) = 2 x_i; ∂(√2 x_i x_j) = √2 x_j
+    acc += w * to_acc<Acc>(x[a * m + j]);
+  }
+  return sc * acc;
+}
+
 // VJP of ψ for one row: gx[0..d) = J_ψ(x)ᵀ gpsi (gpsi has n_ψ entries), in Acc (fp32 by default). One-sided choices where ψ is not
 // differentiable, as on the CPU: ReLU'(0) = 0, ∂‖y‖ = 0 at y = 0.
 template <MapKind K, class Acc = float, class E>
@@ -210,47 +238,10 @@ __device__ void psi_vjp_row(const DeviceMap& mp, const E* x, const Acc* gpsi, Ac
     for (int i = 0; i < d; ++i) dot += to_acc<Acc>(x[i]) * gpsi[i];
     for (int i = 0; i < d; ++i) gx[i] = n > Acc(0) ? inv_sqrt2_of<Acc>() * (gpsi[i] - dot * to_acc<Acc>(x[i]) / (n * n)) / n : Acc(0);
   } else if constexpr (K == MapKind::BlockPsd || K == MapKind::SumPsd) {
-    for (int i = 0; i < d; ++i) gx[i] = Acc(0);
-    for (int f = 0; f < mp.n_features; ++f) {
-      const FeatureSlotT<Acc> s = make_slot<K, Acc>(mp, f);
-      const Acc w = s.mult * gpsi[f];
-      for (int a = s.a0; a < s.a1; ++a) {
-        const int ii = a * mp.m + s.i, jj = a * mp.m + s.j;
-        gx[ii] += w * to_acc<Acc>(x[jj]);
-        gx[jj] += w * to_acc<Acc>(x[ii]);  // i == j: the two terms give 2 x_i
-      }
-    }
+    for (int c = 0; c < d; ++c) gx[c] = psi_vjp_coord_psd<K, Acc>(mp, x, gpsi, c);
   } else {
     for (int i = 0; i < d; ++i) gx[i] = Acc(0);
   }
-}
-
-// Packed feature index of the pair (i, j) of an m x m factor (the inverse of packed_pair).
-__host__ __device__ __forceinline__ int packed_index(int m, int i, int j) {
-  if (i > j) {
-    const int t = i;
-    i = j;
-    j = t;
-  }
-  return i == j ? i : m + i * (2 * m - i - 1) / 2 + (j - i - 1);
-}
-
-// One coordinate c of the VJP of the PSD maps (M_g, Σ_g): (J_ψ(x)ᵀ gpsi)_c alone, summed in a fixed order (j
-// ascending), so that a warp can compute a row's coordinates in parallel without atomics. Same value as
-// psi_vjp_row's coordinate c up to the order of the fp32 additions.
-template <MapKind K, class Acc = float, class E, class G>
-__device__ __forceinline__ Acc psi_vjp_coord_psd(const DeviceMap& mp, const E* x, const G* gpsi, int c) {
-  static_assert(K == MapKind::BlockPsd || K == MapKind::SumPsd, "psi_vjp_coord_psd: PSD maps only");
-  const int m = mp.m, a = c / m, i = c - a * m;
-  const int base = K == MapKind::BlockPsd ? a * (m * (m + 1) / 2) : 0;
-  const Acc sc = K == MapKind::SumPsd ? map_scale<Acc>(mp) : Acc(1);
-  Acc acc = Acc(0);
-  for (int j = 0; j < m; ++j) {
-    const Acc gf = to_acc<Acc>(gpsi[base + packed_index(m, i, j)]);
-    const Acc w = j == i ? Acc(2) * gf : sqrt2_of<Acc>() * gf;  // ∂(x_i x_i) = 2 x_i; ∂(√2 x_i x_j) = √2 x_j
-    acc += w * to_acc<Acc>(x[a * m + j]);
-  }
-  return sc * acc;
 }
 
 // Run-time kind -> compile-time kind for the maps with a device ψ: f(std::integral_constant<MapKind, K>{}).
