@@ -8,7 +8,6 @@
 
 #include "cuda_check.cuh"
 #include "kata_attention_chunked_backward.cuh"
-#include "kata_attention_common.cuh"
 #include "kata_feature_map.cuh"
 
 #define MEMCAP_CB_CUBLAS(call)                                                                             \
@@ -32,9 +31,9 @@ constexpr std::int64_t kMaxHeadsPerGroup = 65535;  // the ψ kernel's grid z
 
 std::int64_t round8(std::int64_t x) { return (x + 7) / 8 * 8; }
 
-// Sizes of one launch; n_ld: the feature count rounded up to 8 (16-byte rows for the tensor cores, zero columns).
+// Sizes of one launch; n_ld: the feature count n_ψ rounded up to 8 (16-byte rows for the tensor cores, zero columns).
 struct Dims {
-  std::int64_t T = 0, Tp = 0, nc = 0, C = 0, d = 0, dv = 0, n = 0, n_ld = 0, W = 0;
+  std::int64_t T = 0, Tp = 0, nc = 0, C = 0, d = 0, dv = 0, n_ld = 0, W = 0;
 };
 Dims dims_of(const AttentionLaunch& p) {
   Dims s;
@@ -44,8 +43,7 @@ Dims dims_of(const AttentionLaunch& p) {
   s.Tp = s.nc * s.C;
   s.d = p.d;
   s.dv = p.dv;
-  s.n = p.map.n_features;
-  s.n_ld = round8(s.n);
+  s.n_ld = round8(p.map.n_features);
   s.W = round8(s.dv + 1);
   return s;
 }

@@ -684,16 +684,27 @@ MixerBenchResult check_table9_pair(const MixerBenchItem& it) {
   return r;
 }
 
-double check_tc_backward(const std::string& spec, std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t d,
-                         std::uint64_t seed, bool zero_rows = false) {
+// The [B,H,T,d] shape (d_v = d) and the normalized-readout options of a map spec, chunk C, for the backward checks.
+AttentionShape head_shape(std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t d) {
   AttentionShape s;
   s.B = B;
   s.H = H;
   s.T = T;
   s.d = s.dv = d;
+  return s;
+}
+AttentionOptions normalized_options(const std::string& spec, std::int64_t d, std::int64_t C = 64) {
   AttentionOptions o;
   o.map = FeatureMap::parse(spec, d);
   o.normalized = true;
+  o.chunk = C;
+  return o;
+}
+
+double check_tc_backward(const std::string& spec, std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t d,
+                         std::uint64_t seed, bool zero_rows = false) {
+  const AttentionShape s = head_shape(B, H, T, d);
+  const AttentionOptions o = normalized_options(spec, d);
   REQUIRE(attention_backward_unsupported(s, o).empty());
   const std::size_t n = static_cast<std::size_t>(B * H * T * d);
   const auto [q, k, v, dout] = bf16_inputs(B, H, T, d, seed, zero_rows);
@@ -791,15 +802,8 @@ TEST_CASE("quadratic KATA backward on tensor cores (bf16): GPU = CPU float64 on 
 namespace {
 double check_chunked_backward(const std::string& spec, std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t d,
                               std::int64_t C, std::uint64_t seed) {
-  AttentionShape s;
-  s.B = B;
-  s.H = H;
-  s.T = T;
-  s.d = s.dv = d;
-  AttentionOptions o;
-  o.map = FeatureMap::parse(spec, d);
-  o.normalized = true;
-  o.chunk = C;
+  const AttentionShape s = head_shape(B, H, T, d);
+  const AttentionOptions o = normalized_options(spec, d, C);
   REQUIRE(attention_backward_chunked_unsupported(s, o).empty());
   const std::size_t n = static_cast<std::size_t>(B * H * T * d);
   const auto [q, k, v, dout] = bf16_inputs(B, H, T, d, seed);
