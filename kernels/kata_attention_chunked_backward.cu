@@ -48,11 +48,13 @@ Dims dims_of(const AttentionLaunch& p) {
   return s;
 }
 
-// The workspace of `h` heads, carved in this order (each piece 256-byte aligned).
+// The workspace of `h` heads, carved in this order (each piece 256-byte aligned). Per chunk, the q side and the k side
+// each hold one (W + C) x n_ld block: W rows of a transposed state, then the C feature rows, so that a dΦ product is
+// one GEMM over K = W + C ([Ĝ | dA] · [Ŝᵀ ; Φk] and [V̂ | dAᵀ] · [GŜᵀ ; Φq]). The value side and the cotangent side
+// hold C rows of W + C columns per chunk: [V̂ | dAᵀ] and [Ĝ | dA].
 struct Carve {
-  bf16 *phq = nullptr, *phk = nullptr, *vaug = nullptr, *gaug = nullptr, *saug = nullptr, *gsaug = nullptr;
-  bf16 *abf = nullptr, *dabf = nullptr, *dphq = nullptr, *dphk = nullptr;
-  float *st32 = nullptr, *a32 = nullptr, *r32 = nullptr;
+  bf16 *qx = nullptr, *kx = nullptr, *vda = nullptr, *gda = nullptr, *abf = nullptr, *dphq = nullptr, *dphk = nullptr;
+  float* r32 = nullptr;
   std::size_t bytes = 0;
 };
 Carve carve(const Dims& s, std::int64_t h, void* base) {
@@ -64,17 +66,12 @@ Carve carve(const Dims& s, std::int64_t h, void* base) {
     off += (static_cast<std::size_t>(elems) * size + 255) / 256 * 256;
     return at;
   };
-  const std::int64_t rows = h * s.Tp, chunks = h * s.nc;
-  c.phq = static_cast<bf16*>(take(rows * s.n_ld, 2));
-  c.phk = static_cast<bf16*>(take(rows * s.n_ld, 2));
-  c.vaug = static_cast<bf16*>(take(rows * s.W, 2));
-  c.gaug = static_cast<bf16*>(take(rows * s.W, 2));
-  c.saug = static_cast<bf16*>(take(chunks * s.n_ld * s.W, 2));
-  c.gsaug = static_cast<bf16*>(take(chunks * s.n_ld * s.W, 2));
+  const std::int64_t rows = h * s.Tp, chunks = h * s.nc, L = s.W + s.C;
+  c.qx = static_cast<bf16*>(take(chunks * L * s.n_ld, 2));
+  c.kx = static_cast<bf16*>(take(chunks * L * s.n_ld, 2));
+  c.vda = static_cast<bf16*>(take(rows * L, 2));
+  c.gda = static_cast<bf16*>(take(rows * L, 2));
   c.abf = static_cast<bf16*>(take(chunks * s.C * s.C, 2));
-  c.dabf = static_cast<bf16*>(take(chunks * s.C * s.C, 2));
-  c.st32 = static_cast<float*>(take(chunks * s.n_ld * s.W, 4));
-  c.a32 = static_cast<float*>(take(chunks * s.C * s.C, 4));
   c.r32 = static_cast<float*>(take(rows * s.W, 4));
   c.dphq = static_cast<bf16*>(take(rows * s.n_ld, 2));
   c.dphk = static_cast<bf16*>(take(rows * s.n_ld, 2));
@@ -84,11 +81,12 @@ Carve carve(const Dims& s, std::int64_t h, void* base) {
 
 unsigned grid1(std::int64_t n, int threads = kThreads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
-// Φ[h][t][f] = ψ_f(x[h][t]) for t < T and f < n_ψ, else 0. Block: 256 features × kRowsPerBlock rows.
+// Φ rows of the (W + C) x n_ld chunk blocks (Carve): row t of head h at ((h·nc + t / C)·(W + C) + W + t % C)·n_ld;
+// ψ_f(x[h][t]) for t < T and f < n_ψ, else 0. Block: 256 features × kRowsPerBlock rows.
 template <MapKind K>
 __global__ void __launch_bounds__(kThreads) psi_kernel(DeviceMap mp, const bf16* __restrict__ x,
                                                        bf16* __restrict__ phi, std::int64_t T, std::int64_t Tp,
-                                                       std::int64_t n_ld) {
+                                                       std::int64_t n_ld, std::int64_t C, std::int64_t W) {
   extern __shared__ float sx[];  // [kRowsPerBlock][d] then aux[kRowsPerBlock]
   const int d = mp.d, tid = threadIdx.x;
   float* aux = sx + kRowsPerBlock * d;
@@ -107,55 +105,68 @@ __global__ void __launch_bounds__(kThreads) psi_kernel(DeviceMap mp, const bf16*
     const std::int64_t t = t0 + r;
     if (t >= Tp) break;
     const float val = t < T ? eval_slot<K>(mp, slot, sx + r * d, aux[r]) : 0.f;
-    phi[(h * Tp + t) * n_ld + f] = __float2bfloat16(val);
+    phi[((h * (Tp / C) + t / C) * (W + C) + W + t % C) * n_ld + f] = __float2bfloat16(val);
   }
 }
 
-// V̂[h][t] = [v_t | 1 | 0 …] for t < T, zero rows past T.
+// V̂[h][t] = [v_t | 1 | 0 …] (W columns of rows of `ld`) for t < T, zero rows past T.
 __global__ void augment_kernel(const bf16* __restrict__ v, bf16* __restrict__ out, std::int64_t heads,
-                               std::int64_t T, std::int64_t Tp, std::int64_t dv, std::int64_t W) {
+                               std::int64_t T, std::int64_t Tp, std::int64_t dv, std::int64_t W, std::int64_t ld) {
   const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= heads * Tp * W) return;
   const std::int64_t c = idx % W, t = (idx / W) % Tp, h = idx / (W * Tp);
   float val = 0.f;
   if (t < T) val = c < dv ? __bfloat162float(v[(h * T + t) * dv + c]) : (c == dv ? 1.f : 0.f);
-  out[idx] = __float2bfloat16(val);
+  out[(h * Tp + t) * ld + c] = __float2bfloat16(val);
 }
 
-// Exclusive scan over the chunks of each head, in fp32, stored bf16: out[h][c] = Σ_{c' < c} in[h][c'] (forward)
-// or Σ_{c' > c} in[h][c'] (reverse). One thread per (head, element); E = elements of one chunk's state.
-__global__ void scan_kernel(const float* __restrict__ in, bf16* __restrict__ out, std::int64_t heads,
-                            std::int64_t nc, std::int64_t E, bool reverse) {
+// Exclusive scan in place over the chunks of each head: buf[h][c] = Σ_{c' < c} buf[h][c'] (forward) or
+// Σ_{c' > c} buf[h][c'] (reverse), summed in fp32, stored bf16. E: the elements of one chunk's state (contiguous),
+// stride: the elements from one chunk's state to the next. One thread per (head, element).
+__global__ void scan_kernel(bf16* __restrict__ buf, std::int64_t heads, std::int64_t nc, std::int64_t E,
+                            std::int64_t stride, bool reverse) {
   const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
   if (idx >= heads * E) return;
   const std::int64_t h = idx / E, e = idx % E;
   float run = 0.f;
   for (std::int64_t i = 0; i < nc; ++i) {
     const std::int64_t c = reverse ? nc - 1 - i : i;
-    const std::int64_t at = (h * nc + c) * E + e;
-    const float x = in[at];
-    out[at] = __float2bfloat16(run);
+    bf16* at = buf + (h * nc + c) * stride + e;
+    const float x = __bfloat162float(*at);
+    *at = __float2bfloat16(run);
     run += x;
   }
 }
 
-// Causal mask of each chunk's C x C block (keep key <= query), fp32 -> bf16.
-__global__ void mask_kernel(const float* __restrict__ a, bf16* __restrict__ out, std::int64_t total, std::int64_t C) {
+// Causal mask in place on each chunk's C x C block (rows of `ld`): zero where key > query (lower: keep col <= row)
+// or, for a transposed block, where col < row (upper). One thread per 8 columns of a row (16-byte loads and stores;
+// C, ld and the block's start are multiples of 8 elements); groups with nothing to zero return at once.
+__global__ void mask_kernel(bf16* __restrict__ out, std::int64_t chunks, std::int64_t C, std::int64_t ld,
+                            bool upper) {
   const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= total) return;
-  const std::int64_t col = idx % C, row = (idx / C) % C;
-  out[idx] = __float2bfloat16(col <= row ? a[idx] : 0.f);
+  const std::int64_t groups = C / 8;
+  if (idx >= chunks * C * groups) return;
+  const std::int64_t g = idx % groups, row = idx / groups;  // row: the chunk's rows one after another
+  const int r = static_cast<int>(row % C), c0 = static_cast<int>(g * 8);
+  if (upper ? c0 >= r : c0 + 7 <= r) return;  // nothing to zero in this group
+  uint4* at = reinterpret_cast<uint4*>(out + row * ld + c0);
+  uint4 w = *at;
+  bf16* e = reinterpret_cast<bf16*>(&w);
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+    if (upper ? c0 + j < r : c0 + j > r) e[j] = __float2bfloat16(0.f);
+  *at = w;
 }
 
-// Ĝ[h][t] = [dnum | dden | 0 …] from z_t = R[h][t][dv], dout and o (one warp per row; zero rows past T).
+// Ĝ[h][t] = [dnum | dden | 0 …] (W columns of rows of `ld`) from z_t = R[h][t][dv], dout and o (one warp per row; zero rows past T).
 __global__ void readout_kernel(const float* __restrict__ r, const bf16* __restrict__ dout, const bf16* __restrict__ o,
                                bf16* __restrict__ gaug, std::int64_t heads, std::int64_t T, std::int64_t Tp,
-                               std::int64_t dv, std::int64_t W) {
+                               std::int64_t dv, std::int64_t W, std::int64_t ld) {
   const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
   const int lane = threadIdx.x & 31;
   if (row >= heads * Tp) return;
   const std::int64_t h = row / Tp, t = row % Tp;
-  bf16* g = gaug + row * W;
+  bf16* g = gaug + row * ld;
   if (t >= T) {
     for (std::int64_t c = lane; c < W; c += 32) g[c] = __float2bfloat16(0.f);
     return;
@@ -246,56 +257,74 @@ void features(const DeviceMap& mp, const bf16* x, bf16* phi, std::int64_t heads,
   const std::size_t smem = (kRowsPerBlock * s.d + kRowsPerBlock) * sizeof(float);
   with_map_kind(mp.kind, [&](auto kind) {
     constexpr MapKind K = decltype(kind)::value;
-    psi_kernel<K><<<grid, kThreads, smem, stream>>>(mp, x, phi, s.T, s.Tp, s.n_ld);
+    psi_kernel<K><<<grid, kThreads, smem, stream>>>(mp, x, phi, s.T, s.Tp, s.n_ld, s.C, s.W);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::psi_kernel");
   });
 }
 
-// One group of `h` heads (pointers already offset to the group's first head).
+// One group of `h` heads (pointers already offset to the group's first head). Per chunk (batch entry):
+// qx = [GŜᵀ ; Φq], kx = [Ŝᵀ ; Φk] ((W + C) x n_ld), vda = [V̂ | dAᵀ], gda = [Ĝ | dA] (C x (W + C)).
 void run_group(const Dims& s, const DeviceMap& mp, const bf16* q, const bf16* k,
                const bf16* v, const bf16* o, const bf16* dout, bf16* dq, bf16* dk, bf16* dv, std::int64_t h,
-               const Carve& w, cublasHandle_t blas, cudaStream_t stream) {
-  const std::int64_t C = s.C, n = s.n_ld, W = s.W, batch = h * s.nc;
-  const std::int64_t sPhi = C * n, sAug = C * W, sState = n * W, sBlk = C * C;
-  // the chunk states Σ Φ_cᵀ X_c (fp32), scanned over the chunks into `out` (exclusive; reverse: from the end)
-  auto states = [&](const bf16* phi, const bf16* x, bf16* out, bool reverse) {
-    gemm(blas, true, false, n, W, C, phi, n, sPhi, x, W, sAug, w.st32, CUDA_R_32F, W, sState, batch, 0.f);
-    scan_kernel<<<grid1(h * sState), kThreads, 0, stream>>>(w.st32, out, h, s.nc, sState, reverse);
+               const Carve& w, cublasHandle_t blas, cudaStream_t stream, cudaEvent_t* stages) {
+  int stage = 0;
+  auto mark = [&] {  // the end of a stage (kChunkedBackwardStageNames), when the caller asked for events
+    if (stages) MEMCAP_CUDA_CHECK(cudaEventRecord(stages[stage], stream));
+    ++stage;
+  };
+  const std::int64_t C = s.C, n = s.n_ld, W = s.W, L = W + C, batch = h * s.nc;
+  const std::int64_t sX = L * n, sRow = C * L, sPhi = C * n, sAug = C * W, sBlk = C * C;
+  bf16 *const phq = w.qx + W * n, *const phk = w.kx + W * n;  // the feature rows inside the chunk blocks
+  const auto to16 = CUDA_R_16BF;
+  const auto to32 = CUDA_R_32F;
+  // the transposed chunk states X_cᵀ Φ_c (W x n_ld) into the first W rows of the chunk blocks of `blk`, bf16, then
+  // scanned over the chunks in place (exclusive; reverse: from the end)
+  auto states = [&](const bf16* x, const bf16* phi, bf16* blk, bool reverse) {
+    gemm(blas, true, false, W, n, C, x, L, sRow, phi, n, sX, blk, to16, n, sX, batch, 0.f);
+    scan_kernel<<<grid1(h * W * n), kThreads, 0, stream>>>(blk, h, s.nc, W * n, sX, reverse);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::scan_kernel");
   };
-  // the causal C x C block of each chunk, X_c Y_cᵀ over K columns, masked into `out` (bf16)
-  auto block = [&](const bf16* x, const bf16* y, std::int64_t K, bf16* out) {
-    gemm(blas, false, true, C, C, K, x, K, C * K, y, K, C * K, w.a32, CUDA_R_32F, C, sBlk, batch, 0.f);
-    mask_kernel<<<grid1(batch * sBlk), kThreads, 0, stream>>>(w.a32, out, batch * sBlk, C);
+  // the C x C block X_c Y_cᵀ of each chunk over K columns (rows of ldx, ldy), bf16 into `out` (rows of ldo), masked
+  auto block = [&](const bf16* x, std::int64_t ldx, std::int64_t sx, const bf16* y, std::int64_t ldy,
+                   std::int64_t sy, std::int64_t K, bf16* out, std::int64_t ldo, std::int64_t so, bool upper) {
+    gemm(blas, false, true, C, C, K, x, ldx, sx, y, ldy, sy, out, to16, ldo, so, batch, 0.f);
+    mask_kernel<<<grid1(batch * sBlk / 8), kThreads, 0, stream>>>(out, batch, C, ldo, upper);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::mask_kernel");
   };
-  features(mp, q, w.phq, h, s, stream);
-  features(mp, k, w.phk, h, s, stream);
-  augment_kernel<<<grid1(h * s.Tp * W), kThreads, 0, stream>>>(v, w.vaug, h, s.T, s.Tp, s.dv, W);
+  features(mp, q, w.qx, h, s, stream);
+  features(mp, k, w.kx, h, s, stream);
+  augment_kernel<<<grid1(h * s.Tp * W), kThreads, 0, stream>>>(v, w.vda, h, s.T, s.Tp, s.dv, W, L);
   MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::augment_kernel");
-  // pass 1: Ŝ_c = Σ_{c' < c} Φk_{c'}ᵀ V̂_{c'}; the intra-chunk kernel block A_c = mask(Φq_c Φk_cᵀ)
-  states(w.phk, w.vaug, w.saug, false);
-  block(w.phq, w.phk, n, w.abf);
+  mark();
+  // pass 1: Ŝ_cᵀ = Σ_{c' < c} V̂_{c'}ᵀ Φk_{c'}; the intra-chunk kernel block A_c = mask(Φq_c Φk_cᵀ)
+  states(w.vda, phk, w.kx, false);
+  mark();
+  block(phq, n, sX, phk, n, sX, n, w.abf, C, sBlk, false);
   // R_c = Φq_c Ŝ_c + A_c V̂_c: column dv is z_t
-  gemm(blas, false, false, C, W, n, w.phq, n, sPhi, w.saug, W, sState, w.r32, CUDA_R_32F, W, sAug, batch, 0.f);
-  gemm(blas, false, false, C, W, C, w.abf, C, sBlk, w.vaug, W, sAug, w.r32, CUDA_R_32F, W, sAug, batch, 1.f);
-  readout_kernel<<<grid1(h * s.Tp * 32), kThreads, 0, stream>>>(w.r32, dout, o, w.gaug, h, s.T, s.Tp, s.dv, W);
+  gemm(blas, false, true, C, W, n, phq, n, sX, w.kx, n, sX, w.r32, to32, W, sAug, batch, 0.f);
+  gemm(blas, false, false, C, W, C, w.abf, C, sBlk, w.vda, L, sRow, w.r32, to32, W, sAug, batch, 1.f);
+  readout_kernel<<<grid1(h * s.Tp * 32), kThreads, 0, stream>>>(w.r32, dout, o, w.gda, h, s.T, s.Tp, s.dv, W, L);
   MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::readout_kernel");
-  // pass 2: reverse states GŜ_c = Σ_{c' > c} Φq_{c'}ᵀ Ĝ_{c'}; dA_c = mask(Ĝ_c V̂_cᵀ)
-  states(w.phq, w.gaug, w.gsaug, true);
-  block(w.gaug, w.vaug, W, w.dabf);
-  // dΦq_c = Ĝ_c Ŝ_cᵀ + dA_c Φk_c;  dΦk_c = V̂_c GŜ_cᵀ + dA_cᵀ Φq_c
-  gemm(blas, false, true, C, n, W, w.gaug, W, sAug, w.saug, W, sState, w.dphq, CUDA_R_16BF, n, sPhi, batch, 0.f);
-  gemm(blas, false, false, C, n, C, w.dabf, C, sBlk, w.phk, n, sPhi, w.dphq, CUDA_R_16BF, n, sPhi, batch, 1.f);
-  gemm(blas, false, true, C, n, W, w.vaug, W, sAug, w.gsaug, W, sState, w.dphk, CUDA_R_16BF, n, sPhi, batch, 0.f);
-  gemm(blas, true, false, C, n, C, w.dabf, C, sBlk, w.phq, n, sPhi, w.dphk, CUDA_R_16BF, n, sPhi, batch, 1.f);
+  mark();
+  // pass 2: GŜ_cᵀ = Σ_{c' > c} Ĝ_{c'}ᵀ Φq_{c'}; dA_c = mask(Ĝ_c V̂_cᵀ) beside Ĝ, dA_cᵀ = mask(V̂_c Ĝ_cᵀ) beside V̂
+  states(w.gda, phq, w.qx, true);
+  mark();
+  block(w.gda, L, sRow, w.vda, L, sRow, W, w.gda + W, L, sRow, false);
+  block(w.vda, L, sRow, w.gda, L, sRow, W, w.vda + W, L, sRow, true);
+  mark();
+  // dΦq_c = [Ĝ_c | dA_c] · [Ŝ_cᵀ ; Φk_c],  dΦk_c = [V̂_c | dA_cᵀ] · [GŜ_cᵀ ; Φq_c]  (one product each, K = W + C)
+  gemm(blas, false, false, C, n, L, w.gda, L, sRow, w.kx, n, sX, w.dphq, to16, n, sPhi, batch, 0.f);
+  gemm(blas, false, false, C, n, L, w.vda, L, sRow, w.qx, n, sX, w.dphk, to16, n, sPhi, batch, 0.f);
+  mark();
   // dV̂_c = Φk_c GŜ_c + A_cᵀ Ĝ_c (into r32, no longer needed)
-  gemm(blas, false, false, C, W, n, w.phk, n, sPhi, w.gsaug, W, sState, w.r32, CUDA_R_32F, W, sAug, batch, 0.f);
-  gemm(blas, true, false, C, W, C, w.abf, C, sBlk, w.gaug, W, sAug, w.r32, CUDA_R_32F, W, sAug, batch, 1.f);
+  gemm(blas, false, true, C, W, n, phk, n, sX, w.qx, n, sX, w.r32, to32, W, sAug, batch, 0.f);
+  gemm(blas, true, false, C, W, C, w.abf, C, sBlk, w.gda, L, sRow, w.r32, to32, W, sAug, batch, 1.f);
   extract_kernel<<<grid1(h * s.T * s.dv), kThreads, 0, stream>>>(w.r32, dv, h, s.T, s.Tp, s.dv, W);
   MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::extract_kernel");
+  mark();
   vjp(mp, q, w.dphq, dq, h, s, stream);
   vjp(mp, k, w.dphk, dk, h, s, stream);
+  mark();
 }
 
 }  // namespace chunk_bwd
@@ -359,7 +388,7 @@ void launch_chunked_backward(const AttentionLaunch& p, const AttentionGradPtrs& 
     chunk_bwd::run_group(s, mp, static_cast<const bf*>(g.q) + oq, static_cast<const bf*>(g.k) + oq,
                          static_cast<const bf*>(g.v) + ov, static_cast<const bf*>(g.o) + ov,
                          static_cast<const bf*>(g.dout) + ov, static_cast<bf*>(g.dq) + oq, static_cast<bf*>(g.dk) + oq,
-                         static_cast<bf*>(g.dv) + ov, h, w, blas, stream);
+                         static_cast<bf*>(g.dv) + ov, h, w, blas, stream, p.stage_events);
   }
 }
 

@@ -12,7 +12,10 @@
 //            dv_c  = (Φk_c GŜ_c + mask(Φq_c Φk_cᵀ)ᵀ Ĝ_c)[:, :d_v]
 //   then     dq = J_ψ(q)ᵀ dΦq, dk = J_ψ(k)ᵀ dΦk (the device VJP).
 // Products: cuBLAS strided-batched bf16 GEMMs with fp32 accumulation (tensor cores), one batch entry per
-// (head, chunk); the per-chunk states are summed in fp32 by a scan kernel and stored in bf16 for the products.
+// (head, chunk); each chunk's own state is written in bf16 (transposed, right above the chunk's feature rows) and
+// the exclusive scan over chunks sums them in fp32 in place, so each dΦ is one product over K = W + C:
+// dΦq_c = [Ĝ_c | dA_c] · [Ŝ_cᵀ ; Φk_c] and dΦk_c = [V̂_c | dA_cᵀ] · [GŜ_cᵀ ; Φq_c]. The causal blocks are written
+// in bf16 by the products and masked in place. C is the launch's chunk; it needs not equal the forward's.
 // Everything is deterministic (no atomics). Heads are processed in groups so the workspace fits a budget.
 // Layout as every attention kernel: q, k, dq, dk [B,H,T,d]; v, o, dout, dv [B,H,T,d_v]; bf16 row-major.
 // Host-side declarations (usable from .cpp files of a CUDA build).
@@ -37,7 +40,12 @@ std::int64_t chunked_backward_heads_fitting(const AttentionLaunch& p, std::size_
 // Runs the backward on `stream`: `heads_per_group` slices at a time (g.workspace must hold
 // chunked_backward_workspace_bytes(p, heads_per_group)); `blas` must be bound to `stream`. No host
 // synchronisation, no allocation. UserError when unsupported.
+// p.stage_events, when set, holds kChunkedBackwardStages events, each recorded on `stream` at the end of the stage
+// of that name in every group (with one group, consecutive events time the stages).
 void launch_chunked_backward(const AttentionLaunch& p, const AttentionGradPtrs& g, std::int64_t heads_per_group,
                              cublasHandle_t blas, cudaStream_t stream);
+constexpr int kChunkedBackwardStages = 8;
+inline constexpr const char* kChunkedBackwardStageNames[kChunkedBackwardStages] = {
+    "features", "state1", "A+R+readout", "state2", "dA", "dPhi", "dV", "vjp"};
 
 }  // namespace memcap::kata::cuda

@@ -247,6 +247,11 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
       const double dq = median(r.ms_bwd_dq);
       fmt::print("           backward split: dq kernel {:.3f} ms, dk/dv kernel {:.3f} ms\n", dq, med - fwd - dq);
     }
+    if (!r.bwd_stages.empty()) {
+      std::string parts;
+      for (const auto& [name, ms] : r.bwd_stages) parts += fmt::format("{}{} {:.3f}", parts.empty() ? "" : ", ", name, ms);
+      fmt::print("           backward stages (ms): {}\n", parts);
+    }
     std::fflush(stdout);
     io::Row row;
     row.set("group", "table9")

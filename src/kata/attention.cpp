@@ -88,6 +88,9 @@ void AttentionOptions::validate(const AttentionShape& s) const {
                                 "the map with the head width",
                                 map.spec(), map.input_dim(), s.d));
   if (chunk < 1) throw UserError(fmt::format("attention: chunk size must be >= 1 (got {})", chunk));
+  if (backward_chunk < 0)
+    throw UserError(fmt::format("attention: backward chunk size must be >= 0 (0: the forward's; got {})",
+                                backward_chunk));
   if (normalized && !a.nonnegative())
     throw UserError("attention: the linear feature map has no cone, so its denominator can vanish; "
                     "use the unnormalized readout with it");

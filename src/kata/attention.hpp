@@ -26,6 +26,9 @@ struct AttentionOptions {
   FeatureMap map;
   bool normalized = true;
   std::int64_t chunk = 64;   // C for the chunked and tree forms
+  // C of the chunked O(T) backward (0: chunk). It recomputes every state from q, k, v, so it need not equal the
+  // forward's C; a larger C moves fewer state bytes (the state of a chunk is as large as ~W of its feature rows).
+  std::int64_t backward_chunk = 0;
   // UserError unless map is an attention map (attention_map) built for d = s.d, chunk >= 1, and the
   // readout suits the map (normalized needs a cone map).
   void validate(const AttentionShape& s) const;

@@ -334,32 +334,43 @@ GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const Attenti
                                });
 }
 
+namespace {
+// The chunked backward's launch: the forward's, with C = o.backward_chunk when set.
+cuda::AttentionLaunch backward_launch_of(const cuda::AttentionLaunch& forward, const AttentionOptions& o) {
+  cuda::AttentionLaunch p = forward;
+  if (o.backward_chunk > 0) p.chunk = static_cast<int>(std::min<std::int64_t>(o.backward_chunk, 1 << 20));
+  return p;
+}
+}  // namespace
+
 std::string attention_backward_chunked_unsupported(const AttentionShape& s, const AttentionOptions& o) {
-  return cuda::chunked_backward_unsupported(launch_of(s, o, GpuDType::bf16, ""));
+  return cuda::chunked_backward_unsupported(backward_launch_of(launch_of(s, o, GpuDType::bf16, ""), o));
 }
 
 std::size_t chunked_fwdbwd_workspace_bytes(const AttentionShape& s, const AttentionOptions& o, std::int64_t heads) {
   const cuda::AttentionLaunch p = launch_of(s, o, GpuDType::bf16, "");
-  return workspace_for(AttentionForm::chunked, p) + cuda::chunked_backward_workspace_bytes(p, heads);
+  return workspace_for(AttentionForm::chunked, p) +
+         cuda::chunked_backward_workspace_bytes(backward_launch_of(p, o), heads);
 }
 
 GpuAttentionGrads attention_backward_chunked_cuda(const AttentionShape& s, const AttentionOptions& o, const double* q,
                                                   const double* k, const double* v, const double* dout,
                                                   const double* out_given, std::int64_t heads_per_group) {
   const cuda::AttentionLaunch p = launch_of(s, o, GpuDType::bf16, "");
-  const std::string why = cuda::chunked_backward_unsupported(p);
+  const cuda::AttentionLaunch pb = backward_launch_of(p, o);
+  const std::string why = cuda::chunked_backward_unsupported(pb);
   if (!why.empty()) throw UserError(fmt::format("chunked KATA backward: {}", why));
   require_gpu();
   if (heads_per_group <= 0)
-    heads_per_group = cuda::chunked_backward_heads_fitting(p, gpu::memory_info().free / 2);
+    heads_per_group = cuda::chunked_backward_heads_fitting(pb, gpu::memory_info().free / 2);
   require(heads_per_group >= 1, "chunked KATA backward: the workspace of one (b, h) slice ({:.2f} GB) does not fit "
-          "half the free device memory", cuda::chunked_backward_workspace_bytes(p, 1) / 1e9);
+          "half the free device memory", cuda::chunked_backward_workspace_bytes(pb, 1) / 1e9);
   heads_per_group = std::min(heads_per_group, s.B * s.H);
   return backward_on_host_data(AttentionForm::chunked, p, s, q, k, v, dout, out_given,
-                               cuda::chunked_backward_workspace_bytes(p, heads_per_group),
+                               cuda::chunked_backward_workspace_bytes(pb, heads_per_group),
                                [&](const cuda::AttentionGradPtrs& a, const gpu::Stream& st) {
                                  gpu::Handles hd(st);
-                                 cuda::launch_chunked_backward(p, a, heads_per_group, hd.blas(), st.get());
+                                 cuda::launch_chunked_backward(pb, a, heads_per_group, hd.blas(), st.get());
                                  st.synchronize();
                                });
 }

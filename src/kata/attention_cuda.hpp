@@ -78,7 +78,8 @@ GpuAttentionGrads attention_backward_cuda(const AttentionShape& s, const Attenti
                                           const double* k, const double* v, const double* dout,
                                           const double* out_given = nullptr);
 
-// Backward of the chunked O(T) form (kernels/kata_attention_chunked_backward.cuh; chunk C = o.chunk): bf16 inputs,
+// Backward of the chunked O(T) form (kernels/kata_attention_chunked_backward.cuh; chunk C = o.backward_chunk, or
+// o.chunk when 0; the forward run first uses o.chunk): bf16 inputs,
 // every map with a device ψ, normalized readout; cuBLAS bf16 products with fp32 accumulation, the device
 // ψ and its VJP. out_given: the forward output to differentiate at ([B,H,T,d_v], rounded to bf16); nullptr = run
 // the chunked forward's default variant first. heads_per_group: (b, h) slices per workspace group, 0 = as many as

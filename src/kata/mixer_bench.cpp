@@ -71,6 +71,9 @@ constexpr double kGemmShareOfFree = 0.8;
 namespace {
 
 constexpr std::int64_t kBenchChunk = 64;  // C of the chunked pair (the forward's tensor-core variants take 64)
+// C of the chunked pair's backward: it recomputes its states, so it needs not share the forward's C; at 128 a chunk's
+// state (W x n_ψ) moves about half the bytes of its feature rows instead of as many (docs/kata-kernels.md)
+constexpr std::int64_t kBenchBackwardChunk = 128;
 
 // The attention view of a KATA mixer's map (normalized readout) at the item's shape.
 AttentionShape attn_shape(const MixerBenchItem& it) {
@@ -87,6 +90,7 @@ AttentionOptions attn_options(const MqarModel& m) {
   o.map = m.map;
   o.normalized = true;
   o.chunk = kBenchChunk;
+  o.backward_chunk = kBenchBackwardChunk;
   return o;
 }
 
@@ -479,8 +483,8 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
 }
 
 // The chunked pair: the chunked forward's default variant (C = kBenchChunk) + the chunked O(T) backward
-// (kernels/kata_attention_chunked_backward.cu), validated (the GPU's own chunked forward, then its backward) then
-// timed; the backward's heads per group as many as fit 90 % of the memory left after the buffers.
+// (kernels/kata_attention_chunked_backward.cu, C = kBenchBackwardChunk), validated (the GPU's own chunked forward,
+// then its backward) then timed; the backward's heads per group as many as fit 90 % of the memory left after the buffers.
 MixerBenchResult mixer_bench_chunked(const MqarModel& m, const MixerBenchItem& item, std::int64_t validate_T,
                                      int warmup, int repeats, std::uint64_t seed) {
   MixerBenchResult r;
@@ -495,28 +499,44 @@ MixerBenchResult mixer_bench_chunked(const MqarModel& m, const MixerBenchItem& i
   gpu::Handles hd(st);
   const Bf16Io io(m, item, seed, st);
   const cuda::AttentionLaunch& p = io.p;
+  cuda::AttentionLaunch pb = p;  // the backward's launch: its own C
+  pb.chunk = static_cast<int>(kBenchBackwardChunk);
   const cuda::KernelVariant& fv = cuda::select_variant(AttentionForm::chunked, p, cuda::current_arch());
   gpu::Buffer fws(std::max<std::size_t>(fv.workspace(p), 1));
   const std::size_t free = gpu::memory_info().free;
-  const std::int64_t hpg = cuda::chunked_backward_heads_fitting(p, static_cast<std::size_t>(0.9 * double(free)));
+  const std::int64_t hpg = cuda::chunked_backward_heads_fitting(pb, static_cast<std::size_t>(0.9 * double(free)));
   require(hpg >= 1, "mixer bench: the chunked backward's workspace for one (b, h) slice ({:.2f} GB) does not fit "
-          "the {:.2f} GB left", cuda::chunked_backward_workspace_bytes(p, 1) / 1e9, double(free) / 1e9);
-  gpu::Buffer bws(cuda::chunked_backward_workspace_bytes(p, hpg));
+          "the {:.2f} GB left", cuda::chunked_backward_workspace_bytes(pb, 1) / 1e9, double(free) / 1e9);
+  gpu::Buffer bws(cuda::chunked_backward_workspace_bytes(pb, hpg));
   r.kernel = "chunked/" + std::string(fv.name);  // the forward's variant after the slash
   r.device_bytes = io.bytes() + fws.bytes() + bws.bytes();
   const cuda::AttentionPtrs fa = io.fwd(fws);
   const cuda::AttentionGradPtrs ga = io.bwd(bws.get());
   gpu::Event e0, e1, e2;
+  // the backward's stage split, when it runs as one group (consecutive events then time consecutive stages)
+  const bool split = hpg >= item.B * item.H;
+  std::vector<gpu::Event> ev(cuda::kChunkedBackwardStages);
+  std::vector<cudaEvent_t> raw;
+  for (const gpu::Event& e : ev) raw.push_back(e.get());
+  if (split) pb.stage_events = raw.data();
+  std::vector<std::vector<double>> stage_ms(cuda::kChunkedBackwardStages);
   for (int i = 0; i < warmup + repeats; ++i) {
     e0.record(st);
     cuda::launch_attention(AttentionForm::chunked, p, fa, st.get());
     e1.record(st);
-    cuda::launch_chunked_backward(p, ga, hpg, hd.blas(), st.get());
+    cuda::launch_chunked_backward(pb, ga, hpg, hd.blas(), st.get());
     e2.record(st);
     e2.synchronize();
     if (i < warmup) continue;
     r.ms_fwd.push_back(gpu::Event::elapsed_ms(e0, e1));
     r.ms_fwdbwd.push_back(gpu::Event::elapsed_ms(e0, e2));
+    for (int j = 0; split && j < cuda::kChunkedBackwardStages; ++j)
+      stage_ms[static_cast<std::size_t>(j)].push_back(gpu::Event::elapsed_ms(j == 0 ? e1 : ev[j - 1], ev[j]));
+  }
+  for (int j = 0; split && j < cuda::kChunkedBackwardStages; ++j) {
+    auto& x = stage_ms[static_cast<std::size_t>(j)];
+    std::sort(x.begin(), x.end());
+    r.bwd_stages.emplace_back(cuda::kChunkedBackwardStageNames[j], x[x.size() / 2]);
   }
   io.check_finite(item, "chunked");
   return r;

@@ -8,6 +8,7 @@
 #include <cstddef>
 #include <cstdint>
 #include <string>
+#include <utility>
 #include <vector>
 
 namespace memcap::kata {
@@ -32,6 +33,8 @@ struct MixerBenchResult {
   std::vector<double> ms_fwdbwd;  // per timed repeat: forward + backward
   std::vector<double> ms_fwd;     // per timed repeat: forward alone
   std::vector<double> ms_bwd_dq;  // mma: per timed repeat, the backward's first kernel (dq) alone; else empty
+  // chunked, when its backward ran as one group: each backward stage's median ms over the timed repeats; else empty
+  std::vector<std::pair<std::string, double>> bwd_stages;
   std::size_t device_bytes = 0;   // inputs, outputs, gradients and workspace held during the timing
 };
 

