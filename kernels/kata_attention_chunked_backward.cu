@@ -24,9 +24,10 @@ namespace chunk_bwd {
 
 using bf16 = __nv_bfloat16;
 constexpr int kThreads = 256;
-constexpr int kRowsPerBlock = 16;  // ψ kernel: rows staged in shared memory per block
+constexpr int kRowsPerTile = 16;    // ψ kernel: rows staged in shared memory at a time
+constexpr int kRowsPerBlock = 128;  // ψ kernel: rows per block (kRowsPerBlock / kRowsPerTile tiles)
 constexpr int kMaxPlainD = 128;    // VJP of the n_ψ = d maps: one thread per row, gx in registers
-constexpr int kMaxD = 512;         // ψ kernel: kRowsPerBlock rows of d floats in (default-size) shared memory
+constexpr int kMaxD = 512;         // ψ kernel: kRowsPerTile rows of d floats in (default-size) shared memory
 constexpr std::int64_t kMaxHeadsPerGroup = 65535;  // the ψ kernel's grid z
 
 std::int64_t round8(std::int64_t x) { return (x + 7) / 8 * 8; }
@@ -82,30 +83,37 @@ Carve carve(const Dims& s, std::int64_t h, void* base) {
 unsigned grid1(std::int64_t n, int threads = kThreads) { return static_cast<unsigned>((n + threads - 1) / threads); }
 
 // Φ rows of the (W + C) x n_ld chunk blocks (Carve): row t of head h at ((h·nc + t / C)·(W + C) + W + t % C)·n_ld;
-// ψ_f(x[h][t]) for t < T and f < n_ψ, else 0. Block: 256 features × kRowsPerBlock rows.
+// ψ_f(x[h][t]) for t < T and f < n_ψ, else 0. Block: 256 features × kRowsPerBlock rows, staged kRowsPerTile rows at
+// a time (a block of one tile did too little work for its launch and setup: 0.53 TB/s at T = 32K).
 template <MapKind K>
 __global__ void __launch_bounds__(kThreads) psi_kernel(DeviceMap mp, const bf16* __restrict__ x,
                                                        bf16* __restrict__ phi, std::int64_t T, std::int64_t Tp,
                                                        std::int64_t n_ld, std::int64_t C, std::int64_t W) {
-  extern __shared__ float sx[];  // [kRowsPerBlock][d] then aux[kRowsPerBlock]
+  extern __shared__ float sx[];  // [kRowsPerTile][d] then aux[kRowsPerTile]
   const int d = mp.d, tid = threadIdx.x;
-  float* aux = sx + kRowsPerBlock * d;
-  const std::int64_t h = blockIdx.z, t0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock;
-  for (int e = tid; e < kRowsPerBlock * d; e += kThreads) {
-    const std::int64_t t = t0 + e / d;
-    sx[e] = t < T ? __bfloat162float(x[(h * T + t) * d + e % d]) : 0.f;
-  }
-  __syncthreads();
-  if (tid < kRowsPerBlock) aux[tid] = psi_aux<K>(mp, sx + tid * d);
-  __syncthreads();
+  float* aux = sx + kRowsPerTile * d;
+  const std::int64_t h = blockIdx.z;
   const int f = blockIdx.x * kThreads + tid;
-  if (f >= n_ld) return;
-  const FeatureSlot slot = make_slot<K>(mp, f);  // inactive (0) for f >= n_ψ
-  for (int r = 0; r < kRowsPerBlock; ++r) {
-    const std::int64_t t = t0 + r;
-    if (t >= Tp) break;
-    const float val = t < T ? eval_slot<K>(mp, slot, sx + r * d, aux[r]) : 0.f;
-    phi[((h * (Tp / C) + t / C) * (W + C) + W + t % C) * n_ld + f] = __float2bfloat16(val);
+  const bool active = f < n_ld;
+  const FeatureSlot slot = make_slot<K>(mp, active ? f : 0);  // inactive (0) for f >= n_ψ
+  for (int tile = 0; tile < kRowsPerBlock / kRowsPerTile; ++tile) {
+    const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock + tile * kRowsPerTile;
+    if (t0 >= Tp) break;  // the same for every thread of the block
+    if (tile > 0) __syncthreads();  // the previous tile's rows are no longer read
+    for (int e = tid; e < kRowsPerTile * d; e += kThreads) {
+      const std::int64_t t = t0 + e / d;
+      sx[e] = t < T ? __bfloat162float(x[(h * T + t) * d + e % d]) : 0.f;
+    }
+    __syncthreads();
+    if (tid < kRowsPerTile) aux[tid] = psi_aux<K>(mp, sx + tid * d);
+    __syncthreads();
+    if (!active) continue;
+    for (int r = 0; r < kRowsPerTile; ++r) {
+      const std::int64_t t = t0 + r;
+      if (t >= Tp) break;
+      const float val = t < T ? eval_slot<K>(mp, slot, sx + r * d, aux[r]) : 0.f;
+      phi[((h * (Tp / C) + t / C) * (W + C) + W + t % C) * n_ld + f] = __float2bfloat16(val);
+    }
   }
 }
 
@@ -121,20 +129,42 @@ __global__ void augment_kernel(const bf16* __restrict__ v, bf16* __restrict__ ou
 }
 
 // Exclusive scan in place over the chunks of each head: buf[h][c] = Σ_{c' < c} buf[h][c'] (forward) or
-// Σ_{c' > c} buf[h][c'] (reverse), summed in fp32, stored bf16. E: the elements of one chunk's state (contiguous),
-// stride: the elements from one chunk's state to the next. One thread per (head, element).
+// Σ_{c' > c} buf[h][c'] (reverse), summed in fp32, stored bf16. E: the elements of one chunk's state (contiguous, a
+// multiple of 8), stride: the elements from one chunk's state to the next (a multiple of 8). One thread per (head,
+// 8 consecutive elements): 16-byte loads and stores, kScanAhead chunks loaded before they are rewritten, so each
+// thread keeps several loads in flight (one 2-byte element per thread per chunk ran at ~0.5 TB/s).
+constexpr int kScanAhead = 4;
 __global__ void scan_kernel(bf16* __restrict__ buf, std::int64_t heads, std::int64_t nc, std::int64_t E,
                             std::int64_t stride, bool reverse) {
   const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= heads * E) return;
-  const std::int64_t h = idx / E, e = idx % E;
-  float run = 0.f;
-  for (std::int64_t i = 0; i < nc; ++i) {
-    const std::int64_t c = reverse ? nc - 1 - i : i;
-    bf16* at = buf + (h * nc + c) * stride + e;
-    const float x = __bfloat162float(*at);
-    *at = __float2bfloat16(run);
-    run += x;
+  const std::int64_t groups = E / 8;
+  if (idx >= heads * groups) return;
+  const std::int64_t h = idx / groups, e = (idx % groups) * 8;
+  bf16* base = buf + h * nc * stride + e;
+  float run[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) run[j] = 0.f;
+  for (std::int64_t i0 = 0; i0 < nc; i0 += kScanAhead) {
+    uint4 in[kScanAhead];
+#pragma unroll
+    for (int u = 0; u < kScanAhead; ++u) {
+      const std::int64_t i = i0 + u;
+      if (i < nc) in[u] = *reinterpret_cast<const uint4*>(base + (reverse ? nc - 1 - i : i) * stride);
+    }
+#pragma unroll
+    for (int u = 0; u < kScanAhead; ++u) {
+      const std::int64_t i = i0 + u;
+      if (i >= nc) break;
+      uint4 out;
+      bf16* o = reinterpret_cast<bf16*>(&out);
+      const bf16* x = reinterpret_cast<const bf16*>(&in[u]);
+#pragma unroll
+      for (int j = 0; j < 8; ++j) {
+        o[j] = __float2bfloat16(run[j]);
+        run[j] += __bfloat162float(x[j]);
+      }
+      *reinterpret_cast<uint4*>(base + (reverse ? nc - 1 - i : i) * stride) = out;
+    }
   }
 }
 
@@ -189,17 +219,38 @@ __global__ void readout_kernel(const float* __restrict__ r, const bf16* __restri
 
 // dx[h][t] = J_ψ(x[h][t])ᵀ dΦ[h][t] for t < T. PSD maps: one warp per row, one coordinate per lane at a time
 // (psi_vjp_coord_psd, fixed order); the n_ψ = d maps: one thread per row (psi_vjp_row).
-template <MapKind K>
+// The PSD kernel first copies its row of dΦ (16-byte loads) and of x into shared memory when kVjpWarps rows fit
+// (kVjpWarps x vjp_row_bytes <= kVjpStagedMax): a coordinate's partners lie across the packed row, and reading them
+// from global memory one bf16 at a time ran at ~0.8 TB/s. Larger rows (M1 past d ≈ 75, M2 past d ≈ 105) read
+// global memory as before.
+constexpr int kVjpWarps = kThreads / 32;
+constexpr std::int64_t kVjpStagedMax = 48 * 1024;  // default dynamic shared memory
+// Shared bytes of one warp's row: n_ld bf16 (a multiple of 16 bytes) and d floats rounded up to 4 (16 bytes).
+__host__ __device__ inline std::int64_t vjp_row_bytes(std::int64_t n_ld, int d) { return n_ld * 2 + (d + 3) / 4 * 16; }
+template <MapKind K, bool Staged>
 __global__ void vjp_psd_kernel(DeviceMap mp, const bf16* __restrict__ x, const bf16* __restrict__ dphi,
                                bf16* __restrict__ dx, std::int64_t heads, std::int64_t T, std::int64_t Tp,
                                std::int64_t n_ld) {
-  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
-  if (row >= heads * T) return;
+  extern __shared__ uint4 vjp_smem[];  // per warp: n_ld bf16 of dΦ, then d floats of x
+  const int warp = threadIdx.x / 32, lane = threadIdx.x & 31;
+  const std::int64_t row = static_cast<std::int64_t>(blockIdx.x) * kVjpWarps + warp;
+  if (row >= heads * T) return;  // whole warps only: no block-wide barrier below
   const std::int64_t h = row / T, t = row % T;
   const bf16* xr = x + row * mp.d;
   const bf16* gr = dphi + (h * Tp + t) * n_ld;
-  for (int c = lane; c < mp.d; c += 32) dx[row * mp.d + c] = __float2bfloat16(psi_vjp_coord_psd<K>(mp, xr, gr, c));
+  if constexpr (Staged) {
+    const std::int64_t per_warp = vjp_row_bytes(n_ld, mp.d);
+    unsigned char* mine = reinterpret_cast<unsigned char*>(vjp_smem) + warp * per_warp;
+    uint4* g16 = reinterpret_cast<uint4*>(mine);
+    float* xs = reinterpret_cast<float*>(mine + n_ld * 2);
+    for (std::int64_t i = lane; i < n_ld / 8; i += 32) g16[i] = reinterpret_cast<const uint4*>(gr)[i];
+    for (int c = lane; c < mp.d; c += 32) xs[c] = __bfloat162float(xr[c]);
+    __syncwarp();
+    const bf16* gs = reinterpret_cast<const bf16*>(mine);
+    for (int c = lane; c < mp.d; c += 32) dx[row * mp.d + c] = __float2bfloat16(psi_vjp_coord_psd<K>(mp, xs, gs, c));
+  } else {
+    for (int c = lane; c < mp.d; c += 32) dx[row * mp.d + c] = __float2bfloat16(psi_vjp_coord_psd<K>(mp, xr, gr, c));
+  }
 }
 template <MapKind K>
 __global__ void vjp_plain_kernel(DeviceMap mp, const bf16* __restrict__ x, const bf16* __restrict__ dphi,
@@ -242,7 +293,13 @@ void vjp(const DeviceMap& mp, const bf16* x, const bf16* dphi, bf16* dx, std::in
   with_map_kind(mp.kind, [&](auto kind) {
     constexpr MapKind K = decltype(kind)::value;
     if constexpr (K == MapKind::BlockPsd || K == MapKind::SumPsd) {
-      vjp_psd_kernel<K><<<grid1(heads * s.T * 32), kThreads, 0, stream>>>(mp, x, dphi, dx, heads, s.T, s.Tp, s.n_ld);
+      const unsigned blocks = grid1(heads * s.T, kVjpWarps);
+      const std::int64_t smem = kVjpWarps * vjp_row_bytes(s.n_ld, static_cast<int>(s.d));
+      if (smem <= kVjpStagedMax) {
+        vjp_psd_kernel<K, true><<<blocks, kThreads, static_cast<std::size_t>(smem), stream>>>(mp, x, dphi, dx, heads, s.T, s.Tp, s.n_ld);
+      } else {
+        vjp_psd_kernel<K, false><<<blocks, kThreads, 0, stream>>>(mp, x, dphi, dx, heads, s.T, s.Tp, s.n_ld);
+      }
       MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::vjp_psd_kernel");
     } else {
       vjp_plain_kernel<K><<<grid1(heads * s.T, 128), 128, 0, stream>>>(mp, x, dphi, dx, heads, s.T, s.Tp, s.n_ld);
@@ -254,7 +311,7 @@ void vjp(const DeviceMap& mp, const bf16* x, const bf16* dphi, bf16* dx, std::in
 void features(const DeviceMap& mp, const bf16* x, bf16* phi, std::int64_t heads, const Dims& s, cudaStream_t stream) {
   const dim3 grid(grid1(s.n_ld), static_cast<unsigned>((s.Tp + kRowsPerBlock - 1) / kRowsPerBlock),
                   static_cast<unsigned>(heads));
-  const std::size_t smem = (kRowsPerBlock * s.d + kRowsPerBlock) * sizeof(float);
+  const std::size_t smem = (kRowsPerTile * s.d + kRowsPerTile) * sizeof(float);
   with_map_kind(mp.kind, [&](auto kind) {
     constexpr MapKind K = decltype(kind)::value;
     psi_kernel<K><<<grid, kThreads, smem, stream>>>(mp, x, phi, s.T, s.Tp, s.n_ld, s.C, s.W);
@@ -281,7 +338,7 @@ void run_group(const Dims& s, const DeviceMap& mp, const bf16* q, const bf16* k,
   // scanned over the chunks in place (exclusive; reverse: from the end)
   auto states = [&](const bf16* x, const bf16* phi, bf16* blk, bool reverse) {
     gemm(blas, true, false, W, n, C, x, L, sRow, phi, n, sX, blk, to16, n, sX, batch, 0.f);
-    scan_kernel<<<grid1(h * W * n), kThreads, 0, stream>>>(blk, h, s.nc, W * n, sX, reverse);
+    scan_kernel<<<grid1(h * W * n / 8), kThreads, 0, stream>>>(blk, h, s.nc, W * n, sX, reverse);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::scan_kernel");
   };
   // the C x C block X_c Y_cᵀ of each chunk over K columns (rows of ldx, ldy), bf16 into `out` (rows of ldo), masked
