@@ -34,6 +34,12 @@
 #   induction   kata induction --preset induction --jobs 5 (softmax and Sigma2 at T = 128 ... 2048, E.2; issue 12
 #               acceptance 2)
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
+#   checks      GPU tests and a benchmark before the long stages: builds `kata` and every test binary named in
+#               TESTS ("BINARY[:DOCTEST_FILTER];…", e.g. "gpu_test_kata_mqar_mixers:*chunked KATA backward*;
+#               gpu_test_kata_attention:*bit-identical*"), runs each (at most 150 s), then BENCH when set (the arguments of kata_vs_sdpa.sh after the
+#               kata path and folder, e.g. "table9 --maps m2 --variant chunked"). Each test's and the bench's summary
+#               lines go to the log; their whole output is tarred into $OUT/checks.tar.gz after every step (the
+#               device tool returns at most 8 files: a call whose tests and bench wrote more lost the rest)
 #   swap-seeds  hebb edit base (once), then MLP swapping on the edit set of --seed 42, one run at a time, for
 #               each FRACTION:EXPERT_SEED of $SWAPS (default: 10 % with seeds 42, 1..4, then 5 % and 2 % with
 #               42, 1, 2; finished runs are kept): the spread of r_NF over swapped experts and its split by
@@ -42,8 +48,8 @@ set -uo pipefail
 STAGE=${1:?usage: device_queue.sh STAGE [LIMIT_S]}
 LIMIT=${2:-480}
 case "$STAGE" in
-  edit-grid | fig9-grid | fig3b | fig10 | fig3b-gd-precision | table2 | table2-row | h13 | induction | edit-torch | swap-seeds) ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, h13, induction, edit-torch, swap-seeds)" >&2; exit 2 ;;
+  checks | edit-grid | fig9-grid | fig3b | fig10 | fig3b-gd-precision | table2 | table2-row | h13 | induction | edit-torch | swap-seeds) ;;
+  *) echo "unknown stage '$STAGE' (checks, edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, h13, induction, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
 [ -f CMakeLists.txt ] && [ -d experiments/bench ] || { echo "run from the repository root" >&2; exit 2; }
 Q=${QUEUE:-queue}
@@ -59,8 +65,13 @@ if [ ! -f build-gpu/build.ninja ]; then
     { tail -20 "$Q/cmake.log"; exit 1; }
 fi
 TARGET=hebb
-case "$STAGE" in table2 | table2-row | h13 | induction) TARGET=kata ;; esac
-cmake --build build-gpu -j16 --target "$TARGET" > "$Q/build.log" 2>&1 || { grep -B2 -A12 error "$Q/build.log" | head -60; exit 1; }
+case "$STAGE" in table2 | table2-row | h13 | induction | checks) TARGET=kata ;; esac
+if [ "$STAGE" = checks ]; then
+  IFS=';' read -r -a CHECKS <<< "${TESTS:-}"  # entries separated by ';' (filters may hold spaces)
+  for t in "${CHECKS[@]}"; do TARGET="$TARGET ${t%%:*}"; done
+fi
+# shellcheck disable=SC2086  # TARGET is a list of targets
+cmake --build build-gpu -j16 --target $TARGET > "$Q/build.log" 2>&1 || { grep -B2 -A12 error "$Q/build.log" | head -60; exit 1; }
 log "build $(( $(date +%s) - t0 )) s"
 left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
 # bring_back FILE: a finished result file is copied to $OUT (when set) so that it comes back with the call; the
@@ -118,6 +129,31 @@ ensure_base() {
   log "base $(( $(date +%s) - t1 )) s: $(grep -E 'mlp_accuracy' "$Q/base.out" | tail -1)"
 }
 case "$STAGE" in
+  checks)
+    C=$Q/checks
+    mkdir -p "$C"
+    pack() { [ -n "${OUT:-}" ] && [ -d "$OUT" ] && tar czf "$OUT/checks.tar.gz" -C "$Q" checks; }
+    for t in "${CHECKS[@]}"; do
+      bin=${t%%:*} filter=""
+      [ "$t" != "$bin" ] && filter=${t#*:}
+      exe=$(find build-gpu -name "$bin" -type f -perm -u+x | head -1)
+      f=$C/$bin$(printf '%s' "$filter" | tr -cd 'a-zA-Z0-9').txt
+      if [ -z "$exe" ]; then log "$bin: not built"; continue; fi
+      if [ -n "$filter" ]; then timeout 150 "$exe" -tc="$filter" > "$f" 2>&1; else timeout 150 "$exe" > "$f" 2>&1; fi
+      log "$bin [${filter:-all}] rc=$?: $(grep -E 'test cases|assertions' "$f" | tr -s ' ' | tr '\n' ' ')"
+      grep -E "ERROR|values:" "$f" | head -6 | while IFS= read -r line; do log "  $line"; done
+      pack
+    done
+    if [ -n "${BENCH:-}" ]; then
+      # shellcheck disable=SC2086  # BENCH is an argument list
+      timeout "$(left)" bash experiments/bench/kata_vs_sdpa.sh build-gpu/kata "$C/bench" $BENCH > "$C/bench.txt" 2>&1
+      log "bench ($BENCH) rc=$?"
+      grep -E "MISS|met|backward stages|^[a-z0-9]+ +[0-9]+K" "$C/bench/compare_"*.txt "$C/bench.txt" 2>/dev/null |
+        sed 's|^[^:]*:||' | head -24 | while IFS= read -r line; do log "  $line"; done
+      rm -f "$C/bench/"*.h5  # the numbers are in the text files; the result file can be large
+      pack
+    fi
+    ;;
   edit-grid)
     ensure_base
     run_sweep edit-table1 build-gpu/hebb edit table1 --preset edit-table1 --device cuda --jobs-per-gpu 4 \
@@ -178,5 +214,5 @@ case "$STAGE" in
     done
     for o in "$Q"/swap_*.out; do [ -f "$o" ] && echo "$(basename "$o" .out): $(grep -oE '(score|r_NF) [0-9.]+' "$o" | tr '\n' ' ')"; done
     ;;
-  *) echo "unknown stage '$STAGE' (edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, h13, induction, edit-torch, swap-seeds)" >&2; exit 2 ;;
+  *) echo "unknown stage '$STAGE' (checks, edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, h13, induction, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
