@@ -30,6 +30,7 @@ struct BenchOptions {
   std::string maps = "m2";
   std::string variant;  // "" = per form: MEMCAP_KATA_{QUAD,CHUNK,TREE}_VARIANT or the table's default; "all"
   std::int64_t B = 8, H = 16, T = 4096, d_head = 64, d_v = 0, chunk = 128, validate_T = 1024;
+  std::int64_t backward_chunk = 128;  // table9 --variant chunked: the O(T) backward's C
   int repeats = 10, warmup = 3;
 };
 
@@ -216,6 +217,7 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
       it.T = T;
       it.d = 64;
       it.tf32 = dtype == "tf32";
+      it.backward_chunk = o.backward_chunk;
       const bool all = o.variant == "all";
       for (const char* k : all ? std::vector<const char*>{"gemm", "tiled", "mma", "chunked"}
                                : std::vector<const char*>{o.variant.empty() ? "auto" : o.variant.c_str()}) {
@@ -488,6 +490,10 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
                   "MEMCAP_KATA_QUAD_VARIANT / MEMCAP_KATA_CHUNK_VARIANT / MEMCAP_KATA_TREE_VARIANT, else the first "
                   "that applies (recorded in /summary/variant)");
   sub->add_option("--chunk", o->chunk, "custom: chunk size C (tensor cores: 64, or 128 at d = 64; fallback: <= 64)")
+      ->capture_default_str();
+  sub->add_option("--backward-chunk", o->backward_chunk,
+                  "table9 --variant chunked: C of the O(T) backward (a multiple of 8 in [8, 256]; the forward keeps "
+                  "C = 64): larger C moves fewer state bytes, more C x C block bytes")
       ->capture_default_str();
   sub->add_option("--repeats", o->repeats, "timed launches per configuration (median reported)")->capture_default_str();
   sub->add_option("--warmup", o->warmup, "untimed launches before timing")->capture_default_str();

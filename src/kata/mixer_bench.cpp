@@ -71,9 +71,6 @@ constexpr double kGemmShareOfFree = 0.8;
 namespace {
 
 constexpr std::int64_t kBenchChunk = 64;  // C of the chunked pair (the forward's tensor-core variants take 64)
-// C of the chunked pair's backward: it recomputes its states, so it needs not share the forward's C; at 128 a chunk's
-// state (W x n_ψ) moves about half the bytes of its feature rows instead of as many (docs/kata-kernels.md)
-constexpr std::int64_t kBenchBackwardChunk = 128;
 
 // The attention view of a KATA mixer's map (normalized readout) at the item's shape.
 AttentionShape attn_shape(const MixerBenchItem& it) {
@@ -85,12 +82,14 @@ AttentionShape attn_shape(const MixerBenchItem& it) {
   s.dv = it.d;
   return s;
 }
-AttentionOptions attn_options(const MqarModel& m) {
+// The chunked backward's own C is the item's (MixerBenchItem::backward_chunk: it recomputes its states, so it need
+// not share the forward's C).
+AttentionOptions attn_options(const MqarModel& m, const MixerBenchItem& it) {
   AttentionOptions o;
   o.map = m.map;
   o.normalized = true;
   o.chunk = kBenchChunk;
-  o.backward_chunk = kBenchBackwardChunk;
+  o.backward_chunk = it.backward_chunk;
   return o;
 }
 
@@ -98,14 +97,14 @@ AttentionOptions attn_options(const MqarModel& m) {
 std::string chunked_unsupported(const MqarModel& m, const MixerBenchItem& it) {
   if (m.kind != MixerKind::kata) return "it is the KATA chunked form (softmax has no chunked variant)";
   if (!attention_cuda_built()) return "this build has no CUDA kernels";
-  return attention_backward_chunked_unsupported(attn_shape(it), attn_options(m));
+  return attention_backward_chunked_unsupported(attn_shape(it), attn_options(m, it));
 }
 
 // Why the bf16 tensor-core pair (quadratic forward + kernels/kata_attention_backward.cuh) cannot run this item.
 std::string mma_unsupported(const MqarModel& m, const MixerBenchItem& it) {
   if (m.kind != MixerKind::kata) return "it is the KATA tensor-core backward (softmax has no mma variant here)";
   if (!attention_cuda_built()) return "this build has no CUDA kernels";
-  return attention_backward_unsupported(attn_shape(it), attn_options(m));
+  return attention_backward_unsupported(attn_shape(it), attn_options(m, it));
 }
 
 constexpr std::size_t kBf16 = 2;
@@ -157,7 +156,7 @@ std::size_t mixer_bench_bytes(const MixerBenchItem& item, const std::string& ker
   const MqarModel m = model_of(item);
   if (kernel == "chunked")  // q, k, v, o, dout, dq, dk, dv in bf16 + the forward's workspace + one head's backward
     return static_cast<std::size_t>(8.0 * double(item.B * item.H * item.T * item.d) * kBf16) +
-           chunked_fwdbwd_workspace_bytes(attn_shape(item), attn_options(m), 1);
+           chunked_fwdbwd_workspace_bytes(attn_shape(item), attn_options(m, item), 1);
   if (kernel == "mma")  // q, k, v, o, dout, dq, dk, dv in bf16 + 1/z and δ/z per row
     return static_cast<std::size_t>(8.0 * double(item.B * item.H * item.T * item.d) * kBf16 +
                                     2.0 * double(item.B * item.H * item.T) * 4);
@@ -364,7 +363,7 @@ double validate_bf16_pair(const MqarModel& m, const MixerBenchItem& item, const 
   one.B = 1;
   one.H = 1;
   one.T = T;
-  const GpuAttentionGrads g = grads(attn_shape(one), attn_options(m), q.data(), k.data(), v.data(), dout.data());
+  const GpuAttentionGrads g = grads(attn_shape(one), attn_options(m, one), q.data(), k.data(), v.data(), dout.data());
   auto mat = [&](const std::vector<double>& x) {
     mx::Mat<double> a(T, d);
     for (std::int64_t t = 0; t < T; ++t)
@@ -483,7 +482,7 @@ MixerBenchResult mixer_bench_mma(const MqarModel& m, const MixerBenchItem& item,
 }
 
 // The chunked pair: the chunked forward's default variant (C = kBenchChunk) + the chunked O(T) backward
-// (kernels/kata_attention_chunked_backward.cu, C = kBenchBackwardChunk), validated (the GPU's own chunked forward,
+// (kernels/kata_attention_chunked_backward.cu, C = item.backward_chunk), validated (the GPU's own chunked forward,
 // then its backward) then timed; the backward's heads per group as many as fit 90 % of the memory left after the buffers.
 MixerBenchResult mixer_bench_chunked(const MqarModel& m, const MixerBenchItem& item, std::int64_t validate_T,
                                      int warmup, int repeats, std::uint64_t seed) {
@@ -500,7 +499,7 @@ MixerBenchResult mixer_bench_chunked(const MqarModel& m, const MixerBenchItem& i
   const Bf16Io io(m, item, seed, st);
   const cuda::AttentionLaunch& p = io.p;
   cuda::AttentionLaunch pb = p;  // the backward's launch: its own C
-  pb.chunk = static_cast<int>(kBenchBackwardChunk);
+  pb.chunk = static_cast<int>(item.backward_chunk);
   const cuda::KernelVariant& fv = cuda::select_variant(AttentionForm::chunked, p, cuda::current_arch());
   gpu::Buffer fws(std::max<std::size_t>(fv.workspace(p), 1));
   const std::size_t free = gpu::memory_info().free;

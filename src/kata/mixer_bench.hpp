@@ -23,6 +23,9 @@ struct MixerBenchItem {
   // KATA map with a device ψ; not a training path)
   std::string kernel = "auto";
   bool tf32 = false;            // TF32 products in the gemm variant's cuBLAS calls
+  // chunked: C of the O(T) backward (a multiple of 8 in [8, 256]; the forward keeps C = 64). A chunk's state
+  // (W x n_ψ) is as large as ~W of its feature rows, so a larger C moves fewer state bytes and more C x C block bytes.
+  std::int64_t backward_chunk = 128;
 };
 
 struct MixerBenchResult {
