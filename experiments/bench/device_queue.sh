@@ -25,7 +25,8 @@
 #               with tf32 ones, in one sweep (issue 13: may the preset train them faster? same m* needed)
 #   table2      kata mqar table2 --preset table2 --seeds 2 --jobs 4 (trainings at once per GPU) (issue 12: Table 2);
 #               with MIXERS=sigma2 (a comma list; OW: their overwrite columns, default none) only those rows, as a
-#               sweep named table2-MIXERS of its own, so that a row finished within one lease comes back whole
+#               sweep named table2-MIXERS of its own, so that a row finished within one lease comes back whole;
+#               PRECISION=tf32 for TF32 products (sweep name suffixed -tf32; validated on the softmax row only)
 #   table2-row  one Table 2 row: kata mqar table2 --preset table2 --mixers $ROW (softmax) --ow-mixers none
 #               --jobs 3 (its three learning rates at once) --precision $PRECISION (tf32) (issue 12, acceptance 3:
 #               a row, training and every evaluation slice, in <= 2 min); its wall time is the sum of its calls
@@ -176,11 +177,16 @@ case "$STAGE" in
       --facts 256,512,1024,2048 --device cuda --jobs-per-gpu 8
     ;;
   table2)
+    # PRECISION (default f32): tf32 runs the dense products and the gemm mixer's scores on TF32 tensor cores (the
+    # sweep's name gets a -tf32 suffix, so fp32 and tf32 records never mix)
+    P=${PRECISION:-f32}
+    SUF=""
+    [ "$P" != f32 ] && SUF="-$P"
     if [ -n "${MIXERS:-}" ]; then  # some rows as a sweep of their own (its own partial and result file)
-      run_sweep "table2-${MIXERS//,/-}" build-gpu/kata mqar table2 --preset table2 --mixers "$MIXERS" \
-        --ow-mixers "${OW:-none}" --seeds 2 --device cuda --jobs 4
+      run_sweep "table2-${MIXERS//,/-}$SUF" build-gpu/kata mqar table2 --preset table2 --mixers "$MIXERS" \
+        --ow-mixers "${OW:-none}" --seeds 2 --precision "$P" --device cuda --jobs 4
     else
-      run_sweep table2 build-gpu/kata mqar table2 --preset table2 --seeds 2 --device cuda --jobs 4
+      run_sweep "table2$SUF" build-gpu/kata mqar table2 --preset table2 --seeds 2 --precision "$P" --device cuda --jobs 4
     fi
     ;;
   table2-row)
