@@ -290,6 +290,13 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
 void run_bench(CLI::App* sub, BenchOptions& o) {
   const auto prep = cli::prepare(sub, o.common);
   if (prep.done) return;
+  if (sub->count("--backward-chunk") > 0) {
+    require(o.shapes == "table9" && (o.variant == "chunked" || o.variant == "all"),
+            "--backward-chunk sets the chunked O(T) backward's C: it applies to --shapes table9 --variant chunked "
+            "(or all) only");
+    require(o.backward_chunk >= 8 && o.backward_chunk <= 256 && o.backward_chunk % 8 == 0,
+            "--backward-chunk must be a multiple of 8 in [8, 256] (got {})", o.backward_chunk);
+  }
   if (o.shapes == "table9") {
     require(o.repeats >= 1 && o.warmup >= 0, "--repeats must be >= 1 and --warmup >= 0");
     require(o.validate_T >= 1, "--validate-T must be >= 1");

@@ -6,8 +6,8 @@
 // cusolverDn.h: a wrong list declares a C++ overload instead, and the link fails) as a forwarder that dlopen()s the
 // library on the first call and calls the real function. The library is looked for by its soname (the loader's paths),
 // then beside libcudart (the CUDA install this build linked). When it cannot be loaded the call throws DeviceError
-// naming the library and why. Adding a call to another function of these libraries: add its forwarder below, or the
-// link fails with an undefined reference (CUDA builds, CI included).
+// naming the library and why. Adding a call to another function of these libraries: add it to MEMCAP_CUDA_LIB_FUNCTIONS
+// below, or the link fails with an undefined reference (CUDA builds, CI included).
 #ifdef MEMCAP_HAVE_CUDA
 #include "core/cuda_libs.hpp"
 
@@ -22,6 +22,110 @@
 #include <string>
 
 #include "core/error.hpp"
+
+// Every cuBLAS / cuBLASLt / cuSOLVER function memcap calls, once: X(library, return type, exported name,
+// (parameters with the C declaration's types), arguments). Expanded into the forwarders and into functions().
+#define MEMCAP_CUDA_LIB_FUNCTIONS(X)                                                                                  \
+  X(cublas, cublasStatus_t, cublasCreate_v2, (cublasHandle_t * a0), a0)                                               \
+  X(cublas, cublasStatus_t, cublasDestroy_v2, (cublasHandle_t a0), a0)                                                \
+  X(cublas, cublasStatus_t, cublasSetStream_v2, (cublasHandle_t a0, cudaStream_t a1), a0, a1)                         \
+  X(cublas, cublasStatus_t, cublasGetStream_v2, (cublasHandle_t a0, cudaStream_t * a1), a0, a1)                       \
+  X(cublas, cublasStatus_t, cublasSetMathMode, (cublasHandle_t a0, cublasMath_t a1), a0, a1)                          \
+  X(cublas, cublasStatus_t, cublasGetMathMode, (cublasHandle_t a0, cublasMath_t * a1), a0, a1)                        \
+  X(cublas, cublasStatus_t, cublasSetPointerMode_v2, (cublasHandle_t a0, cublasPointerMode_t a1), a0, a1)             \
+  X(cublas, cublasStatus_t, cublasSetWorkspace_v2, (cublasHandle_t a0, void* a1, size_t a2), a0, a1, a2)              \
+  X(cublas, const char*, cublasGetStatusString, (cublasStatus_t a0), a0)                                              \
+  X(cublas, const char*, cublasGetStatusName, (cublasStatus_t a0), a0)                                                \
+  X(cublas, cublasStatus_t, cublasSgemm_v2,                                                                           \
+    (cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4, int a5, const float* a6,          \
+     const float* a7, int a8, const float* a9, int a10, const float* a11, float* a12, int a13),                       \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13)                                                       \
+  X(cublas, cublasStatus_t, cublasSgemm_v2_64,                                                                        \
+    (cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int64_t a3, int64_t a4, int64_t a5,               \
+     const float* a6, const float* a7, int64_t a8, const float* a9, int64_t a10, const float* a11, float* a12,        \
+     int64_t a13),                                                                                                    \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13)                                                       \
+  X(cublas, cublasStatus_t, cublasDgemm_v2,                                                                           \
+    (cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4, int a5, const double* a6,         \
+     const double* a7, int a8, const double* a9, int a10, const double* a11, double* a12, int a13),                   \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13)                                                       \
+  X(cublas, cublasStatus_t, cublasDgemm_v2_64,                                                                        \
+    (cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int64_t a3, int64_t a4, int64_t a5,               \
+     const double* a6, const double* a7, int64_t a8, const double* a9, int64_t a10, const double* a11, double* a12,   \
+     int64_t a13),                                                                                                    \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13)                                                       \
+  X(cublas, cublasStatus_t, cublasDgeam_64,                                                                           \
+    (cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int64_t a3, int64_t a4, const double* a5,         \
+     const double* a6, int64_t a7, const double* a8, const double* a9, int64_t a10, double* a11, int64_t a12),        \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12)                                                            \
+  X(cublas, cublasStatus_t, cublasDsyrk_v2_64,                                                                        \
+    (cublasHandle_t a0, cublasFillMode_t a1, cublasOperation_t a2, int64_t a3, int64_t a4, const double* a5,          \
+     const double* a6, int64_t a7, const double* a8, double* a9, int64_t a10),                                        \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10)                                                                      \
+  X(cublas, cublasStatus_t, cublasSgemmStridedBatched,                                                                \
+    (cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4, int a5, const float* a6,          \
+     const float* a7, int a8, long long int a9, const float* a10, int a11, long long int a12, const float* a13,       \
+     float* a14, int a15, long long int a16, int a17),                                                                \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17)                                   \
+  X(cublas, cublasStatus_t, cublasDgemmStridedBatched,                                                                \
+    (cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4, int a5, const double* a6,         \
+     const double* a7, int a8, long long int a9, const double* a10, int a11, long long int a12, const double* a13,    \
+     double* a14, int a15, long long int a16, int a17),                                                               \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17)                                   \
+  X(cublas, cublasStatus_t, cublasGemmEx,                                                                             \
+    (cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4, int a5, const void* a6,           \
+     const void* a7, cudaDataType a8, int a9, const void* a10, cudaDataType a11, int a12, const void* a13, void* a14, \
+     cudaDataType a15, int a16, cublasComputeType_t a17, cublasGemmAlgo_t a18),                                       \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18)                              \
+  X(cublas, cublasStatus_t, cublasGemmStridedBatchedEx,                                                               \
+    (cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4, int a5, const void* a6,           \
+     const void* a7, cudaDataType a8, int a9, long long int a10, const void* a11, cudaDataType a12, int a13,          \
+     long long int a14, const void* a15, void* a16, cudaDataType a17, int a18, long long int a19, int a20,            \
+     cublasComputeType_t a21, cublasGemmAlgo_t a22),                                                                  \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18, a19, a20, a21, a22)          \
+  X(cublasLt, cublasStatus_t, cublasLtCreate, (cublasLtHandle_t * a0), a0)                                            \
+  X(cublasLt, cublasStatus_t, cublasLtDestroy, (cublasLtHandle_t a0), a0)                                             \
+  X(cusolver, cusolverStatus_t, cusolverDnCreate, (cusolverDnHandle_t * a0), a0)                                      \
+  X(cusolver, cusolverStatus_t, cusolverDnDestroy, (cusolverDnHandle_t a0), a0)                                       \
+  X(cusolver, cusolverStatus_t, cusolverDnSetStream, (cusolverDnHandle_t a0, cudaStream_t a1), a0, a1)                \
+  X(cusolver, cusolverStatus_t, cusolverDnCreateParams, (cusolverDnParams_t * a0), a0)                                \
+  X(cusolver, cusolverStatus_t, cusolverDnDestroyParams, (cusolverDnParams_t a0), a0)                                 \
+  X(cusolver, cusolverStatus_t, cusolverDnXpotrf_bufferSize,                                                          \
+    (cusolverDnHandle_t a0, cusolverDnParams_t a1, cublasFillMode_t a2, int64_t a3, cudaDataType a4, const void* a5,  \
+     int64_t a6, cudaDataType a7, size_t* a8, size_t* a9),                                                            \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9)                                                                           \
+  X(cusolver, cusolverStatus_t, cusolverDnXpotrf,                                                                     \
+    (cusolverDnHandle_t a0, cusolverDnParams_t a1, cublasFillMode_t a2, int64_t a3, cudaDataType a4, void* a5,        \
+     int64_t a6, cudaDataType a7, void* a8, size_t a9, void* a10, size_t a11, int* a12),                              \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12)                                                            \
+  X(cusolver, cusolverStatus_t, cusolverDnXpotrs,                                                                     \
+    (cusolverDnHandle_t a0, cusolverDnParams_t a1, cublasFillMode_t a2, int64_t a3, int64_t a4, cudaDataType a5,      \
+     const void* a6, int64_t a7, cudaDataType a8, void* a9, int64_t a10, int* a11),                                   \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11)                                                                 \
+  X(cusolver, cusolverStatus_t, cusolverDnXsyevd_bufferSize,                                                          \
+    (cusolverDnHandle_t a0, cusolverDnParams_t a1, cusolverEigMode_t a2, cublasFillMode_t a3, int64_t a4,             \
+     cudaDataType a5, const void* a6, int64_t a7, cudaDataType a8, const void* a9, cudaDataType a10, size_t* a11,     \
+     size_t* a12),                                                                                                    \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12)                                                            \
+  X(cusolver, cusolverStatus_t, cusolverDnXsyevd,                                                                     \
+    (cusolverDnHandle_t a0, cusolverDnParams_t a1, cusolverEigMode_t a2, cublasFillMode_t a3, int64_t a4,             \
+     cudaDataType a5, void* a6, int64_t a7, cudaDataType a8, void* a9, cudaDataType a10, void* a11, size_t a12,       \
+     void* a13, size_t a14, int* a15),                                                                                \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)                                             \
+  X(cusolver, cusolverStatus_t, cusolverDnXsytrs_bufferSize,                                                          \
+    (cusolverDnHandle_t a0, cublasFillMode_t a1, int64_t a2, int64_t a3, cudaDataType a4, const void* a5, int64_t a6, \
+     const int64_t* a7, cudaDataType a8, void* a9, int64_t a10, size_t* a11, size_t* a12),                            \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12)                                                            \
+  X(cusolver, cusolverStatus_t, cusolverDnXsytrs,                                                                     \
+    (cusolverDnHandle_t a0, cublasFillMode_t a1, int64_t a2, int64_t a3, cudaDataType a4, const void* a5, int64_t a6, \
+     const int64_t* a7, cudaDataType a8, void* a9, int64_t a10, void* a11, size_t a12, void* a13, size_t a14,         \
+     int* a15),                                                                                                       \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15)                                             \
+  X(cusolver, cusolverStatus_t, cusolverDnDsytrf_bufferSize,                                                          \
+    (cusolverDnHandle_t a0, int a1, double* a2, int a3, int* a4), a0, a1, a2, a3, a4)                                 \
+  X(cusolver, cusolverStatus_t, cusolverDnDsytrf,                                                                     \
+    (cusolverDnHandle_t a0, cublasFillMode_t a1, int a2, double* a3, int a4, int* a5, double* a6, int a7, int* a8),   \
+    a0, a1, a2, a3, a4, a5, a6, a7, a8)
 
 namespace memcap::cuda_libs {
 namespace {
@@ -98,42 +202,9 @@ R call(void* f, A... a) {
 }  // namespace
 
 const std::vector<Function>& functions() {
-  static const std::vector<Function> all = {{Lib::cublas, "cublasCreate_v2"},
-                                            {Lib::cublas, "cublasDestroy_v2"},
-                                            {Lib::cublas, "cublasSetStream_v2"},
-                                            {Lib::cublas, "cublasGetStream_v2"},
-                                            {Lib::cublas, "cublasSetMathMode"},
-                                            {Lib::cublas, "cublasGetMathMode"},
-                                            {Lib::cublas, "cublasSetPointerMode_v2"},
-                                            {Lib::cublas, "cublasSetWorkspace_v2"},
-                                            {Lib::cublas, "cublasGetStatusString"},
-                                            {Lib::cublas, "cublasGetStatusName"},
-                                            {Lib::cublas, "cublasSgemm_v2"},
-                                            {Lib::cublas, "cublasSgemm_v2_64"},
-                                            {Lib::cublas, "cublasDgemm_v2"},
-                                            {Lib::cublas, "cublasDgemm_v2_64"},
-                                            {Lib::cublas, "cublasDgeam_64"},
-                                            {Lib::cublas, "cublasDsyrk_v2_64"},
-                                            {Lib::cublas, "cublasSgemmStridedBatched"},
-                                            {Lib::cublas, "cublasDgemmStridedBatched"},
-                                            {Lib::cublas, "cublasGemmEx"},
-                                            {Lib::cublas, "cublasGemmStridedBatchedEx"},
-                                            {Lib::cublasLt, "cublasLtCreate"},
-                                            {Lib::cublasLt, "cublasLtDestroy"},
-                                            {Lib::cusolver, "cusolverDnCreate"},
-                                            {Lib::cusolver, "cusolverDnDestroy"},
-                                            {Lib::cusolver, "cusolverDnSetStream"},
-                                            {Lib::cusolver, "cusolverDnCreateParams"},
-                                            {Lib::cusolver, "cusolverDnDestroyParams"},
-                                            {Lib::cusolver, "cusolverDnXpotrf_bufferSize"},
-                                            {Lib::cusolver, "cusolverDnXpotrf"},
-                                            {Lib::cusolver, "cusolverDnXpotrs"},
-                                            {Lib::cusolver, "cusolverDnXsyevd_bufferSize"},
-                                            {Lib::cusolver, "cusolverDnXsyevd"},
-                                            {Lib::cusolver, "cusolverDnXsytrs_bufferSize"},
-                                            {Lib::cusolver, "cusolverDnXsytrs"},
-                                            {Lib::cusolver, "cusolverDnDsytrf_bufferSize"},
-                                            {Lib::cusolver, "cusolverDnDsytrf"}};
+#define MEMCAP_ENTRY(LIB, RET, NAME, PARAMS, ...) {Lib::LIB, #NAME},
+  static const std::vector<Function> all = {MEMCAP_CUDA_LIB_FUNCTIONS(MEMCAP_ENTRY)};
+#undef MEMCAP_ENTRY
   return all;
 }
 
@@ -169,192 +240,14 @@ using memcap::cuda_libs::call;
 using memcap::cuda_libs::find;
 using memcap::cuda_libs::Lib;
 
-cublasStatus_t cublasCreate_v2(cublasHandle_t* a0) {
-  static void* const f = find(Lib::cublas, "cublasCreate_v2");
-  return call<cublasStatus_t>(f, a0);
-}
-cublasStatus_t cublasDestroy_v2(cublasHandle_t a0) {
-  static void* const f = find(Lib::cublas, "cublasDestroy_v2");
-  return call<cublasStatus_t>(f, a0);
-}
-cublasStatus_t cublasSetStream_v2(cublasHandle_t a0, cudaStream_t a1) {
-  static void* const f = find(Lib::cublas, "cublasSetStream_v2");
-  return call<cublasStatus_t>(f, a0, a1);
-}
-cublasStatus_t cublasGetStream_v2(cublasHandle_t a0, cudaStream_t* a1) {
-  static void* const f = find(Lib::cublas, "cublasGetStream_v2");
-  return call<cublasStatus_t>(f, a0, a1);
-}
-cublasStatus_t cublasSetMathMode(cublasHandle_t a0, cublasMath_t a1) {
-  static void* const f = find(Lib::cublas, "cublasSetMathMode");
-  return call<cublasStatus_t>(f, a0, a1);
-}
-cublasStatus_t cublasGetMathMode(cublasHandle_t a0, cublasMath_t* a1) {
-  static void* const f = find(Lib::cublas, "cublasGetMathMode");
-  return call<cublasStatus_t>(f, a0, a1);
-}
-cublasStatus_t cublasSetPointerMode_v2(cublasHandle_t a0, cublasPointerMode_t a1) {
-  static void* const f = find(Lib::cublas, "cublasSetPointerMode_v2");
-  return call<cublasStatus_t>(f, a0, a1);
-}
-cublasStatus_t cublasSetWorkspace_v2(cublasHandle_t a0, void* a1, size_t a2) {
-  static void* const f = find(Lib::cublas, "cublasSetWorkspace_v2");
-  return call<cublasStatus_t>(f, a0, a1, a2);
-}
-const char* cublasGetStatusString(cublasStatus_t a0) {
-  static void* const f = find(Lib::cublas, "cublasGetStatusString");
-  return call<const char*>(f, a0);
-}
-const char* cublasGetStatusName(cublasStatus_t a0) {
-  static void* const f = find(Lib::cublas, "cublasGetStatusName");
-  return call<const char*>(f, a0);
-}
-cublasStatus_t cublasSgemm_v2(cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4, int a5,
-                              const float* a6, const float* a7, int a8, const float* a9, int a10, const float* a11,
-                              float* a12, int a13) {
-  static void* const f = find(Lib::cublas, "cublasSgemm_v2");
-  return call<cublasStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13);
-}
-cublasStatus_t cublasSgemm_v2_64(cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int64_t a3, int64_t a4,
-                                 int64_t a5, const float* a6, const float* a7, int64_t a8, const float* a9, int64_t a10,
-                                 const float* a11, float* a12, int64_t a13) {
-  static void* const f = find(Lib::cublas, "cublasSgemm_v2_64");
-  return call<cublasStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13);
-}
-cublasStatus_t cublasDgemm_v2(cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4, int a5,
-                              const double* a6, const double* a7, int a8, const double* a9, int a10, const double* a11,
-                              double* a12, int a13) {
-  static void* const f = find(Lib::cublas, "cublasDgemm_v2");
-  return call<cublasStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13);
-}
-cublasStatus_t cublasDgemm_v2_64(cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int64_t a3, int64_t a4,
-                                 int64_t a5, const double* a6, const double* a7, int64_t a8, const double* a9,
-                                 int64_t a10, const double* a11, double* a12, int64_t a13) {
-  static void* const f = find(Lib::cublas, "cublasDgemm_v2_64");
-  return call<cublasStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13);
-}
-cublasStatus_t cublasDgeam_64(cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int64_t a3, int64_t a4,
-                              const double* a5, const double* a6, int64_t a7, const double* a8, const double* a9,
-                              int64_t a10, double* a11, int64_t a12) {
-  static void* const f = find(Lib::cublas, "cublasDgeam_64");
-  return call<cublasStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12);
-}
-cublasStatus_t cublasDsyrk_v2_64(cublasHandle_t a0, cublasFillMode_t a1, cublasOperation_t a2, int64_t a3, int64_t a4,
-                                 const double* a5, const double* a6, int64_t a7, const double* a8, double* a9,
-                                 int64_t a10) {
-  static void* const f = find(Lib::cublas, "cublasDsyrk_v2_64");
-  return call<cublasStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10);
-}
-cublasStatus_t cublasSgemmStridedBatched(cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4,
-                                         int a5, const float* a6, const float* a7, int a8, long long int a9,
-                                         const float* a10, int a11, long long int a12, const float* a13, float* a14,
-                                         int a15, long long int a16, int a17) {
-  static void* const f = find(Lib::cublas, "cublasSgemmStridedBatched");
-  return call<cublasStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17);
-}
-cublasStatus_t cublasDgemmStridedBatched(cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4,
-                                         int a5, const double* a6, const double* a7, int a8, long long int a9,
-                                         const double* a10, int a11, long long int a12, const double* a13, double* a14,
-                                         int a15, long long int a16, int a17) {
-  static void* const f = find(Lib::cublas, "cublasDgemmStridedBatched");
-  return call<cublasStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17);
-}
-cublasStatus_t cublasGemmEx(cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4, int a5,
-                            const void* a6, const void* a7, cudaDataType a8, int a9, const void* a10, cudaDataType a11,
-                            int a12, const void* a13, void* a14, cudaDataType a15, int a16, cublasComputeType_t a17,
-                            cublasGemmAlgo_t a18) {
-  static void* const f = find(Lib::cublas, "cublasGemmEx");
-  return call<cublasStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18);
-}
-cublasStatus_t cublasGemmStridedBatchedEx(cublasHandle_t a0, cublasOperation_t a1, cublasOperation_t a2, int a3, int a4,
-                                          int a5, const void* a6, const void* a7, cudaDataType a8, int a9,
-                                          long long int a10, const void* a11, cudaDataType a12, int a13,
-                                          long long int a14, const void* a15, void* a16, cudaDataType a17, int a18,
-                                          long long int a19, int a20, cublasComputeType_t a21, cublasGemmAlgo_t a22) {
-  static void* const f = find(Lib::cublas, "cublasGemmStridedBatchedEx");
-  return call<cublasStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15, a16, a17, a18,
-                              a19, a20, a21, a22);
-}
-cublasStatus_t cublasLtCreate(cublasLtHandle_t* a0) {
-  static void* const f = find(Lib::cublasLt, "cublasLtCreate");
-  return call<cublasStatus_t>(f, a0);
-}
-cublasStatus_t cublasLtDestroy(cublasLtHandle_t a0) {
-  static void* const f = find(Lib::cublasLt, "cublasLtDestroy");
-  return call<cublasStatus_t>(f, a0);
-}
-cusolverStatus_t cusolverDnCreate(cusolverDnHandle_t* a0) {
-  static void* const f = find(Lib::cusolver, "cusolverDnCreate");
-  return call<cusolverStatus_t>(f, a0);
-}
-cusolverStatus_t cusolverDnDestroy(cusolverDnHandle_t a0) {
-  static void* const f = find(Lib::cusolver, "cusolverDnDestroy");
-  return call<cusolverStatus_t>(f, a0);
-}
-cusolverStatus_t cusolverDnSetStream(cusolverDnHandle_t a0, cudaStream_t a1) {
-  static void* const f = find(Lib::cusolver, "cusolverDnSetStream");
-  return call<cusolverStatus_t>(f, a0, a1);
-}
-cusolverStatus_t cusolverDnCreateParams(cusolverDnParams_t* a0) {
-  static void* const f = find(Lib::cusolver, "cusolverDnCreateParams");
-  return call<cusolverStatus_t>(f, a0);
-}
-cusolverStatus_t cusolverDnDestroyParams(cusolverDnParams_t a0) {
-  static void* const f = find(Lib::cusolver, "cusolverDnDestroyParams");
-  return call<cusolverStatus_t>(f, a0);
-}
-cusolverStatus_t cusolverDnXpotrf_bufferSize(cusolverDnHandle_t a0, cusolverDnParams_t a1, cublasFillMode_t a2,
-                                             int64_t a3, cudaDataType a4, const void* a5, int64_t a6, cudaDataType a7,
-                                             size_t* a8, size_t* a9) {
-  static void* const f = find(Lib::cusolver, "cusolverDnXpotrf_bufferSize");
-  return call<cusolverStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9);
-}
-cusolverStatus_t cusolverDnXpotrf(cusolverDnHandle_t a0, cusolverDnParams_t a1, cublasFillMode_t a2, int64_t a3,
-                                  cudaDataType a4, void* a5, int64_t a6, cudaDataType a7, void* a8, size_t a9,
-                                  void* a10, size_t a11, int* a12) {
-  static void* const f = find(Lib::cusolver, "cusolverDnXpotrf");
-  return call<cusolverStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12);
-}
-cusolverStatus_t cusolverDnXpotrs(cusolverDnHandle_t a0, cusolverDnParams_t a1, cublasFillMode_t a2, int64_t a3,
-                                  int64_t a4, cudaDataType a5, const void* a6, int64_t a7, cudaDataType a8, void* a9,
-                                  int64_t a10, int* a11) {
-  static void* const f = find(Lib::cusolver, "cusolverDnXpotrs");
-  return call<cusolverStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11);
-}
-cusolverStatus_t cusolverDnXsyevd_bufferSize(cusolverDnHandle_t a0, cusolverDnParams_t a1, cusolverEigMode_t a2,
-                                             cublasFillMode_t a3, int64_t a4, cudaDataType a5, const void* a6,
-                                             int64_t a7, cudaDataType a8, const void* a9, cudaDataType a10, size_t* a11,
-                                             size_t* a12) {
-  static void* const f = find(Lib::cusolver, "cusolverDnXsyevd_bufferSize");
-  return call<cusolverStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12);
-}
-cusolverStatus_t cusolverDnXsyevd(cusolverDnHandle_t a0, cusolverDnParams_t a1, cusolverEigMode_t a2,
-                                  cublasFillMode_t a3, int64_t a4, cudaDataType a5, void* a6, int64_t a7,
-                                  cudaDataType a8, void* a9, cudaDataType a10, void* a11, size_t a12, void* a13,
-                                  size_t a14, int* a15) {
-  static void* const f = find(Lib::cusolver, "cusolverDnXsyevd");
-  return call<cusolverStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
-}
-cusolverStatus_t cusolverDnXsytrs_bufferSize(cusolverDnHandle_t a0, cublasFillMode_t a1, int64_t a2, int64_t a3,
-                                             cudaDataType a4, const void* a5, int64_t a6, const int64_t* a7,
-                                             cudaDataType a8, void* a9, int64_t a10, size_t* a11, size_t* a12) {
-  static void* const f = find(Lib::cusolver, "cusolverDnXsytrs_bufferSize");
-  return call<cusolverStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12);
-}
-cusolverStatus_t cusolverDnXsytrs(cusolverDnHandle_t a0, cublasFillMode_t a1, int64_t a2, int64_t a3, cudaDataType a4,
-                                  const void* a5, int64_t a6, const int64_t* a7, cudaDataType a8, void* a9, int64_t a10,
-                                  void* a11, size_t a12, void* a13, size_t a14, int* a15) {
-  static void* const f = find(Lib::cusolver, "cusolverDnXsytrs");
-  return call<cusolverStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8, a9, a10, a11, a12, a13, a14, a15);
-}
-cusolverStatus_t cusolverDnDsytrf_bufferSize(cusolverDnHandle_t a0, int a1, double* a2, int a3, int* a4) {
-  static void* const f = find(Lib::cusolver, "cusolverDnDsytrf_bufferSize");
-  return call<cusolverStatus_t>(f, a0, a1, a2, a3, a4);
-}
-cusolverStatus_t cusolverDnDsytrf(cusolverDnHandle_t a0, cublasFillMode_t a1, int a2, double* a3, int a4, int* a5,
-                                  double* a6, int a7, int* a8) {
-  static void* const f = find(Lib::cusolver, "cusolverDnDsytrf");
-  return call<cusolverStatus_t>(f, a0, a1, a2, a3, a4, a5, a6, a7, a8);
-}
+// MEMCAP_FORWARD(lib, return type, exported name, (parameters), arguments): the forwarder of one function.
+#define MEMCAP_FORWARD(LIB, RET, NAME, PARAMS, ...) \
+  RET NAME PARAMS {                                 \
+    static void* const f = find(Lib::LIB, #NAME);   \
+    return call<RET>(f, __VA_ARGS__);               \
+  }
+
+MEMCAP_CUDA_LIB_FUNCTIONS(MEMCAP_FORWARD)
+#undef MEMCAP_FORWARD
 
 #endif  // MEMCAP_HAVE_CUDA
