@@ -85,13 +85,17 @@ unsigned grid1(std::int64_t n, int threads = kThreads) { return static_cast<unsi
 // Φ rows of the (W + C) x n_ld chunk blocks (Carve): row t of head h at ((h·nc + t / C)·(W + C) + W + t % C)·n_ld;
 // ψ_f(x[h][t]) for t < T and f < n_ψ, else 0. Block: 256 features × kRowsPerBlock rows, staged kRowsPerTile rows at
 // a time (a block of one tile did too little work for its launch and setup: 0.53 TB/s at T = 32K).
+// Each tile's row starts are computed once, by kRowsPerTile threads, into shared memory: the 64-bit division by C
+// in the store address of every element cost more than the feature itself (1.1 TB/s at T = 32K).
 template <MapKind K>
 __global__ void __launch_bounds__(kThreads) psi_kernel(DeviceMap mp, const bf16* __restrict__ x,
                                                        bf16* __restrict__ phi, std::int64_t T, std::int64_t Tp,
                                                        std::int64_t n_ld, std::int64_t C, std::int64_t W) {
-  extern __shared__ float sx[];  // [kRowsPerTile][d] then aux[kRowsPerTile]
+  __shared__ std::int64_t row_at[kRowsPerTile];  // the current tile's row starts in phi (elements)
+  extern __shared__ float sx[];                  // [kRowsPerTile][d] then aux[kRowsPerTile]
   const int d = mp.d, tid = threadIdx.x;
   float* aux = sx + kRowsPerTile * d;
+  const std::int64_t nc = Tp / C;
   const std::int64_t h = blockIdx.z;
   const int f = blockIdx.x * kThreads + tid;
   const bool active = f < n_ld;
@@ -100,19 +104,22 @@ __global__ void __launch_bounds__(kThreads) psi_kernel(DeviceMap mp, const bf16*
     const std::int64_t t0 = static_cast<std::int64_t>(blockIdx.y) * kRowsPerBlock + tile * kRowsPerTile;
     if (t0 >= Tp) break;  // the same for every thread of the block
     if (tile > 0) __syncthreads();  // the previous tile's rows are no longer read
-    for (int e = tid; e < kRowsPerTile * d; e += kThreads) {
-      const std::int64_t t = t0 + e / d;
-      sx[e] = t < T ? __bfloat162float(x[(h * T + t) * d + e % d]) : 0.f;
+    // the tile's rows are contiguous in x: element e is row t0 + e / d, inside x while t0·d + e < T·d
+    const bf16* xt = x + (h * T + t0) * d;
+    const std::int64_t in_x = (T - t0) * d;
+    for (int e = tid; e < kRowsPerTile * d; e += kThreads) sx[e] = e < in_x ? __bfloat162float(xt[e]) : 0.f;
+    __syncthreads();
+    if (tid < kRowsPerTile) {
+      aux[tid] = psi_aux<K>(mp, sx + tid * d);
+      const std::int64_t t = t0 + tid;
+      row_at[tid] = ((h * nc + t / C) * (W + C) + W + t % C) * n_ld;
     }
     __syncthreads();
-    if (tid < kRowsPerTile) aux[tid] = psi_aux<K>(mp, sx + tid * d);
-    __syncthreads();
     if (!active) continue;
-    for (int r = 0; r < kRowsPerTile; ++r) {
-      const std::int64_t t = t0 + r;
-      if (t >= Tp) break;
-      const float val = t < T ? eval_slot<K>(mp, slot, sx + r * d, aux[r]) : 0.f;
-      phi[((h * (Tp / C) + t / C) * (W + C) + W + t % C) * n_ld + f] = __float2bfloat16(val);
+    const int rows = static_cast<int>(Tp - t0 < kRowsPerTile ? Tp - t0 : kRowsPerTile);
+    for (int r = 0; r < rows; ++r) {
+      const float val = t0 + r < T ? eval_slot<K>(mp, slot, sx + r * d, aux[r]) : 0.f;
+      phi[row_at[r] + f] = __float2bfloat16(val);
     }
   }
 }

@@ -207,11 +207,20 @@ __device__ __forceinline__ Acc psi_vjp_coord_psd(const DeviceMap& mp, const E* x
   const int m = mp.m, a = c / m, i = c - a * m;
   const int base = K == MapKind::BlockPsd ? a * (m * (m + 1) / 2) : 0;
   const Acc sc = K == MapKind::SumPsd ? map_scale<Acc>(mp) : Acc(1);
+  const G* g = gpsi + base;
+  const E* xa = x + a * m;
+  // packed_index(m, i, j) walked incrementally (it cost more than the product it fed: the chunked backward's VJP was
+  // bound by instructions): (j, i) for j < i starts at m + i - 1 and steps by m - j - 2; (i, j) for j > i starts at
+  // off(i) = m + i (2m - i - 1) / 2 and steps by 1; (i, i) is i. One loop with selects, so a warp's lanes (different
+  // i) do not diverge.
+  int lo = m + i - 1, hi = m + i * (2 * m - i - 1) / 2;
   Acc acc = Acc(0);
   for (int j = 0; j < m; ++j) {
-    const Acc gf = to_acc<Acc>(gpsi[base + packed_index(m, i, j)]);
+    const Acc gf = to_acc<Acc>(g[j < i ? lo : (j == i ? i : hi)]);
     const Acc w = j == i ? Acc(2) * gf : sqrt2_of<Acc>() * gf;  // ∂(x_i x_i) = 2 x_i; ∂(√2 x_i x_j) = √2 x_j
-    acc += w * to_acc<Acc>(x[a * m + j]);
+    acc += w * to_acc<Acc>(xa[j]);
+    lo += m - j - 2;
+    hi += j > i ? 1 : 0;
   }
   return sc * acc;
 }
