@@ -33,7 +33,7 @@
 #   h13         kata mqar table2 --preset h13 --jobs 3 (orthant / Lorentz / M2 recall at T = 1024, K = 16 ... 256:
 #               the collapse past K = d_head, claim H13; issue 12 acceptance 2)
 #   induction   kata induction --preset induction --jobs 5 (softmax and Sigma2 at T = 128 ... 2048, E.2; issue 12
-#               acceptance 2)
+#               acceptance 2); MIXERS=sigma2 LENGTHS=2048 (comma lists): only those, as a sweep of their own
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
 #   checks      GPU tests and a benchmark before the long stages: builds `kata` and every test binary named in
 #               TESTS ("BINARY[:DOCTEST_FILTER];…", e.g. "gpu_test_kata_mqar_mixers:*chunked KATA backward*;
@@ -114,6 +114,7 @@ run_sweep() {
     bring_back "$out"
   else
     log "partial: rc $rc, this call ${dt} s, all calls ${total} s, ${done_jobs} job records so far; run again"
+    [ -s "$Q/$name.out" ] && log "  last progress line: $(tail -1 "$Q/$name.out" | cut -c1-200)"
     if [ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ -d "$out.partial" ]; then
       tar czf "$OUT/$name.partial.tar.gz" -C "$Q" --exclude='*-ckpt*' --exclude=lock "$(basename "$out").partial" &&
         log "finished job records in \$OUT/$name.partial.tar.gz (carry it as .deps/partials/ to resume on a fresh machine)"
@@ -194,7 +195,18 @@ case "$STAGE" in
       --mixers "${ROW:-softmax}" --ow-mixers none --precision "${PRECISION:-tf32}" --device cuda --jobs 3
     ;;
   h13) run_sweep h13 build-gpu/kata mqar table2 --preset h13 --device cuda --jobs 3 ;;
-  induction) run_sweep induction build-gpu/kata induction --preset induction --device cuda --jobs 5 ;;
+  induction)
+    # MIXERS / LENGTHS (comma lists): only those trainings, as a sweep named induction-MIXERS-LENGTHS of its own, so
+    # that one long training (Sigma2 at 2048: ~15 min alone) is not queued behind the nine short ones again on a
+    # fresh machine (partial records do not survive between sessions unless carried)
+    if [ -n "${MIXERS:-}${LENGTHS:-}" ]; then
+      M=${MIXERS:-softmax,sigma2} L=${LENGTHS:-128,256,512,1024,2048}
+      run_sweep "induction-${M//,/-}-${L//,/-}" build-gpu/kata induction --preset induction --mixers "$M" --lengths "$L" \
+        --device cuda --jobs 5
+    else
+      run_sweep induction build-gpu/kata induction --preset induction --device cuda --jobs 5
+    fi
+    ;;
   edit-torch)
     t1=$(date +%s)
     build-gpu/hebb edit base --device cuda --epochs 1 --progress none --out "$Q/base1.h5" > "$Q/base1.out" 2>&1
