@@ -124,15 +124,21 @@ __global__ void __launch_bounds__(kThreads) psi_kernel(DeviceMap mp, const bf16*
   }
 }
 
-// V̂[h][t] = [v_t | 1 | 0 …] (W columns of rows of `ld`) for t < T, zero rows past T.
+// V̂[h][t] = [v_t | 1 | 0 …] (W columns of rows of `ld`) for t < T, zero rows past T. One warp per row, so the
+// row's head and position cost one division per row, not three 64-bit divisions per element.
 __global__ void augment_kernel(const bf16* __restrict__ v, bf16* __restrict__ out, std::int64_t heads,
                                std::int64_t T, std::int64_t Tp, std::int64_t dv, std::int64_t W, std::int64_t ld) {
-  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= heads * Tp * W) return;
-  const std::int64_t c = idx % W, t = (idx / W) % Tp, h = idx / (W * Tp);
-  float val = 0.f;
-  if (t < T) val = c < dv ? __bfloat162float(v[(h * T + t) * dv + c]) : (c == dv ? 1.f : 0.f);
-  out[(h * Tp + t) * ld + c] = __float2bfloat16(val);
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= heads * Tp) return;
+  const std::int64_t h = row / Tp, t = row - h * Tp;
+  const bf16* vr = v + (h * T + t) * dv;
+  bf16* o = out + row * ld;
+  for (std::int64_t c = lane; c < W; c += 32) {
+    float val = 0.f;
+    if (t < T) val = c < dv ? __bfloat162float(vr[c]) : (c == dv ? 1.f : 0.f);
+    o[c] = __float2bfloat16(val);
+  }
 }
 
 // Exclusive scan in place over the chunks of each head: buf[h][c] = Σ_{c' < c} buf[h][c'] (forward) or
@@ -273,13 +279,16 @@ __global__ void vjp_plain_kernel(DeviceMap mp, const bf16* __restrict__ x, const
   for (int c = 0; c < mp.d; ++c) dx[row * mp.d + c] = __float2bfloat16(gx[c]);
 }
 
-// dv[h][t] = dV̂[h][t][:dv] for t < T.
+// dv[h][t] = dV̂[h][t][:dv] for t < T. One warp per row (one division per row, as augment_kernel).
 __global__ void extract_kernel(const float* __restrict__ src, bf16* __restrict__ dv, std::int64_t heads,
                                std::int64_t T, std::int64_t Tp, std::int64_t dvw, std::int64_t W) {
-  const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  if (idx >= heads * T * dvw) return;
-  const std::int64_t c = idx % dvw, t = (idx / dvw) % T, h = idx / (dvw * T);
-  dv[idx] = __float2bfloat16(src[(h * Tp + t) * W + c]);
+  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
+  const int lane = threadIdx.x & 31;
+  if (row >= heads * T) return;
+  const std::int64_t h = row / T, t = row - h * T;
+  const float* sr = src + (h * Tp + t) * W;
+  bf16* o = dv + row * dvw;
+  for (std::int64_t c = lane; c < dvw; c += 32) o[c] = __float2bfloat16(sr[c]);
 }
 
 // Row-major strided-batched C[i] = op(A[i]) · op(B[i]) + beta C[i] (op(A) M x K, op(B) K x N; ta: A stored K x M,
@@ -357,7 +366,7 @@ void run_group(const Dims& s, const DeviceMap& mp, const bf16* q, const bf16* k,
   };
   features(mp, q, w.qx, h, s, stream);
   features(mp, k, w.kx, h, s, stream);
-  augment_kernel<<<grid1(h * s.Tp * W), kThreads, 0, stream>>>(v, w.vda, h, s.T, s.Tp, s.dv, W, L);
+  augment_kernel<<<grid1(h * s.Tp * 32), kThreads, 0, stream>>>(v, w.vda, h, s.T, s.Tp, s.dv, W, L);
   MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::augment_kernel");
   mark();
   // pass 1: Ŝ_cᵀ = Σ_{c' < c} V̂_{c'}ᵀ Φk_{c'}; the intra-chunk kernel block A_c = mask(Φq_c Φk_cᵀ)
@@ -383,7 +392,7 @@ void run_group(const Dims& s, const DeviceMap& mp, const bf16* q, const bf16* k,
   // dV̂_c = Φk_c GŜ_c + A_cᵀ Ĝ_c (into r32, no longer needed)
   gemm(blas, false, true, C, W, n, phk, n, sX, w.qx, n, sX, w.r32, to32, W, sAug, batch, 0.f);
   gemm(blas, true, false, C, W, C, w.abf, C, sBlk, w.gda, L, sRow, w.r32, to32, W, sAug, batch, 1.f);
-  extract_kernel<<<grid1(h * s.T * s.dv), kThreads, 0, stream>>>(w.r32, dv, h, s.T, s.Tp, s.dv, W);
+  extract_kernel<<<grid1(h * s.T * 32), kThreads, 0, stream>>>(w.r32, dv, h, s.T, s.Tp, s.dv, W);
   MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::extract_kernel");
   mark();
   vjp(mp, q, w.dphq, dq, h, s, stream);
