@@ -124,12 +124,20 @@ __global__ void __launch_bounds__(kThreads) psi_kernel(DeviceMap mp, const bf16*
   }
 }
 
+// The row of the one-warp-per-row kernels below, and this thread's lane in it.
+struct WarpRow {
+  std::int64_t row;
+  int lane;
+};
+__device__ __forceinline__ WarpRow warp_row() {
+  return {(static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32, static_cast<int>(threadIdx.x & 31)};
+}
+
 // V̂[h][t] = [v_t | 1 | 0 …] (W columns of rows of `ld`) for t < T, zero rows past T. One warp per row, so the
 // row's head and position cost one division per row, not three 64-bit divisions per element.
 __global__ void augment_kernel(const bf16* __restrict__ v, bf16* __restrict__ out, std::int64_t heads,
                                std::int64_t T, std::int64_t Tp, std::int64_t dv, std::int64_t W, std::int64_t ld) {
-  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
+  const auto [row, lane] = warp_row();
   if (row >= heads * Tp) return;
   const std::int64_t h = row / Tp, t = row - h * Tp;
   const bf16* vr = v + (h * T + t) * dv;
@@ -205,8 +213,7 @@ __global__ void mask_kernel(bf16* __restrict__ out, std::int64_t chunks, std::in
 __global__ void readout_kernel(const float* __restrict__ r, const bf16* __restrict__ dout, const bf16* __restrict__ o,
                                bf16* __restrict__ gaug, std::int64_t heads, std::int64_t T, std::int64_t Tp,
                                std::int64_t dv, std::int64_t W, std::int64_t ld) {
-  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
+  const auto [row, lane] = warp_row();
   if (row >= heads * Tp) return;
   const std::int64_t h = row / Tp, t = row % Tp;
   bf16* g = gaug + row * ld;
@@ -282,8 +289,7 @@ __global__ void vjp_plain_kernel(DeviceMap mp, const bf16* __restrict__ x, const
 // dv[h][t] = dV̂[h][t][:dv] for t < T. One warp per row (one division per row, as augment_kernel).
 __global__ void extract_kernel(const float* __restrict__ src, bf16* __restrict__ dv, std::int64_t heads,
                                std::int64_t T, std::int64_t Tp, std::int64_t dvw, std::int64_t W) {
-  const std::int64_t row = (static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x) / 32;
-  const int lane = threadIdx.x & 31;
+  const auto [row, lane] = warp_row();
   if (row >= heads * T) return;
   const std::int64_t h = row / T, t = row - h * T;
   const float* sr = src + (h * Tp + t) * W;
