@@ -7,6 +7,7 @@
 #include <string>
 
 #include "cuda_check.cuh"
+#include "fast_divmod.cuh"
 #include "kata_attention_chunked_backward.cuh"
 #include "kata_feature_map.cuh"
 
@@ -192,13 +193,13 @@ __global__ void scan_kernel(bf16* __restrict__ buf, std::int64_t heads, std::int
 // Causal mask in place on each chunk's C x C block (rows of `ld`): zero where key > query (lower: keep col <= row)
 // or, for a transposed block, where col < row (upper). One thread per 8 columns of a row (16-byte loads and stores;
 // C, ld and the block's start are multiples of 8 elements); groups with nothing to zero return at once.
-__global__ void mask_kernel(bf16* __restrict__ out, std::int64_t chunks, std::int64_t C, std::int64_t ld,
-                            bool upper) {
+__global__ void mask_kernel(bf16* __restrict__ out, std::int64_t chunks, cuda_detail::FastDivmod Cd,
+                            cuda_detail::FastDivmod groups, std::int64_t ld, bool upper) {
   const std::int64_t idx = static_cast<std::int64_t>(blockIdx.x) * blockDim.x + threadIdx.x;
-  const std::int64_t groups = C / 8;
-  if (idx >= chunks * C * groups) return;
-  const std::int64_t g = idx % groups, row = idx / groups;  // row: the chunk's rows one after another
-  const int r = static_cast<int>(row % C), c0 = static_cast<int>(g * 8);
+  if (idx >= chunks * Cd.divisor() * groups.divisor()) return;
+  std::int64_t row, g;
+  groups.divmod(idx, row, g);  // row: the chunk's rows one after another
+  const int r = static_cast<int>(Cd.mod(row)), c0 = static_cast<int>(g * 8);
   if (upper ? c0 >= r : c0 + 7 <= r) return;  // nothing to zero in this group
   uint4* at = reinterpret_cast<uint4*>(out + row * ld + c0);
   uint4 w = *at;
@@ -367,7 +368,8 @@ void run_group(const Dims& s, const DeviceMap& mp, const bf16* q, const bf16* k,
   auto block = [&](const bf16* x, std::int64_t ldx, std::int64_t sx, const bf16* y, std::int64_t ldy,
                    std::int64_t sy, std::int64_t K, bf16* out, std::int64_t ldo, std::int64_t so, bool upper) {
     gemm(blas, false, true, C, C, K, x, ldx, sx, y, ldy, sy, out, to16, ldo, so, batch, 0.f);
-    mask_kernel<<<grid1(batch * sBlk / 8), kThreads, 0, stream>>>(out, batch, C, ldo, upper);
+    mask_kernel<<<grid1(batch * sBlk / 8), kThreads, 0, stream>>>(out, batch, cuda_detail::FastDivmod(C),
+                                                                   cuda_detail::FastDivmod(C / 8), ldo, upper);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_bwd::mask_kernel");
   };
   features(mp, q, w.qx, h, s, stream);

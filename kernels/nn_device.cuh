@@ -8,6 +8,7 @@
 #include <string>
 
 #include "cuda_check.cuh"
+#include "fast_divmod.cuh"  // flat index -> (row, column) without a 64-bit division per element
 #include "nn/layers.hpp"
 
 namespace memcap::nn::cuda::dev {

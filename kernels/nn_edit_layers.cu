@@ -63,12 +63,13 @@ __global__ void rope_kernel(T* out, const T* inp, std::int64_t rows, std::int64_
 
 template <class T>
 __global__ void router_mix_fwd_kernel(T* out, T* alpha, const T* z, const T* f, const T* l, std::int64_t N,
-                                      std::int64_t C) {
-  MEMCAP_EDIT_GRID_STRIDE(i, N * C) {
-    const std::int64_t n = i / C;
+                                      cuda_detail::FastDivmod C) {
+  MEMCAP_EDIT_GRID_STRIDE(i, N * C.divisor()) {
+    std::int64_t n, c;
+    C.divmod(i, n, c);
     const T a = dev::sigmoid(z[n]);
     const T fi = f[i], li = l[i];
-    if (i % C == 0) alpha[n] = a;
+    if (c == 0) alpha[n] = a;
     out[i] = a * fi + (T(1) - a) * li;
   }
 }
@@ -176,7 +177,8 @@ void router_mix_forward(T* out, T* alpha, const T* z, const T* f, const T* l, st
                         cudaStream_t stream) {
   check_shape(N >= 0 && C >= 1, "router_mix: bad shape");
   if (N == 0) return;
-  router_mix_fwd_kernel<T><<<dev::elem_blocks(N * C), dev::kElemThreads, 0, stream>>>(out, alpha, z, f, l, N, C);
+  router_mix_fwd_kernel<T><<<dev::elem_blocks(N * C), dev::kElemThreads, 0, stream>>>(out, alpha, z, f, l, N,
+                                                                                        cuda_detail::FastDivmod(C));
   MEMCAP_CUDA_CHECK_LAUNCH("router_mix_fwd_kernel");
 }
 

@@ -17,11 +17,12 @@ namespace memcap::nn::cuda {
 namespace {
 
 template <class T>
-__global__ void bias_add_kernel(T* __restrict__ out, const T* __restrict__ bias, std::int64_t N, std::int64_t OC) {
-  const std::int64_t total = N * OC;
+__global__ void bias_add_kernel(T* __restrict__ out, const T* __restrict__ bias, std::int64_t N,
+                                cuda_detail::FastDivmod OC) {
+  const std::int64_t total = N * OC.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < total;
        i += std::int64_t(gridDim.x) * blockDim.x)
-    out[i] += bias[i % OC];
+    out[i] += bias[OC.mod(i)];  // no 64-bit division per element (fast_divmod.cuh)
 }
 
 // dbias[o] += Σ_n dout[n, o]: block (32, 32) owns 32 columns; thread (x, y) sums rows y, y+32, ... in
@@ -97,7 +98,7 @@ void linear_forward(T* out, const T* inp, const T* W, const T* bias, std::int64_
   // out_cm (OC x N) = W_cmᵀ (OC x C) · inp_cm (C x N)
   gemm_cm<T>(h, CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, T(1), W, c > 0 ? c : 1, inp, c > 0 ? c : 1, T(0), out, oc);
   if (bias) {
-    bias_add_kernel<T><<<dev::elem_blocks(N * OC), dev::kElemThreads, 0, stream>>>(out, bias, N, OC);
+    bias_add_kernel<T><<<dev::elem_blocks(N * OC), dev::kElemThreads, 0, stream>>>(out, bias, N, cuda_detail::FastDivmod(OC));
     MEMCAP_CUDA_CHECK_LAUNCH("bias_add_kernel");
   }
 }

@@ -186,9 +186,10 @@ struct RmsWeightTerm {  // dout ⊙ x·rstd
 template <class T>
 struct ConvWeightTerm {  // column c·K + j: dout[b,t,c] · inp[b, t−(K−1)+j, c]
   const T *dout, *inp;
-  std::int64_t Tlen, C, K;
+  cuda_detail::FastDivmod Tlen;  // t = n % Tlen for every element (fast_divmod.cuh)
+  std::int64_t C, K;
   __device__ double operator()(std::int64_t n, std::int64_t col) const {
-    const std::int64_t c = col / K, j = col % K, t = n % Tlen, sh = K - 1 - j;
+    const std::int64_t c = col / K, j = col % K, t = Tlen.mod(n), sh = K - 1 - j;
     if (t < sh) return 0.0;
     return static_cast<double>(dout[n * C + c]) * static_cast<double>(inp[(n - sh) * C + c]);
   }
@@ -247,11 +248,14 @@ void column_sum_add(T* out, const Term& term, std::int64_t N, std::int64_t cols,
 // ---------------------------------------------------------------------------------------------- conv
 
 template <class T>
-__global__ void conv_fwd_kernel(T* out, const T* inp, const T* w, const T* bias, std::int64_t N, std::int64_t Tlen,
-                                std::int64_t C, std::int64_t K) {
+__global__ void conv_fwd_kernel(T* out, const T* inp, const T* w, const T* bias, std::int64_t N,
+                                cuda_detail::FastDivmod Tlen, cuda_detail::FastDivmod Cd, std::int64_t K) {
+  const std::int64_t C = Cd.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < N * C;
        i += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t n = i / C, c = i % C, t = n % Tlen;
+    std::int64_t n, c;
+    Cd.divmod(i, n, c);
+    const std::int64_t t = Tlen.mod(n);
     T y = bias ? bias[c] : T(0);
     for (std::int64_t j = (K - 1 - t > 0 ? K - 1 - t : 0); j < K; ++j)
       y += w[c * K + j] * inp[(n - (K - 1) + j) * C + c];
@@ -261,11 +265,14 @@ __global__ void conv_fwd_kernel(T* out, const T* inp, const T* w, const T* bias,
 
 // dinp[b,s,c] = Σ_j w[c,j] · dout[b, s+(K−1)−j, c] (t ascending = j descending, as the CPU adds).
 template <class T>
-__global__ void conv_bwd_kernel(T* dinp, const T* dout, const T* w, std::int64_t N, std::int64_t Tlen, std::int64_t C,
-                                std::int64_t K) {
+__global__ void conv_bwd_kernel(T* dinp, const T* dout, const T* w, std::int64_t N, cuda_detail::FastDivmod Td,
+                                cuda_detail::FastDivmod Cd, std::int64_t K) {
+  const std::int64_t C = Cd.divisor(), Tlen = Td.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < N * C;
        i += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t n = i / C, c = i % C, s = n % Tlen;
+    std::int64_t n, c;
+    Cd.divmod(i, n, c);
+    const std::int64_t s = Td.mod(n);
     T acc = 0;
     for (std::int64_t j = K - 1; j >= 0; --j) {
       const std::int64_t t = s + (K - 1) - j;
@@ -280,10 +287,12 @@ __global__ void conv_bwd_kernel(T* dinp, const T* dout, const T* w, std::int64_t
 
 template <class T>
 __global__ void gather_tokens_kernel(T* out, const std::int32_t* tokens, const T* table, std::int64_t N,
-                                     std::int64_t C) {
+                                     cuda_detail::FastDivmod Cd) {
+  const std::int64_t C = Cd.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < N * C;
        i += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t n = i / C, c = i % C;
+    std::int64_t n, c;
+    Cd.divmod(i, n, c);
     out[i] = table[static_cast<std::int64_t>(tokens[n]) * C + c];
   }
 }
@@ -367,16 +376,26 @@ __global__ void gate_bwd_kernel(T* dconv, T* dproj, const T* dy, const T* conv, 
   }
 }
 template <class T>
-__global__ void gather_rows_kernel(T* out, const T* src, const std::int64_t* rows, std::int64_t n, std::int64_t C) {
+__global__ void gather_rows_kernel(T* out, const T* src, const std::int64_t* rows, std::int64_t n,
+                                   cuda_detail::FastDivmod Cd) {
+  const std::int64_t C = Cd.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n * C;
-       i += std::int64_t(gridDim.x) * blockDim.x)
-    out[i] = src[rows[i / C] * C + i % C];
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    std::int64_t r, c;
+    Cd.divmod(i, r, c);
+    out[i] = src[rows[r] * C + c];
+  }
 }
 template <class T>
-__global__ void scatter_add_rows_kernel(T* dst, const std::int64_t* rows, const T* in, std::int64_t n, std::int64_t C) {
+__global__ void scatter_add_rows_kernel(T* dst, const std::int64_t* rows, const T* in, std::int64_t n,
+                                        cuda_detail::FastDivmod Cd) {
+  const std::int64_t C = Cd.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n * C;
-       i += std::int64_t(gridDim.x) * blockDim.x)
-    dst[rows[i / C] * C + i % C] += in[i];
+       i += std::int64_t(gridDim.x) * blockDim.x) {
+    std::int64_t r, c;
+    Cd.divmod(i, r, c);
+    dst[rows[r] * C + c] += in[i];
+  }
 }
 
 void check_shape(bool ok, const char* what) {
@@ -461,7 +480,8 @@ void embedding_forward(T* out, const std::int32_t* tokens, const T* table, std::
                        std::int64_t C, cudaStream_t s) {
   check_shape(N >= 0 && V >= 1 && C >= 1, "embedding_forward");
   if (N == 0) return;
-  gather_tokens_kernel<T><<<dev::elem_blocks(N * C), dev::kElemThreads, 0, s>>>(out, tokens, table, N, C);
+  gather_tokens_kernel<T><<<dev::elem_blocks(N * C), dev::kElemThreads, 0, s>>>(out, tokens, table, N,
+                                                                                      cuda_detail::FastDivmod(C));
   MEMCAP_CUDA_CHECK_LAUNCH("gather_tokens_kernel");
 }
 
@@ -499,7 +519,7 @@ void causal_conv_forward(T* out, const T* inp, const T* weight, const T* bias, s
   check_shape(B >= 0 && Tlen >= 0 && C >= 1 && K >= 1, "causal_conv_forward");
   if (B * Tlen == 0) return;
   conv_fwd_kernel<T>
-      <<<dev::elem_blocks(B * Tlen * C), dev::kElemThreads, 0, s>>>(out, inp, weight, bias, B * Tlen, Tlen, C, K);
+      <<<dev::elem_blocks(B * Tlen * C), dev::kElemThreads, 0, s>>>(out, inp, weight, bias, B * Tlen, cuda_detail::FastDivmod(Tlen), cuda_detail::FastDivmod(C), K);
   MEMCAP_CUDA_CHECK_LAUNCH("conv_fwd_kernel");
 }
 
@@ -510,9 +530,10 @@ void causal_conv_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T*
   const std::int64_t N = B * Tlen;
   if (N == 0) return;
   if (dbias) column_sum_add(dbias, PlainTerm<T>{dout, C}, N, C, scratch, s);
-  if (dweight) column_sum_add(dweight, ConvWeightTerm<T>{dout, inp, Tlen, C, K}, N, C * K, scratch, s);
+  if (dweight) column_sum_add(dweight, ConvWeightTerm<T>{dout, inp, cuda_detail::FastDivmod(Tlen), C, K}, N, C * K, scratch, s);
   if (dinp) {
-    conv_bwd_kernel<T><<<dev::elem_blocks(N * C), dev::kElemThreads, 0, s>>>(dinp, dout, weight, N, Tlen, C, K);
+    conv_bwd_kernel<T><<<dev::elem_blocks(N * C), dev::kElemThreads, 0, s>>>(dinp, dout, weight, N, cuda_detail::FastDivmod(Tlen),
+                                                                                  cuda_detail::FastDivmod(C), K);
     MEMCAP_CUDA_CHECK_LAUNCH("conv_bwd_kernel");
   }
 }
@@ -564,7 +585,7 @@ void baseconv_gate_backward(T* dconv, T* dproj, const T* dy, const T* conv, cons
 }
 template <class T>
 void gather_rows(T* out, const T* src, const std::int64_t* rows, std::int64_t n, std::int64_t C, cudaStream_t s) {
-  MEMCAP_ELEM_LAUNCH(gather_rows_kernel, n * C, out, src, rows, n, C);
+  MEMCAP_ELEM_LAUNCH(gather_rows_kernel, n * C, out, src, rows, n, cuda_detail::FastDivmod(C));
 }
 template <class T>
 void column_sums_add(T* out, const T* x, std::int64_t N, std::int64_t cols, double* scratch, cudaStream_t s) {
@@ -572,7 +593,7 @@ void column_sums_add(T* out, const T* x, std::int64_t N, std::int64_t cols, doub
 }
 template <class T>
 void scatter_add_rows(T* dst, const std::int64_t* rows, const T* in, std::int64_t n, std::int64_t C, cudaStream_t s) {
-  MEMCAP_ELEM_LAUNCH(scatter_add_rows_kernel, n * C, dst, rows, in, n, C);
+  MEMCAP_ELEM_LAUNCH(scatter_add_rows_kernel, n * C, dst, rows, in, n, cuda_detail::FastDivmod(C));
 }
 #undef MEMCAP_ELEM_LAUNCH
 

@@ -41,10 +41,13 @@ __global__ void batch_kernel(std::int32_t* tokens, std::int32_t* len, std::int32
 }
 
 template <class T>
-__global__ void gather_kernel(T* out, const T* table, const std::int32_t* rows, std::int64_t N, std::int64_t C) {
+__global__ void gather_kernel(T* out, const T* table, const std::int32_t* rows, std::int64_t N,
+                              cuda_detail::FastDivmod Cd) {
+  const std::int64_t C = Cd.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < N * C;
        i += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t n = i / C, c = i % C;
+    std::int64_t n, c;
+    Cd.divmod(i, n, c);
     out[i] = table[static_cast<std::int64_t>(rows[n]) * C + c];
   }
 }
@@ -191,7 +194,8 @@ void ssfr_batch(std::int32_t* tokens, std::int32_t* len, std::int32_t* qrow, std
 template <class T>
 void ssfr_gather_rows(T* out, const T* table, const std::int32_t* rows, std::int64_t N, std::int64_t C,
                       cudaStream_t s) {
-  gather_kernel<T><<<elem_blocks(N * C), kThreads, 0, s>>>(out, table, rows, N, C);
+  if (N <= 0 || C <= 0) return;  // nothing to gather
+  gather_kernel<T><<<elem_blocks(N * C), kThreads, 0, s>>>(out, table, rows, N, cuda_detail::FastDivmod(C));
   MEMCAP_CUDA_CHECK_LAUNCH("ssfr gather_kernel");
 }
 

@@ -123,15 +123,17 @@ __global__ void ce_mean_kernel(double* loss_mean, std::int64_t* n_valid, const T
 // z[r, j] <- (exp(z − lse[r0 + r]) − [v0 + j = target])·scale, 0 for ignored rows.
 // With n_valid non-null the scale is dloss / *n_valid (0 when none), read on the device.
 template <class T>
-__global__ void ce_tile_grad_kernel(T* z, std::int64_t rows, std::int64_t cols, std::int64_t r0, std::int64_t v0,
+__global__ void ce_tile_grad_kernel(T* z, std::int64_t rows, cuda_detail::FastDivmod cols, std::int64_t r0, std::int64_t v0,
                                     const std::int32_t* targets, const T* lse, double scale_or_dloss,
                                     const std::int64_t* n_valid) {
   double sc = scale_or_dloss;
   if (n_valid) sc = *n_valid > 0 ? scale_or_dloss / static_cast<double>(*n_valid) : 0.0;
   const T scale = static_cast<T>(sc);
-  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < rows * cols;
+  for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < rows * cols.divisor();
        i += std::int64_t(gridDim.x) * blockDim.x) {
-    const std::int64_t r = i / cols, j = i % cols, n = r0 + r;
+    std::int64_t r, j;
+    cols.divmod(i, r, j);
+    const std::int64_t n = r0 + r;
     const std::int32_t t = targets[n];
     if (t == kIgnore) {
       z[i] = T(0);
@@ -212,8 +214,8 @@ void backward_impl(T* dX, T* dE, const T* X, const T* E, const std::int32_t* tar
     for (std::int64_t v0 = 0; v0 < V; v0 += ws.tile_cols) {
       const std::int64_t vc = std::min(ws.tile_cols, V - v0);
       logits_tile(ws.tile, X, E, r0, rc, v0, vc, C, h);
-      ce_tile_grad_kernel<T><<<dev::elem_blocks(rc * vc), dev::kElemThreads, 0, stream>>>(ws.tile, rc, vc, r0, v0,
-                                                                                          targets, lse, scale, n_valid);
+      ce_tile_grad_kernel<T><<<dev::elem_blocks(rc * vc), dev::kElemThreads, 0, stream>>>(
+          ws.tile, rc, cuda_detail::FastDivmod(vc), r0, v0, targets, lse, scale, n_valid);
       MEMCAP_CUDA_CHECK_LAUNCH("ce_tile_grad_kernel");
       const int m = static_cast<int>(vc), n = static_cast<int>(rc);
       // dX_cm (C x rc) (+)= E_tile_cm (C x vc) · G_cm (vc x rc)
