@@ -38,7 +38,8 @@
 #   checks      GPU tests and a benchmark before the long stages: builds `kata` and every test binary named in
 #               TESTS ("BINARY[:DOCTEST_FILTER];…", e.g. "gpu_test_kata_mqar_mixers:*chunked KATA backward*;
 #               gpu_test_kata_attention:*bit-identical*"), runs each (at most 150 s), then BENCH when set (the arguments of kata_vs_sdpa.sh after the
-#               kata path and folder, e.g. "table9 --maps m2 --variant chunked"). Each test's and the bench's summary
+#               kata path and folder, e.g. "table9 --maps m2 --variant chunked"), then MQAR when set (the MIXERS of
+#               mqar_device.sh, e.g. "softmax:auto:tf32": one MQAR epoch + evaluation against PyTorch's). Each test's and the bench's summary
 #               lines go to the log; their whole output is tarred into $OUT/checks.tar.gz after every step (the
 #               device tool returns at most 8 files: a call whose tests and bench wrote more lost the rest)
 #   swap-seeds  hebb edit base (once), then MLP swapping on the edit set of --seed 42, one run at a time, for
@@ -153,6 +154,14 @@ case "$STAGE" in
       grep -E "MISS|met|backward stages|^[a-z0-9]+ +[0-9]+K" "$C/bench/compare_"*.txt "$C/bench.txt" 2>/dev/null |
         sed 's|^[^:]*:||' | head -24 | while IFS= read -r line; do log "  $line"; done
       rm -f "$C/bench/"*.h5  # the numbers are in the text files; the result file can be large
+      pack
+    fi
+    if [ -n "${MQAR:-}" ] && [ "$(left)" -gt 60 ]; then
+      # one MQAR epoch + evaluation per MIXER[:KERNEL[:PRECISION]] of MQAR, and the PyTorch script's, in this call
+      LIMIT=$(( $(left) / 3 )) MIXERS="$MQAR" bash experiments/bench/mqar_device.sh build-gpu "$C/mqar" > "$C/mqar.txt" 2>&1
+      log "mqar epoch bench ($MQAR) rc=$?"
+      grep -E "^(memcap|torch|ratio)" "$C/mqar.txt" | cut -c1-220 | while IFS= read -r line; do log "  $line"; done
+      rm -f "$C/mqar/"*.h5
       pack
     fi
     ;;
