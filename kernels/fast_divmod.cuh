@@ -4,7 +4,8 @@
 // memory traffic. FastDivmod precomputes, on the host, a multiplier for the divisor (Granlund & Montgomery,
 // "Division by invariant integers using multiplication", PLDI 1994, Fig. 4.1: the round-up method with the
 // add-and-shift fix-up, exact for every dividend of 64 bits):
-//   l = ceil(log2 d),  m = floor(2^64 (2^l − d) / d) + 1,  t = mulhi(m, n),  q = (t + ((n − t) >> min(l, 1))) >> max(l − 1, 0)
+//   l = ceil(log2 d),  m = floor(2^64 (2^l − d) / d) + 1,  t = mulhi(m, n),
+//   q = (t + ((n − t) >> min(l, 1))) >> max(l − 1, 0)
 // so a quotient costs one 64-bit high multiply and a few integer operations. Usable from host code too (the
 // high multiply through unsigned __int128 there), which is how tests/host_device/test_core_fast_divmod.cpp
 // checks it against / and % on the CPU.

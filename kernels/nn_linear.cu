@@ -98,7 +98,8 @@ void linear_forward(T* out, const T* inp, const T* W, const T* bias, std::int64_
   // out_cm (OC x N) = W_cmᵀ (OC x C) · inp_cm (C x N)
   gemm_cm<T>(h, CUBLAS_OP_T, CUBLAS_OP_N, oc, n, c, T(1), W, c > 0 ? c : 1, inp, c > 0 ? c : 1, T(0), out, oc);
   if (bias) {
-    bias_add_kernel<T><<<dev::elem_blocks(N * OC), dev::kElemThreads, 0, stream>>>(out, bias, N, cuda_detail::FastDivmod(OC));
+    bias_add_kernel<T>
+        <<<dev::elem_blocks(N * OC), dev::kElemThreads, 0, stream>>>(out, bias, N, cuda_detail::FastDivmod(OC));
     MEMCAP_CUDA_CHECK_LAUNCH("bias_add_kernel");
   }
 }

@@ -13,6 +13,8 @@
 
 namespace memcap::nn::cuda {
 
+using cuda_detail::FastDivmod;  // index splits in the element-wise kernels (fast_divmod.cuh)
+
 namespace {
 
 constexpr int kWarps = 8;  // rows (warps) per block of the row kernels
@@ -186,7 +188,7 @@ struct RmsWeightTerm {  // dout ⊙ x·rstd
 template <class T>
 struct ConvWeightTerm {  // column c·K + j: dout[b,t,c] · inp[b, t−(K−1)+j, c]
   const T *dout, *inp;
-  cuda_detail::FastDivmod Tlen;  // t = n % Tlen for every element (fast_divmod.cuh)
+  FastDivmod Tlen;  // t = n % Tlen for every element (fast_divmod.cuh)
   std::int64_t C, K;
   __device__ double operator()(std::int64_t n, std::int64_t col) const {
     const std::int64_t c = col / K, j = col % K, t = Tlen.mod(n), sh = K - 1 - j;
@@ -249,7 +251,7 @@ void column_sum_add(T* out, const Term& term, std::int64_t N, std::int64_t cols,
 
 template <class T>
 __global__ void conv_fwd_kernel(T* out, const T* inp, const T* w, const T* bias, std::int64_t N,
-                                cuda_detail::FastDivmod Tlen, cuda_detail::FastDivmod Cd, std::int64_t K) {
+                                FastDivmod Tlen, FastDivmod Cd, std::int64_t K) {
   const std::int64_t C = Cd.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < N * C;
        i += std::int64_t(gridDim.x) * blockDim.x) {
@@ -265,8 +267,8 @@ __global__ void conv_fwd_kernel(T* out, const T* inp, const T* w, const T* bias,
 
 // dinp[b,s,c] = Σ_j w[c,j] · dout[b, s+(K−1)−j, c] (t ascending = j descending, as the CPU adds).
 template <class T>
-__global__ void conv_bwd_kernel(T* dinp, const T* dout, const T* w, std::int64_t N, cuda_detail::FastDivmod Td,
-                                cuda_detail::FastDivmod Cd, std::int64_t K) {
+__global__ void conv_bwd_kernel(T* dinp, const T* dout, const T* w, std::int64_t N, FastDivmod Td,
+                                FastDivmod Cd, std::int64_t K) {
   const std::int64_t C = Cd.divisor(), Tlen = Td.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < N * C;
        i += std::int64_t(gridDim.x) * blockDim.x) {
@@ -287,7 +289,7 @@ __global__ void conv_bwd_kernel(T* dinp, const T* dout, const T* w, std::int64_t
 
 template <class T>
 __global__ void gather_tokens_kernel(T* out, const std::int32_t* tokens, const T* table, std::int64_t N,
-                                     cuda_detail::FastDivmod Cd) {
+                                     FastDivmod Cd) {
   const std::int64_t C = Cd.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < N * C;
        i += std::int64_t(gridDim.x) * blockDim.x) {
@@ -377,7 +379,7 @@ __global__ void gate_bwd_kernel(T* dconv, T* dproj, const T* dy, const T* conv, 
 }
 template <class T>
 __global__ void gather_rows_kernel(T* out, const T* src, const std::int64_t* rows, std::int64_t n,
-                                   cuda_detail::FastDivmod Cd) {
+                                   FastDivmod Cd) {
   const std::int64_t C = Cd.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n * C;
        i += std::int64_t(gridDim.x) * blockDim.x) {
@@ -388,7 +390,7 @@ __global__ void gather_rows_kernel(T* out, const T* src, const std::int64_t* row
 }
 template <class T>
 __global__ void scatter_add_rows_kernel(T* dst, const std::int64_t* rows, const T* in, std::int64_t n,
-                                        cuda_detail::FastDivmod Cd) {
+                                        FastDivmod Cd) {
   const std::int64_t C = Cd.divisor();
   for (std::int64_t i = blockIdx.x * std::int64_t(blockDim.x) + threadIdx.x; i < n * C;
        i += std::int64_t(gridDim.x) * blockDim.x) {
@@ -480,8 +482,7 @@ void embedding_forward(T* out, const std::int32_t* tokens, const T* table, std::
                        std::int64_t C, cudaStream_t s) {
   check_shape(N >= 0 && V >= 1 && C >= 1, "embedding_forward");
   if (N == 0) return;
-  gather_tokens_kernel<T><<<dev::elem_blocks(N * C), dev::kElemThreads, 0, s>>>(out, tokens, table, N,
-                                                                                      cuda_detail::FastDivmod(C));
+  gather_tokens_kernel<T><<<dev::elem_blocks(N * C), dev::kElemThreads, 0, s>>>(out, tokens, table, N, FastDivmod(C));
   MEMCAP_CUDA_CHECK_LAUNCH("gather_tokens_kernel");
 }
 
@@ -518,8 +519,8 @@ void causal_conv_forward(T* out, const T* inp, const T* weight, const T* bias, s
                          std::int64_t C, std::int64_t K, cudaStream_t s) {
   check_shape(B >= 0 && Tlen >= 0 && C >= 1 && K >= 1, "causal_conv_forward");
   if (B * Tlen == 0) return;
-  conv_fwd_kernel<T>
-      <<<dev::elem_blocks(B * Tlen * C), dev::kElemThreads, 0, s>>>(out, inp, weight, bias, B * Tlen, cuda_detail::FastDivmod(Tlen), cuda_detail::FastDivmod(C), K);
+  conv_fwd_kernel<T><<<dev::elem_blocks(B * Tlen * C), dev::kElemThreads, 0, s>>>(out, inp, weight, bias, B * Tlen,
+                                                                                  FastDivmod(Tlen), FastDivmod(C), K);
   MEMCAP_CUDA_CHECK_LAUNCH("conv_fwd_kernel");
 }
 
@@ -530,10 +531,11 @@ void causal_conv_backward(T* dinp, T* dweight, T* dbias, const T* dout, const T*
   const std::int64_t N = B * Tlen;
   if (N == 0) return;
   if (dbias) column_sum_add(dbias, PlainTerm<T>{dout, C}, N, C, scratch, s);
-  if (dweight) column_sum_add(dweight, ConvWeightTerm<T>{dout, inp, cuda_detail::FastDivmod(Tlen), C, K}, N, C * K, scratch, s);
+  const FastDivmod fT(Tlen);
+  if (dweight) column_sum_add(dweight, ConvWeightTerm<T>{dout, inp, fT, C, K}, N, C * K, scratch, s);
   if (dinp) {
-    conv_bwd_kernel<T><<<dev::elem_blocks(N * C), dev::kElemThreads, 0, s>>>(dinp, dout, weight, N, cuda_detail::FastDivmod(Tlen),
-                                                                                  cuda_detail::FastDivmod(C), K);
+    conv_bwd_kernel<T>
+        <<<dev::elem_blocks(N * C), dev::kElemThreads, 0, s>>>(dinp, dout, weight, N, fT, FastDivmod(C), K);
     MEMCAP_CUDA_CHECK_LAUNCH("conv_bwd_kernel");
   }
 }
@@ -585,7 +587,7 @@ void baseconv_gate_backward(T* dconv, T* dproj, const T* dy, const T* conv, cons
 }
 template <class T>
 void gather_rows(T* out, const T* src, const std::int64_t* rows, std::int64_t n, std::int64_t C, cudaStream_t s) {
-  MEMCAP_ELEM_LAUNCH(gather_rows_kernel, n * C, out, src, rows, n, cuda_detail::FastDivmod(C));
+  MEMCAP_ELEM_LAUNCH(gather_rows_kernel, n * C, out, src, rows, n, FastDivmod(C));
 }
 template <class T>
 void column_sums_add(T* out, const T* x, std::int64_t N, std::int64_t cols, double* scratch, cudaStream_t s) {
@@ -593,7 +595,7 @@ void column_sums_add(T* out, const T* x, std::int64_t N, std::int64_t cols, doub
 }
 template <class T>
 void scatter_add_rows(T* dst, const std::int64_t* rows, const T* in, std::int64_t n, std::int64_t C, cudaStream_t s) {
-  MEMCAP_ELEM_LAUNCH(scatter_add_rows_kernel, n * C, dst, rows, in, n, cuda_detail::FastDivmod(C));
+  MEMCAP_ELEM_LAUNCH(scatter_add_rows_kernel, n * C, dst, rows, in, n, FastDivmod(C));
 }
 #undef MEMCAP_ELEM_LAUNCH
 

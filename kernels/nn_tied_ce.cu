@@ -123,7 +123,8 @@ __global__ void ce_mean_kernel(double* loss_mean, std::int64_t* n_valid, const T
 // z[r, j] <- (exp(z − lse[r0 + r]) − [v0 + j = target])·scale, 0 for ignored rows.
 // With n_valid non-null the scale is dloss / *n_valid (0 when none), read on the device.
 template <class T>
-__global__ void ce_tile_grad_kernel(T* z, std::int64_t rows, cuda_detail::FastDivmod cols, std::int64_t r0, std::int64_t v0,
+__global__ void ce_tile_grad_kernel(T* z, std::int64_t rows, cuda_detail::FastDivmod cols, std::int64_t r0,
+                                    std::int64_t v0,
                                     const std::int32_t* targets, const T* lse, double scale_or_dloss,
                                     const std::int64_t* n_valid) {
   double sc = scale_or_dloss;
