@@ -29,7 +29,9 @@
 #               PRECISION=tf32 for TF32 products (sweep name suffixed -tf32; validated on the softmax row only)
 #   table2-row  one Table 2 row: kata mqar table2 --preset table2 --mixers $ROW (softmax) --ow-mixers none
 #               --jobs 3 (its three learning rates at once) --precision $PRECISION (tf32) (issue 12, acceptance 3:
-#               a row, training and every evaluation slice, in <= 2 min); its wall time is the sum of its calls
+#               a row, training and every evaluation slice, in <= 2 min); its wall time is the sum of its calls.
+#               ROW=m4,sigma4 runs rows one after another (each its own sweep and result file); SEED=1 the
+#               second seed (sweep name suffixed -s1); OW=m2 that row's overwrite trainings too
 #   h13         kata mqar table2 --preset h13 --jobs 3 (orthant / Lorentz / M2 recall at T = 1024, K = 16 ... 256:
 #               the collapse past K = d_head, claim H13; issue 12 acceptance 2)
 #   induction   kata induction --preset induction --jobs 5 (softmax and Sigma2 at T = 128 ... 2048, E.2; issue 12
@@ -200,8 +202,16 @@ case "$STAGE" in
     fi
     ;;
   table2-row)
-    run_sweep "table2-row-${ROW:-softmax}-${PRECISION:-tf32}" build-gpu/kata mqar table2 --preset table2 \
-      --mixers "${ROW:-softmax}" --ow-mixers none --precision "${PRECISION:-tf32}" --device cuda --jobs 3
+    # ROW: one mixer or a comma list, run one after another while the call has time, each row a sweep of its own
+    # (table2-row-MIXER-PRECISION, -sSEED for SEED != 0) so that every row finished in a call comes back whole;
+    # OW=MIXER adds that row's overwrite trainings (§4.2; default none)
+    R=${ROW:-softmax}
+    for row in ${R//,/ }; do
+      sname="table2-row-$row-${PRECISION:-tf32}"
+      [ "${SEED:-0}" != 0 ] && sname="$sname-s$SEED"
+      run_sweep "$sname" build-gpu/kata mqar table2 --preset table2 --mixers "$row" --ow-mixers "${OW:-none}" \
+        --precision "${PRECISION:-tf32}" --seed "${SEED:-0}" --device cuda --jobs 3
+    done
     ;;
   h13) run_sweep h13 build-gpu/kata mqar table2 --preset h13 --device cuda --jobs 3 ;;
   induction)
