@@ -35,7 +35,8 @@
 #   h13         kata mqar table2 --preset h13 --jobs 3 (orthant / Lorentz / M2 recall at T = 1024, K = 16 ... 256:
 #               the collapse past K = d_head, claim H13; issue 12 acceptance 2)
 #   induction   kata induction --preset induction --jobs 5 (softmax and Sigma2 at T = 128 ... 2048, E.2; issue 12
-#               acceptance 2); MIXERS=sigma2 LENGTHS=2048 (comma lists): only those, as a sweep of their own
+#               acceptance 2); MIXERS=sigma2 LENGTHS=2048 (comma lists): only those, as a sweep of their own;
+#               PRECISION=tf32 TF32 products (fp32 Sigma2 at 2048 takes ~15 min: more than one call)
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
 #   checks      GPU tests and a benchmark before the long stages: builds `kata` and every test binary named in
 #               TESTS ("BINARY[:DOCTEST_FILTER];…", e.g. "gpu_test_kata_mqar_mixers:*chunked KATA backward*;
@@ -218,12 +219,16 @@ case "$STAGE" in
     # MIXERS / LENGTHS (comma lists): only those trainings, as a sweep named induction-MIXERS-LENGTHS of its own, so
     # that one long training (Sigma2 at 2048: ~15 min alone) is not queued behind the nine short ones again on a
     # fresh machine (partial records do not survive between sessions unless carried)
+    # PRECISION=tf32: TF32 products (sweep name suffixed -tf32; the fp32 records stay apart)
+    P=${PRECISION:-f32}
+    SUF=""
+    [ "$P" != f32 ] && SUF="-$P"
     if [ -n "${MIXERS:-}${LENGTHS:-}" ]; then
       M=${MIXERS:-softmax,sigma2} L=${LENGTHS:-128,256,512,1024,2048}
-      run_sweep "induction-${M//,/-}-${L//,/-}" build-gpu/kata induction --preset induction --mixers "$M" --lengths "$L" \
-        --device cuda --jobs 5
+      run_sweep "induction-${M//,/-}-${L//,/-}$SUF" build-gpu/kata induction --preset induction --mixers "$M" \
+        --lengths "$L" --precision "$P" --device cuda --jobs 5
     else
-      run_sweep induction build-gpu/kata induction --preset induction --device cuda --jobs 5
+      run_sweep "induction$SUF" build-gpu/kata induction --preset induction --precision "$P" --device cuda --jobs 5
     fi
     ;;
   edit-torch)
