@@ -4,7 +4,8 @@
 # trainings, two at once) with /summary, /runs and the best-learning-rate table /best read back; shards
 # 0/2 and 1/2 merged equal the full run; a training killed (SIGKILL) after a checkpoint and resumed with
 # --resume continues from that checkpoint and ends with the uninterrupted run's numbers (bit-identical
-# on the CPU); the induction smoke run with its phase-step table; the two plot scripts.
+# on the CPU); the induction smoke run with its phase-step table; the two plot scripts (kata_table2.py over
+# several files = /best, a training given twice refused).
 set -u
 : "${KATA:?set KATA to the kata executable}"
 SRC=${MEMCAP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -123,6 +124,35 @@ for j in a["runs"]:
 print(f"{sys.argv[2]} equals {sys.argv[1]}: /summary, /best and the curves of {len(a['runs'])} runs")
 PYEOF
 py "$T/same.py" "$T/t2.h5" "$T/merged.h5"
+# The figure script combines result files row by row (rows run as sweeps of their own): over t2.h5 alone and over
+# the two shard files it chooses the same learning rates and means as `kata mqar table2`'s /best, cell for cell;
+# the same training given twice is refused.
+cat >"$T/best.py" <<'PYEOF'
+import math, sys
+import h5py
+sys.path.insert(0, sys.argv[1])
+import kata_table2 as kt
+ref = h5py.File(sys.argv[2], "r")["best"]
+table, mq, ow = kt.best_rows(kt.combine(sys.argv[3:]))
+names = [x.decode() for x in ref["mixer"][()]]
+assert [r["row"] for r in table] == names, ([r["row"] for r in table], names)
+n = 0
+for k in ref:
+    if k == "mixer":
+        continue
+    for i, r in enumerate(table):
+        a, b = float(ref[k][i]), float(r[k])
+        assert (math.isnan(a) and math.isnan(b)) or a == b, (k, names[i], a, b)
+        n += 1
+assert n > 80, n
+print(f"kata_table2.py over {len(sys.argv) - 3} file(s) = /best of {sys.argv[2]}: {n} cells")
+PYEOF
+py "$T/best.py" "$SRC/experiments/plots" "$T/t2.h5" "$T/t2.h5"
+py "$T/best.py" "$SRC/experiments/plots" "$T/t2.h5" "$T/sh.shard0of2.h5" "$T/sh.shard1of2.h5"
+bash "$PY" "$SRC/experiments/plots/kata_table2.py" "$T/t2.h5" "$T/sh.shard0of2.h5" -o "$T/dup.png" >"$T/dup.txt" 2>&1
+rc=$?
+check '[ $rc -eq 77 ] || { [ $rc -eq 1 ] && grep -q "is in .*t2.h5 and .*shard0of2.h5: give each training once" "$T/dup.txt" &&
+  [ ! -e "$T/dup.png" ]; }' "kata_table2.py took a training twice (exit $rc): $(tail -2 "$T/dup.txt")"
 
 # 4. Kill a training after its first checkpoint, resume: the same numbers as the uninterrupted run.
 ONE=("${SMOKE[@]}" --mixers delta-m2 --ow-mixers none --lrs 1e-2 --epochs 24 --checkpoint-every 4)
