@@ -46,15 +46,15 @@ __global__ void gelu_bwd_kernel(T* dx, const T* dy, const T* x, std::int64_t n) 
 // One thread per (row, j < dh/2) pair; rows are [B·T·H] of dh, token t = (row / H) mod T.
 template <class T>
 __global__ void rope_kernel(T* out, const T* inp, std::int64_t rows, std::int64_t Tn, std::int64_t H,
-                            std::int64_t dh, double base, double sign) {
+                            std::int64_t dh, std::int64_t ld, double base, double sign) {
   const std::int64_t half = dh / 2;
   MEMCAP_EDIT_GRID_STRIDE(i, rows * half) {
-    const std::int64_t j = i % half, row = i / half, t = (row / H) % Tn;
+    const std::int64_t j = i % half, row = i / half, token = row / H, t = token % Tn;
     const double theta = static_cast<double>(t) * pow(base, -2.0 * static_cast<double>(j) / static_cast<double>(dh));
     double s, c;
     sincos(theta, &s, &c);
     s *= sign;
-    const std::int64_t o = row * dh + j;
+    const std::int64_t o = token * ld + (row % H) * dh + j;  // ld = H·dh: contiguous rows
     const double x1 = inp[o], x2 = inp[o + half];
     out[o] = static_cast<T>(x1 * c - x2 * s);
     out[o + half] = static_cast<T>(x2 * c + x1 * s);
@@ -121,16 +121,17 @@ void gelu_backward(T* dx, const T* dy, const T* x, std::int64_t n, cudaStream_t 
 
 namespace {
 template <class T>
-void rope_launch(T* out, const T* inp, std::int64_t B, std::int64_t Tn, std::int64_t H, std::int64_t dh, double base,
-                 double sign, cudaStream_t stream) {
+void rope_launch(T* out, const T* inp, std::int64_t ld, std::int64_t B, std::int64_t Tn, std::int64_t H,
+                 std::int64_t dh, double base, double sign, cudaStream_t stream) {
   check_shape(B >= 0 && Tn >= 0 && H >= 0 && dh >= 2 && dh % 2 == 0,
               "rope: bad shape B = " + std::to_string(B) + ", T = " + std::to_string(Tn) + ", H = " +
                   std::to_string(H) + ", dh = " + std::to_string(dh) + " (dh must be even)");
+  check_shape(ld >= H * dh, "rope: row stride " + std::to_string(ld) + " below H·dh = " + std::to_string(H * dh));
   check_shape(base > 0, "rope: base must be positive");
   const std::int64_t rows = B * Tn * H;
   if (rows == 0) return;
-  rope_kernel<T><<<dev::elem_blocks(rows * (dh / 2)), dev::kElemThreads, 0, stream>>>(out, inp, rows, Tn, H, dh, base,
-                                                                                      sign);
+  rope_kernel<T><<<dev::elem_blocks(rows * (dh / 2)), dev::kElemThreads, 0, stream>>>(out, inp, rows, Tn, H, dh, ld,
+                                                                                      base, sign);
   MEMCAP_CUDA_CHECK_LAUNCH("rope_kernel");
 }
 }  // namespace
@@ -138,13 +139,25 @@ void rope_launch(T* out, const T* inp, std::int64_t B, std::int64_t Tn, std::int
 template <class T>
 void rope_forward(T* out, const T* inp, std::int64_t B, std::int64_t Tn, std::int64_t H, std::int64_t dh, double base,
                   cudaStream_t stream) {
-  rope_launch(out, inp, B, Tn, H, dh, base, 1.0, stream);
+  rope_launch(out, inp, H * dh, B, Tn, H, dh, base, 1.0, stream);
+}
+
+template <class T>
+void rope_forward_ld(T* out, const T* inp, std::int64_t ld, std::int64_t B, std::int64_t Tn, std::int64_t H,
+                     std::int64_t dh, double base, cudaStream_t stream) {
+  rope_launch(out, inp, ld, B, Tn, H, dh, base, 1.0, stream);
+}
+
+template <class T>
+void rope_backward_ld(T* dinp, const T* dout, std::int64_t ld, std::int64_t B, std::int64_t Tn, std::int64_t H,
+                      std::int64_t dh, double base, cudaStream_t stream) {
+  rope_launch(dinp, dout, ld, B, Tn, H, dh, base, -1.0, stream);
 }
 
 template <class T>
 void rope_backward(T* dinp, const T* dout, std::int64_t B, std::int64_t Tn, std::int64_t H, std::int64_t dh,
                    double base, cudaStream_t stream) {
-  rope_launch(dinp, dout, B, Tn, H, dh, base, -1.0, stream);
+  rope_launch(dinp, dout, H * dh, B, Tn, H, dh, base, -1.0, stream);
 }
 
 template <class T>
@@ -199,6 +212,10 @@ void router_mix_backward(T* dz, T* df, T* dl, const T* dout, const T* alpha, con
                                 cudaStream_t);                                                                   \
   template void rope_backward<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t, double,  \
                                  cudaStream_t);                                                                  \
+  template void rope_forward_ld<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,        \
+                                   std::int64_t, double, cudaStream_t);                                          \
+  template void rope_backward_ld<T>(T*, const T*, std::int64_t, std::int64_t, std::int64_t, std::int64_t,       \
+                                    std::int64_t, double, cudaStream_t);                                         \
   template void lowrank_forward<T>(T*, T*, const T*, const T*, const T*, std::int64_t, std::int64_t, std::int64_t, \
                                    cublasHandle_t, cudaStream_t);                                                \
   template void lowrank_backward<T>(T*, T*, T*, T*, const T*, const T*, const T*, const T*, const T*, std::int64_t, \

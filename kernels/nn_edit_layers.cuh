@@ -29,6 +29,13 @@ void rope_forward(T* out, const T* inp, std::int64_t B, std::int64_t Tn, std::in
 template <class T>
 void rope_backward(T* dinp, const T* dout, std::int64_t B, std::int64_t Tn, std::int64_t H, std::int64_t dh,
                    double base, cudaStream_t stream);
+// The same on token rows ld elements apart (ld ≥ H·dh; e.g. the q or k part of a fused [N, 3D] qkv, ld = 3D).
+template <class T>
+void rope_forward_ld(T* out, const T* inp, std::int64_t ld, std::int64_t B, std::int64_t Tn, std::int64_t H,
+                     std::int64_t dh, double base, cudaStream_t stream);
+template <class T>
+void rope_backward_ld(T* dinp, const T* dout, std::int64_t ld, std::int64_t B, std::int64_t Tn, std::int64_t H,
+                      std::int64_t dh, double base, cudaStream_t stream);
 
 // mid[N,R] = inp·U[C,R], out[N,C] = mid·V[R,C] (two GEMMs).
 template <class T>

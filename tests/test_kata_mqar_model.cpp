@@ -505,10 +505,13 @@ struct TinyRun {
   std::int64_t B = 2, T = 13;
 };
 
-TinyRun tiny(const std::string& mixer, bool rope = false) {
+TinyRun tiny(const std::string& mixer, bool rope = false, const std::string& backbone = "zoology",
+             std::int64_t layers = 2) {
   MqarModelConfig c;
   c.mixer = mixer;
   c.rope = rope;
+  c.backbone = backbone;
+  c.n_layers = layers;
   c.vocab = 32;
   c.d_model = 16;
   c.heads = mixer == "softmax" ? 1 : 2;
@@ -680,8 +683,9 @@ TEST_CASE("gated variants (§2.11): parameter counts, state, init, names, no wei
   CHECK_THROWS_AS(rc.validate(), UserError);
   rc.d_model = 16;
   CHECK_NOTHROW(rc.validate());
-  // CUDA support: RoPE and the gated mixers are CPU only (exit 2 before anything runs).
-  CHECK_THROWS_AS(rc.require_cuda_support(), UserError);
+  // CUDA support: the gated mixers are CPU only (exit 2 before anything runs); RoPE has a device path.
+  CHECK(!rc.cpu_only());
+  CHECK_NOTHROW(rc.require_cuda_support());
   MqarModelConfig g;
   g.mixer = "gated-delta-m2";
   CHECK(g.cpu_only());
@@ -826,6 +830,87 @@ TEST_CASE("RoPE changes the function, float32 = float64 for the new options") {
     CAPTURE(mixer);
     check_f32_against_f64(tiny(mixer, rope));
   }
+}
+
+TEST_CASE("transformer backbone (E.2): layout, parameter count, init, FD of every parameter tensor, float32 = float64") {
+  // Parameter count: V·D (tied embedding) + 2D (final norm) + per layer 4D (two norms) + the mixer + the MLP
+  // (fc1 4D×D + 4D, fc2 D×4D + D); softmax's mixer is 3D² + 3D + D² + D, so 12D² + 13D per layer in all.
+  MqarModelConfig c;
+  c.backbone = "transformer";
+  const MqarModel soft = MqarModel::build(c);
+  const std::int64_t D = 128, V = 8192;
+  CHECK(soft.param_count() == V * D + 2 * D + 2 * (12 * D * D + 13 * D));
+  CHECK(soft.param_count() == 1445376);
+  CHECK(soft.mixer_layers() == 2);
+  CHECK(soft.state_size(4096) == 2 * 2 * D * 4096);  // a KV cache per mixer layer
+  c.mixer = "m2";
+  const MqarModel m2 = MqarModel::build(c);
+  MqarModelConfig z = c;
+  z.backbone = "zoology";
+  const MqarModel m2z = MqarModel::build(z);
+  // Every layer holds the KATA mixer (the Zoology model's layer 1 only) and an MLP; no BaseConv.
+  const std::int64_t kata_mixer = m2z.layout.numel() - V * D - 2 * D - 2 * 4 * D - (D * 3 + D + D * D + D);
+  CHECK(m2.param_count() == V * D + 2 * D + 2 * (4 * D + kata_mixer + 8 * D * D + 5 * D));
+  CHECK(m2.state_size(4096) == 2 * m2z.state_size(4096));
+  for (const auto& v : m2.layout.views()) {  // no BaseConv tensors (l<i>.conv.*, l<i>.proj.*)
+    CHECK(v.name.find(".conv.") == std::string::npos);
+    CHECK(v.name.find(".proj.") == std::string::npos);
+  }
+  // Init: fc1 like the input projections (std 0.02), fc2 like W_o (0.02 / sqrt(2 n_layers)), biases 0.
+  const std::vector<double> p = mqar_init_params(m2, 3);
+  auto stats = [&](const std::string& name) {
+    const auto& v = m2.layout.view(name);
+    double s2 = 0, mx = 0;
+    for (std::int64_t j = 0; j < v.numel; ++j) {
+      const double x = p[static_cast<std::size_t>(v.offset + j)];
+      s2 += x * x;
+      mx = std::max(mx, std::abs(x));
+    }
+    return std::pair{std::sqrt(s2 / static_cast<double>(v.numel)), mx};
+  };
+  CHECK(stats("l0.fc1.w").first == doctest::Approx(0.02).epsilon(0.03));
+  CHECK(stats("l1.fc2.w").first == doctest::Approx(0.02 / 2.0).epsilon(0.03));
+  CHECK(stats("l0.fc1.b").second == 0.0);
+  CHECK(stats("l1.fc2.b").second == 0.0);
+  // Bad settings: an unknown backbone; the Zoology backbone keeps its even layer count, the transformer does not.
+  MqarModelConfig bad;
+  bad.backbone = "mlp";
+  CHECK_THROWS_AS(bad.validate(), UserError);
+  bad.backbone = "zoology";
+  bad.n_layers = 3;
+  CHECK_THROWS_AS(bad.validate(), UserError);
+  bad.backbone = "transformer";
+  CHECK_NOTHROW(bad.validate());
+  bad.n_layers = 0;
+  CHECK_THROWS_AS(bad.validate(), UserError);
+
+  struct Case {
+    const char* mixer;
+    std::int64_t layers;
+  };
+  for (const Case k : {Case{"softmax", 2}, Case{"m2", 2}, Case{"sigma2", 1}, Case{"delta-m2", 2}, Case{"m1", 3}}) {
+    CAPTURE(k.mixer);
+    CAPTURE(k.layers);
+    TinyRun r = tiny(k.mixer, false, "transformer", k.layers);
+    std::string worst_name;
+    const double worst = model_fd(r, worst_name);
+    MESSAGE("transformer backbone " << std::string(k.mixer) << " x" << k.layers << " FD rel err: max " << worst << " ("
+                                    << worst_name << ")");
+    CHECK(worst < kFdRelTol);
+  }
+  for (const char* mixer : {"softmax", "m2", "delta-m2"}) {
+    CAPTURE(mixer);
+    check_f32_against_f64(tiny(mixer, false, "transformer"));
+  }
+  // The MLP changes the function: the same embedding and mixer weights through the two backbones differ.
+  TinyRun a = tiny("m2", false, "transformer");
+  MqarWorkspace<double> wa;
+  const double la = mqar_forward(a.model, a.params.data(), wa, a.in.data(), a.lab.data(), a.B, a.T).loss_sum;
+  CHECK(std::isfinite(la));
+  CHECK(wa.layers[0].fc2.size() == static_cast<std::size_t>(a.B * a.T * 16));
+  double fc2_norm = 0;
+  for (double x : wa.layers[1].fc2) fc2_norm += x * x;
+  CHECK(fc2_norm > 1e-6);  // the MLP output enters the residual stream
 }
 
 TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unknown or inapplicable names refused") {

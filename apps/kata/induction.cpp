@@ -77,6 +77,7 @@ void run_induction(CLI::App* sub, SweepState& st) {
         .set("seq_len", T)
         .set("lr", js.cfg.lr)
         .set("d_model", js.cfg.model.d_model)
+        .set("backbone", js.cfg.model.backbone)
         .set("heads", model.heads)
         .set("params", model.param_count())
         .set("state", model.state_size(T))
@@ -99,13 +100,15 @@ memcap::cli::Register reg_induction("kata", 75, [](CLI::App& tool) {
   auto* sub = tool.add_subcommand(
       "induction",
       "Induction-head probe of the KATA paper (spec kata.md §4.3, E.2): per (mixer, length T, learning rate,\n"
-      "seed) the MQAR language model (§4.4 backbone, here with --heads 4, V = 256) trained on the induction\n"
+      "seed) the MQAR language model (§4.4 backbone, or E.2's with --backbone transformer; --heads 4,\n"
+      "V = 256) trained on the induction\n"
       "task (content uniform from [0, V-1), trigger V-1 at i ~ U[0, T-3] and at T-1; one label at T-1, the\n"
       "token after the first trigger) for --steps steps, evaluated on held-out examples every\n"
       "--eval-every-steps steps. phase_step = the first evaluation step with accuracy >= --phase-threshold\n"
       "(0.99; -1 when never). Writes /summary (mixer, seq_len, lr, final_acc, phase_step, ...), /runs/<job>\n"
       "(loss and evaluation curves), /induction (per mixer and T: best learning rate, accuracy, mean phase\n"
-      "step). Sweep engine as kata mqar table2. Presets: induction, induction-smoke. docs/kata-mqar.md.\n"
+      "step). Sweep engine as kata mqar table2. Presets: induction, induction-e2 (E.2's transformer backbone),\n"
+      "induction-smoke. docs/kata-mqar.md.\n"
       "Example: kata induction --mixers softmax,sigma2 --lengths 128,256 --out induction.h5");
   auto st = std::make_shared<SweepState>();
   st->mixers = {"softmax", "sigma2"};

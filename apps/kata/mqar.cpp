@@ -114,14 +114,14 @@ void print_plan(const MqarState& st, const MqarModel& model, std::int64_t state,
 }
 
 void run_mqar_train(CLI::App* sub, MqarState& st) {
-  // RoPE and the gated mixers have no CUDA path yet: --device cuda is refused before the device is looked at
+  // The gated mixers have no CUDA path yet: --device cuda is refused before the device is looked at
   // (exit 2 with or without a GPU); auto takes the CPU and says so.
   if (st.cfg.model.cpu_only()) {
     if (st.common.device == "cuda") st.cfg.model.require_cuda_support();
     if (st.common.device == "auto") {
       st.common.device = "cpu";
       if (cli::verbosity() >= 0)
-        std::fprintf(stderr, "device: cpu (auto: --rope / gated mixers run on the CPU only for now)\n");
+        std::fprintf(stderr, "device: cpu (auto: gated mixers run on the CPU only for now)\n");
     }
   }
   const auto prep = cli::prepare(sub, st.common);  // auto: the GPU when one is usable (says which)
@@ -186,6 +186,7 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
       .set("heads", model.heads)
       .set("d_head", model.d_head)
       .set("layers", st.cfg.model.n_layers)
+      .set("backbone", st.cfg.model.backbone)
       .set("vocab", st.cfg.model.vocab)
       .set("params", model.param_count())
       .set("state", state)
@@ -229,7 +230,9 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
                      "w = (j+1)^(power_a-1) (law of sequential weighted draws without replacement, spec 7.1.10); "
                      "fillers uniform [0, V); stream = example index"},
         {"power_a", st.cfg.train.front().power_a},
-        {"init", "N(0, 0.02^2) Linear/Embedding, W_o 0.02/sqrt(2 n_layers), zero biases, unit gains, "
+        {"backbone", model.transformer() ? "transformer (E.2): mixer + 4x GELU MLP in every layer"
+                                         : "zoology (§4.4): BaseConv and mixer alternate, Identity state mixer"},
+        {"init", "N(0, 0.02^2) Linear/Embedding, W_o (and fc2) 0.02/sqrt(2 n_layers), zero biases, unit gains, "
                  "conv U(+-1/sqrt(k))"},
         {"optimizer", fmt::format("AdamW betas ({}, {}) eps {} wd {} (all parameters), clip {}, cosine {} -> {} over {} "
                                   "steps",
@@ -293,17 +296,7 @@ void add_train(CLI::App* mqar) {
   sub->add_option("--task", st->task, "mqar (§4.1) or overwrite (§4.2, T = 8K)")
       ->capture_default_str()
       ->check(CLI::IsMember({"mqar", "overwrite"}));
-  sub->add_option("--d-model", c.model.d_model, "Model width d_model")->capture_default_str();
-  sub->add_option("--layers", c.model.n_layers, "Blocks (even: BaseConv and mixer alternate)")->capture_default_str();
-  sub->add_option("--heads", c.model.heads, "Mixer heads (0 = softmax 1, others d_model/64)")->capture_default_str();
-  sub->add_option("--vocab", c.model.vocab, "Vocabulary V (keys from [1, V/2), values from [V/2, V))")
-      ->capture_default_str();
-  sub->add_option("--chunk", c.model.chunk, "Delta-rule chunk size C")->capture_default_str();
-  sub->add_option("--map-eps", c.model.map_eps, "Feature-map eps (< 0 = §4.4: 1e-4 PSD, 1e-6 orthant)")
-      ->capture_default_str();
-  sub->add_flag("--rope", c.model.rope, "RoPE on the mixer's q and k, after the short convs (CPU only for now)");
-  sub->add_option("--rope-base", c.model.rope_base, "RoPE base theta (with --rope; spec: 1e4, U4: 500, 5e4)")
-      ->capture_default_str();
+  kata_app::add_model_options(sub, c.model, "Vocabulary V (keys from [1, V/2), values from [V/2, V))");
   sub->add_option("--seq-len", st->seq_len, "Training slice length T (with --keys: one training slice)");
   sub->add_option("--keys", st->keys, "Training slice keys K (with --seq-len)");
   sub->add_option("--train-examples", st->train_examples, "Examples of the --seq-len/--keys slice")

@@ -47,6 +47,26 @@ void check_device(const SweepState& st, Prepared& p, const char* what) {
 
 }  // namespace
 
+void add_model_options(CLI::App* sub, kata::MqarModelConfig& m, const std::string& vocab_help) {
+  sub->add_option("--d-model", m.d_model, "Model width d_model")->capture_default_str();
+  sub->add_option("--layers", m.n_layers,
+                  "Blocks (zoology: even, BaseConv and mixer alternate; transformer: a mixer in each)")
+      ->capture_default_str();
+  sub->add_option("--backbone", m.backbone,
+                  "zoology (§4.4: BaseConv and mixer layers alternate, no MLP) or transformer (the induction probe's "
+                  "E.2 model: a mixer and a 4x GELU MLP in every layer)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"zoology", "transformer"}));
+  sub->add_option("--heads", m.heads, "Mixer heads (0 = softmax 1, others d_model/64)")->capture_default_str();
+  sub->add_option("--vocab", m.vocab, vocab_help)->capture_default_str();
+  sub->add_option("--chunk", m.chunk, "Delta-rule chunk size C")->capture_default_str();
+  sub->add_option("--map-eps", m.map_eps, "Feature-map eps (< 0 = §4.4: 1e-4 PSD, 1e-6 orthant)")
+      ->capture_default_str();
+  sub->add_flag("--rope", m.rope, "RoPE on the mixer's q and k, after the short convs");
+  sub->add_option("--rope-base", m.rope_base, "RoPE base theta (with --rope; spec: 1e4, U4: 500, 5e4)")
+      ->capture_default_str();
+}
+
 void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out) {
   cli::add_common(sub, st.common, default_out);
   sub->get_option("--seed")->description("First seed; the seeds of a row are SEED, SEED+1, ... (--seeds of them)");
@@ -68,15 +88,7 @@ void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out) {
   sub->add_option("--jobs", st.jobs,
                   "Trainings at once per device (CPU: the threads are split between them; GPU: per GPU)")
       ->capture_default_str();
-  sub->add_option("--d-model", c.model.d_model, "Model width d_model")->capture_default_str();
-  sub->add_option("--layers", c.model.n_layers, "Blocks (even: BaseConv and mixer alternate)")->capture_default_str();
-  sub->add_option("--heads", c.model.heads, "Mixer heads (0 = softmax 1, others d_model/64)")->capture_default_str();
-  sub->add_option("--vocab", c.model.vocab, "Vocabulary V")->capture_default_str();
-  sub->add_option("--chunk", c.model.chunk, "Delta-rule chunk size C")->capture_default_str();
-  sub->add_option("--map-eps", c.model.map_eps, "Feature-map eps (< 0 = §4.4: 1e-4 PSD, 1e-6 orthant)")
-      ->capture_default_str();
-  sub->add_flag("--rope", c.model.rope, "RoPE on the mixer's q and k (CPU only for now)");
-  sub->add_option("--rope-base", c.model.rope_base, "RoPE base theta (with --rope)")->capture_default_str();
+  add_model_options(sub, c.model, "Vocabulary V");
   sub->add_option("--eval-examples", st.eval_examples, "Examples per evaluation slice")->capture_default_str();
   sub->add_option("--batch", c.batch, "Sequences per step")->capture_default_str();
   sub->add_option("--lr-min", c.lr_min, "Final learning rate of the cosine")->capture_default_str();
@@ -101,9 +113,9 @@ void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out) {
 
 Prepared prepare_sweep(CLI::App* sub, SweepState& st, const char* what) {
   if (!st.preset.empty()) cli::apply_preset(sub, st.preset);
-  {  // RoPE and the gated mixers have no CUDA path yet: refused before the device is even looked at
+  {  // the gated mixers have no CUDA path yet: refused before the device is even looked at
     MqarModelConfig mc = st.cfg.model;
-    bool cpu_only = mc.rope;
+    bool cpu_only = false;
     for (const auto& m : st.mixers) {
       mc.mixer = m;
       if (mc.cpu_only()) {
@@ -115,7 +127,7 @@ Prepared prepare_sweep(CLI::App* sub, SweepState& st, const char* what) {
     if (cpu_only && st.common.device == "auto") {
       st.common.device = "cpu";
       if (cli::verbosity() >= 0)
-        std::fprintf(stderr, "device: cpu (auto: --rope / gated mixers run on the CPU only for now)\n");
+        std::fprintf(stderr, "device: cpu (auto: gated mixers run on the CPU only for now)\n");
     }
   }
   const auto prep = cli::prepare(sub, st.common);

@@ -54,6 +54,9 @@ struct Prepared {
   bool done = false;
 };
 
+// The model's flags (kata mqar train and both sweeps): --d-model, --layers, --backbone, --heads, --vocab, --chunk,
+// --map-eps, --rope, --rope-base.
+void add_model_options(CLI::App* sub, kata::MqarModelConfig& m, const std::string& vocab_help);
 // --mixers, --lrs, --seeds, --devices, --jobs, the model and optimizer flags, --checkpoint-every.
 void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out);
 // Preset, common flags and the shared checks (nothing created yet); --device cuda needs the CUDA trainer,

@@ -86,6 +86,7 @@ void run_table2(CLI::App* sub, SweepState& st) {
         .set("map", model.map_spec)
         .set("lr", js.cfg.lr)
         .set("d_model", js.cfg.model.d_model)
+        .set("backbone", js.cfg.model.backbone)
         .set("heads", model.heads)
         .set("d_head", model.d_head)
         .set("params", model.param_count())

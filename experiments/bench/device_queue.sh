@@ -36,7 +36,9 @@
 #               the collapse past K = d_head, claim H13; issue 12 acceptance 2)
 #   induction   kata induction --preset induction --jobs 5 (softmax and Sigma2 at T = 128 ... 2048, E.2; issue 12
 #               acceptance 2); MIXERS=sigma2 LENGTHS=2048 (comma lists): only those, as a sweep of their own;
-#               PRECISION=tf32 TF32 products (fp32 Sigma2 at 2048 takes ~15 min: more than one call)
+#               PRECISION=tf32 TF32 products (fp32 Sigma2 at 2048 takes ~15 min: more than one call);
+#               BACKBONE=transformer E.2's own backbone (preset induction-e2); JOBS trainings at once (5);
+#               ROPE=BASE RoPE on the mixer's q, k with that base (e.g. ROPE=10000; sweep name suffixed -ropeBASE)
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
 #   checks      GPU tests and a benchmark before the long stages: builds `kata` and every test binary named in
 #               TESTS ("BINARY[:DOCTEST_FILTER];…", e.g. "gpu_test_kata_mqar_mixers:*chunked KATA backward*;
@@ -220,15 +222,21 @@ case "$STAGE" in
     # that one long training (Sigma2 at 2048: ~15 min alone) is not queued behind the nine short ones again on a
     # fresh machine (partial records do not survive between sessions unless carried)
     # PRECISION=tf32: TF32 products (sweep name suffixed -tf32; the fp32 records stay apart)
+    # BACKBONE=transformer: E.2's own backbone (preset induction-e2; sweep name suffixed -e2)
     P=${PRECISION:-f32}
     SUF=""
     [ "$P" != f32 ] && SUF="-$P"
+    PRE=induction
+    [ "${BACKBONE:-zoology}" = transformer ] && { PRE=induction-e2; SUF="$SUF-e2"; }
+    ROPEARG=()
+    [ -n "${ROPE:-}" ] && { ROPEARG=(--rope --rope-base "$ROPE"); SUF="$SUF-rope$ROPE"; }
     if [ -n "${MIXERS:-}${LENGTHS:-}" ]; then
       M=${MIXERS:-softmax,sigma2} L=${LENGTHS:-128,256,512,1024,2048}
-      run_sweep "induction-${M//,/-}-${L//,/-}$SUF" build-gpu/kata induction --preset induction --mixers "$M" \
-        --lengths "$L" --precision "$P" --device cuda --jobs 5
+      run_sweep "induction-${M//,/-}-${L//,/-}$SUF" build-gpu/kata induction --preset $PRE --mixers "$M" \
+        --lengths "$L" --precision "$P" "${ROPEARG[@]}" --device cuda --jobs "${JOBS:-5}"
     else
-      run_sweep "induction$SUF" build-gpu/kata induction --preset induction --precision "$P" --device cuda --jobs 5
+      run_sweep "induction$SUF" build-gpu/kata induction --preset $PRE --precision "$P" "${ROPEARG[@]}" --device cuda \
+        --jobs "${JOBS:-5}"
     fi
     ;;
   edit-torch)

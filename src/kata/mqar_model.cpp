@@ -14,6 +14,7 @@
 #include "kata/mqar_limits.hpp"
 #include "kata/mqar_ops.hpp"
 #include "kata/mqar_task.hpp"
+#include "nn/edit_layers.hpp"
 #include "nn/embedding.hpp"
 #include "nn/layernorm.hpp"
 
@@ -26,8 +27,15 @@ using namespace detail;
 void MqarModelConfig::validate() const {
   require(vocab >= 4 && vocab <= (std::int64_t(1) << 24), "--vocab {} must be in [4, 2^24]", vocab);
   require(d_model >= 2 && d_model <= 8192, "--d-model {} must be in [2, 8192]", d_model);
-  require(n_layers >= 2 && n_layers <= 64 && n_layers % 2 == 0,
-          "--layers {} must be even and in [2, 64] (BaseConv and mixer layers alternate)", n_layers);
+  require(backbone == "zoology" || backbone == "transformer",
+          "--backbone '{}': use zoology (§4.4: BaseConv and mixer layers alternate) or transformer (E.2: a mixer and "
+          "a 4x GELU MLP in every layer)",
+          backbone);
+  if (backbone == "zoology")
+    require(n_layers >= 2 && n_layers <= 64 && n_layers % 2 == 0,
+            "--layers {} must be even and in [2, 64] (BaseConv and mixer layers alternate)", n_layers);
+  else
+    require(n_layers >= 1 && n_layers <= 64, "--layers {} must be in [1, 64]", n_layers);
   require(heads >= 0 && heads <= d_model, "--heads {} must be in [0, d_model] (0 = auto)", heads);
   require(chunk >= 1 && chunk <= 4096, "--chunk {} must be in [1, 4096]", chunk);
   require(std::isfinite(init_std) && init_std > 0, "init std {} must be a positive number", init_std);
@@ -40,11 +48,10 @@ void MqarModelConfig::validate() const {
 }
 
 bool MqarModelConfig::cpu_only() const {
-  return rope || mixer.rfind("gated-", 0) == 0 || mixer.rfind("convex-", 0) == 0;
+  return mixer.rfind("gated-", 0) == 0 || mixer.rfind("convex-", 0) == 0;
 }
 
 void MqarModelConfig::require_cuda_support() const {
-  require(!rope, "--rope runs on the CPU only for now (the CUDA trainer has no RoPE yet): use --device cpu");
   require(!cpu_only(),
           "--mixer {}: the gated variants (gated-<map>, convex-<map>, gated-delta-<map>) run on the CPU only for now "
           "(no CUDA cores yet): use --device cpu",
@@ -204,6 +211,12 @@ MqarModel MqarModel::build(const MqarModelConfig& cfg) {
     }
     L.add(lname(i, "norm2.w"), {D});
     L.add(lname(i, "norm2.b"), {D});
+    if (m.transformer()) {  // the 4x GELU MLP state mixer (E.2)
+      L.add(lname(i, "fc1.w"), {4 * D, D});
+      L.add(lname(i, "fc1.b"), {4 * D});
+      L.add(lname(i, "fc2.w"), {D, 4 * D});
+      L.add(lname(i, "fc2.b"), {D});
+    }
   }
   L.add("normf.w", {D});
   L.add("normf.b", {D});
@@ -211,16 +224,17 @@ MqarModel MqarModel::build(const MqarModelConfig& cfg) {
 }
 
 std::int64_t MqarModel::state_size(std::int64_t T) const {
-  const std::int64_t mixers = cfg.n_layers / 2;
+  const std::int64_t mixers = mixer_layers();
   if (kind == MixerKind::softmax) return mixers * 2 * cfg.d_model * T;
   return mixers * heads * map.feature_dim() * d_head;
 }
 
 std::string MqarModel::describe() const {
-  return fmt::format("mixer {}{}  d_model {}  heads {}  d_head {}  layers {}  vocab {}{}", cfg.mixer,
+  return fmt::format("mixer {}{}  d_model {}  heads {}  d_head {}  layers {}  vocab {}{}{}", cfg.mixer,
                      map_spec.empty() ? std::string() : fmt::format(" (map {}, n_psi {})", map_spec, map.feature_dim()),
                      cfg.d_model, heads, d_head, cfg.n_layers, cfg.vocab,
-                     cfg.rope ? fmt::format("  rope {:g}", cfg.rope_base) : std::string());
+                     cfg.rope ? fmt::format("  rope {:g}", cfg.rope_base) : std::string(),
+                     transformer() ? "  backbone transformer (4x GELU MLP)" : "");
 }
 
 std::vector<double> mqar_init_params(const MqarModel& model, std::uint64_t seed) {
@@ -238,9 +252,9 @@ std::vector<double> mqar_init_params(const MqarModel& model, std::uint64_t seed)
       const auto idx = static_cast<std::uint64_t>(v.offset + j);
       double x = 0;
       if (n == "embed" || ends(".wqkv.w") || ends(".proj.w") || ends(".wq.w") || ends(".wk.w") || ends(".wv.w") ||
-          ends(".wbeta.w") || ends(".walpha.w")) {
+          ends(".wbeta.w") || ends(".walpha.w") || ends(".fc1.w")) {
         x = std_lin * rng::normal(seed, kInitStream, idx);
-      } else if (ends(".wo.w")) {
+      } else if (ends(".wo.w") || ends(".fc2.w")) {  // GPT-2 residual scaling of the projections into the stream
         x = std_out * rng::normal(seed, kInitStream, idx);
       } else if (ends("norm1.w") || ends("norm2.w") || n == "normf.w" || ends("onorm.w")) {
         x = 1.0;
@@ -274,6 +288,11 @@ void MqarWorkspace<T>::resize(const MqarModel& model, std::int64_t Bn, std::int6
     Layer& l = layers[static_cast<std::size_t>(i)];
     for (auto* v : {&l.s_in, &l.ln1, &l.mid, &l.ln2}) v->resize(N * D);
     for (auto* v : {&l.ln1_mean, &l.ln1_rstd, &l.ln2_mean, &l.ln2_rstd}) v->resize(N);
+    if (model.transformer()) {
+      l.fc1.resize(4 * N * D);
+      l.act.resize(4 * N * D);
+      l.fc2.resize(N * D);
+    }
     if (!model.is_mixer_layer(i)) {
       l.conv.resize(N * D);
       l.proj.resize(N * D);
@@ -306,7 +325,44 @@ void MqarWorkspace<T>::resize(const MqarModel& model, std::int64_t Bn, std::int6
   g_f.resize(3 * N * D);
   g_g.resize(N * H);
   g_h.resize(N * H);
+  g_m.resize(model.transformer() ? 4 * N * D : 0);
 }
+
+namespace {
+
+// The residual stream's next input adds this to mid: the state mixer's output (LN2's output itself for Zoology's
+// Identity state mixer, the MLP's output for the transformer backbone).
+template <class T>
+const T* state_out(const MqarModel& m, const typename MqarWorkspace<T>::Layer& l) {
+  return m.transformer() ? l.fc2.data() : l.ln2.data();
+}
+
+// Transformer backbone: fc2 = GELU(LN2 W1ᵀ + b1) W2ᵀ + b2.
+template <class T>
+void mlp_forward(const MqarModel& m, const T* params, typename MqarWorkspace<T>::Layer& l, std::int64_t i,
+                 std::int64_t N) {
+  const std::int64_t D = m.cfg.d_model;
+  linear_fwd(l.fc1.data(), l.ln2.data(), P(m, params, lname(i, "fc1.w")), P(m, params, lname(i, "fc1.b")), N, D,
+             4 * D);
+  nn::cpu::gelu_forward(l.act.data(), l.fc1.data(), 4 * N * D);
+  linear_fwd(l.fc2.data(), l.act.data(), P(m, params, lname(i, "fc2.w")), P(m, params, lname(i, "fc2.b")), N, 4 * D,
+             D);
+}
+
+// Its backward: dln2 (overwritten) from dout; the parameter gradients added; dh = ws.g_m.
+template <class T>
+void mlp_backward(const MqarModel& m, const T* params, T* grads, MqarWorkspace<T>& ws,
+                  const typename MqarWorkspace<T>::Layer& l, std::int64_t i, const T* dout, T* dln2, std::int64_t N) {
+  const std::int64_t D = m.cfg.d_model;
+  T* dh = ws.g_m.data();
+  linear_bwd(dh, G(m, grads, lname(i, "fc2.w")), G(m, grads, lname(i, "fc2.b")), dout, l.act.data(),
+             P(m, params, lname(i, "fc2.w")), N, 4 * D, D);
+  nn::cpu::gelu_backward(dh, dh, l.fc1.data(), 4 * N * D);
+  linear_bwd(dln2, G(m, grads, lname(i, "fc1.w")), G(m, grads, lname(i, "fc1.b")), dh, l.ln2.data(),
+             P(m, params, lname(i, "fc1.w")), N, D, 4 * D);
+}
+
+}  // namespace
 
 // ---------------------------------------------------------------------------------------------- forward
 
@@ -322,10 +378,10 @@ MqarForward mqar_forward(const MqarModel& m, const T* params, MqarWorkspace<T>& 
   for (std::int64_t i = 0; i < m.cfg.n_layers; ++i) {
     auto& l = ws.layers[static_cast<std::size_t>(i)];
     // the residual adds go through the fused add + LayerNorm (the GPU model's kernels of the same names)
-    if (i > 0) {  // s_i = mid_{i-1} + LN2_{i-1}(mid_{i-1})
+    if (i > 0) {  // s_i = mid_{i-1} + state mixer(LN2_{i-1}(mid_{i-1}))
       const auto& pl = ws.layers[static_cast<std::size_t>(i - 1)];
       nn::cpu::add_layernorm_forward(l.s_in.data(), l.ln1.data(), l.ln1_mean.data(), l.ln1_rstd.data(), pl.mid.data(),
-                                     pl.ln2.data(), P(m, params, lname(i, "norm1.w")),
+                                     state_out<T>(m, pl), P(m, params, lname(i, "norm1.w")),
                                      P(m, params, lname(i, "norm1.b")), N, D, kLnEps);
     } else {
       nn::cpu::layernorm_forward(l.ln1.data(), l.ln1_mean.data(), l.ln1_rstd.data(), l.s_in.data(),
@@ -335,11 +391,12 @@ MqarForward mqar_forward(const MqarModel& m, const T* params, MqarWorkspace<T>& 
     nn::cpu::add_layernorm_forward(l.mid.data(), l.ln2.data(), l.ln2_mean.data(), l.ln2_rstd.data(), l.mid.data(),
                                    l.s_in.data(), P(m, params, lname(i, "norm2.w")), P(m, params, lname(i, "norm2.b")),
                                    N, D, kLnEps);
+    if (m.transformer()) mlp_forward(m, params, l, i, N);
   }
   const auto& last = ws.layers.back();
   nn::cpu::add_layernorm_forward(ws.s_final.data(), ws.lnf.data(), ws.lnf_mean.data(), ws.lnf_rstd.data(),
-                                 last.mid.data(), last.ln2.data(), P(m, params, "normf.w"), P(m, params, "normf.b"), N,
-                                 D, kLnEps);
+                                 last.mid.data(), state_out<T>(m, last), P(m, params, "normf.w"),
+                                 P(m, params, "normf.b"), N, D, kLnEps);
   // Tied head at the labelled positions.
   ws.rows.clear();
   ws.targets.clear();
@@ -406,8 +463,14 @@ void mqar_backward(const MqarModel& m, const T* params, T* grads, MqarWorkspace<
   T* dln1 = ws.g_c.data();
   for (std::int64_t i = m.cfg.n_layers - 1; i >= 0; --i) {
     auto& l = ws.layers[static_cast<std::size_t>(i)];
-    // s_{i+1} = mid + LN2(mid): dmid = ds + LN2's input gradient
-    nn::cpu::layernorm_backward_add(dmid, G(m, grads, lname(i, "norm2.w")), G(m, grads, lname(i, "norm2.b")), ds, ds,
+    // s_{i+1} = mid + state mixer(LN2(mid)): dmid = ds + LN2's input gradient (LN2's output gradient is ds for the
+    // Identity state mixer, the MLP's input gradient for the transformer backbone)
+    const T* dln2 = ds;
+    if (m.transformer()) {
+      mlp_backward(m, params, grads, ws, l, i, ds, dln1, N);  // dln1 is free until the mixer's backward
+      dln2 = dln1;
+    }
+    nn::cpu::layernorm_backward_add(dmid, G(m, grads, lname(i, "norm2.w")), G(m, grads, lname(i, "norm2.b")), ds, dln2,
                                     l.mid.data(), P(m, params, lname(i, "norm2.w")), l.ln2_mean.data(),
                                     l.ln2_rstd.data(), N, D);
     // mid = s_in + mixer(LN1(s_in)): ds = dmid + LN1's input gradient

@@ -3,7 +3,9 @@
 // Identity state mixer whose output is added to the residual stream), final LayerNorm, tied LM head;
 // layer i mixes with BaseConv(k=3) when i is even and with the chosen mixer when i is odd
 // (Zoology's Hybrid([BaseConv, mixer]) picks configs[i % 2]). No positional embeddings (RoPE on the mixer's q, k
-// as an option, §4.4 "+RoPE").
+// as an option, §4.4 "+RoPE"). Backbone "transformer" (the induction probe's E.2 model, spec kata.md §4.3): every
+// layer mixes with the chosen mixer and its state mixer is a 4× GELU MLP (fc1 D → 4D, exact-erf GELU, fc2 4D → D,
+// both biased; fc2 initialised like W_o with the GPT-2 residual scaling) whose output is added to the residual.
 // Mixers: softmax (MHA, biased Wqkv and out_proj), KATA (normalized, quadratic form) and DeltaKATA
 // (delta rule, chunked), both with bias-free W_q/W_k/W_v, depthwise ShortConv(k=4) on q, k, v,
 // per-head output RMSNorm (gain of d_head, ε 1e-5) and a bias-free W_o. Gated variants of §2.11 (GatedKATA,
@@ -39,9 +41,12 @@ struct MqarModelConfig {
   double init_std = 0.02;        // N(0, std²) for Linear and Embedding; W_o gets std/sqrt(2·n_layers)
   bool rope = false;             // RoPE on the mixer's q and k (after the short convs, before ψ / the scores)
   double rope_base = 10000;      // RoPE base θ (§2.11: 1e4; §7.2 U4: Table 2 also uses 500, F.4 5e4)
+  // zoology (§4.4: BaseConv and mixer layers alternate, Identity state mixer) | transformer (E.2, §4.3: a mixer in
+  // every layer, 4× GELU MLP state mixer)
+  std::string backbone = "zoology";
   // UserError naming the bad field (unknown mixer, heads not dividing d_model, g not dividing d_head, ...).
   void validate() const;
-  // UserError (exit 2) when the CUDA trainer cannot run this model (RoPE, gated mixers: CPU only for now).
+  // UserError (exit 2) when the CUDA trainer cannot run this model (gated mixers: CPU only for now).
   void require_cuda_support() const;
   // True when the model runs only on the CPU (see require_cuda_support).
   bool cpu_only() const;
@@ -58,7 +63,9 @@ struct MqarModel {
 
   static MqarModel build(const MqarModelConfig& cfg);
   std::int64_t param_count() const { return layout.numel(); }
-  bool is_mixer_layer(std::int64_t i) const { return i % 2 == 1; }
+  bool transformer() const { return cfg.backbone == "transformer"; }
+  bool is_mixer_layer(std::int64_t i) const { return transformer() || i % 2 == 1; }
+  std::int64_t mixer_layers() const { return transformer() ? cfg.n_layers : cfg.n_layers / 2; }
   bool is_gated() const { return kind == MixerKind::gated || kind == MixerKind::convex || kind == MixerKind::gated_delta; }
   // q, k ℓ2-normalized per head before ψ (DeltaKATA, GatedDeltaKATA).
   bool l2_qk() const { return kind == MixerKind::delta || kind == MixerKind::gated_delta; }
@@ -109,6 +116,7 @@ struct MqarWorkspace {
     std::vector<T> onorm, onorm_rstd;                // per-head output RMSNorm
     std::vector<T> beta, qn, kn, q_rstd, k_rstd;     // delta (β, ℓ2-normalized q/k and their rstd)
     std::vector<T> gz, lg;                           // gated: gate pre-activation [N, H] and g = log γ [N, H]
+    std::vector<T> fc1, act, fc2;                    // transformer backbone: MLP pre-activation [N, 4D], GELU, out
   };
   std::int64_t batch = 0, seq_len = 0;
   std::vector<std::int32_t> tokens;
@@ -119,7 +127,7 @@ struct MqarWorkspace {
   std::vector<T> logits;                 // rows × vocab: exp(logit − row max) after the forward, dlogits after the backward
   std::vector<double> sumexp;            // Σ_c exp(logit − row max) of each row
   // backward scratch
-  std::vector<T> g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g, g_h;
+  std::vector<T> g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g, g_h, g_m;  // g_m: [N, 4D] (transformer MLP)
   void resize(const MqarModel& model, std::int64_t B, std::int64_t Tlen);
 };
 

@@ -15,6 +15,7 @@
 #include "kata/mqar_task.hpp"
 #include "kata_mqar_gemm.cuh"
 #include "kata_mqar_mixers.cuh"
+#include "nn_edit_layers.cuh"  // GELU (the transformer backbone's MLP), RoPE
 #include "nn_layers.cuh"
 #include "nn_seq_layers.cuh"
 
@@ -68,7 +69,8 @@ Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::si
     z.embed_ws = std::max(z.embed_ws, cu::embedding_backward_workspace_bytes(N, m.cfg.vocab));
     z.col_scratch =
         std::max({z.col_scratch, cu::seq_col_scratch_elems(N, D * kMixerConvK), cu::seq_col_scratch_elems(N * H, dh),
-                  cu::seq_col_scratch_elems(N, 3 * D)});  // conv weights, head norms, biases (W_qkv: 3D)
+                  cu::seq_col_scratch_elems(N, 3 * D), cu::seq_col_scratch_elems(N, 4 * D)});  // conv weights,
+    // head norms, biases (W_qkv: 3D; the transformer backbone's fc1: 4D)
   }
   return z;
 }
@@ -79,6 +81,7 @@ double per_token_elems(const MqarModel& m) {
   double e = 0;
   for (std::int64_t i = 0; i < m.cfg.n_layers; ++i) {
     e += 4 * D + 4;
+    if (m.transformer()) e += 9 * D;  // fc1, act (4D each), fc2
     if (!m.is_mixer_layer(i))
       e += 2 * D;
     else if (m.kind == MixerKind::softmax)
@@ -88,7 +91,8 @@ double per_token_elems(const MqarModel& m) {
       if (m.kind == MixerKind::delta) e += 2 * D + 3 * H;
     }
   }
-  return e + 2 * D + 2 + 5 * D + 6 * D + H;  // s_final, lnf, stats; g_s..g_d, g_e, g_f, g_g
+  return e + 2 * D + 2 + 5 * D + 6 * D + H + (m.transformer() ? 4 * D : 0);  // s_final, lnf, stats; g_s..g_d, g_e,
+  // g_f, g_g; g_m
 }
 
 }  // namespace
@@ -137,11 +141,12 @@ struct MqarDeviceModel<T>::Impl {
   struct Layer {
     gpu::Tensor s_in, ln1, ln1_mean, ln1_rstd, mid, ln2, ln2_mean, ln2_rstd;
     gpu::Tensor conv, proj, qkv, att, lse, qp, kp, vp, q, k, v, den, onorm, onorm_rstd, beta, qn, kn, q_rstd, k_rstd;
+    gpu::Tensor fc1, act, fc2;  // transformer backbone: MLP pre-activation [N, 4D], GELU, output
   };
   std::vector<Layer> layers;
   gpu::Tensor s_final, lnf, lnf_mean, lnf_rstd;
   gpu::Tensor F, dF, logits, losses, correct, loss_mean, n_correct;
-  gpu::Tensor g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g;
+  gpu::Tensor g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g, g_m;
   gpu::Tensor mixer_ws, embed_ws, col_scratch;
   std::string kernel;  // mixer-core variant: "gemm" or "tiled"
   bool gemm = false;
@@ -176,6 +181,11 @@ struct MqarDeviceModel<T>::Impl {
       Layer& l = layers[static_cast<std::size_t>(i)];
       for (auto* t : {&l.s_in, &l.ln1, &l.mid, &l.ln2}) *t = vec(N * D);
       for (auto* t : {&l.ln1_mean, &l.ln1_rstd, &l.ln2_mean, &l.ln2_rstd}) *t = vec(N);
+      if (m.transformer()) {
+        l.fc1 = vec(4 * N * D);
+        l.act = vec(4 * N * D);
+        l.fc2 = vec(N * D);
+      }
       if (!m.is_mixer_layer(i)) {
         l.conv = vec(N * D);
         l.proj = vec(N * D);
@@ -211,6 +221,7 @@ struct MqarDeviceModel<T>::Impl {
     g_e = vec(3 * N * D);
     g_f = vec(3 * N * D);
     g_g = vec(N * H);
+    if (m.transformer()) g_m = vec(4 * N * D);
     mixer_ws = gpu::Tensor({static_cast<std::int64_t>(std::max<std::size_t>(z.mixer_ws, 1))}, gpu::DType::u8);
     embed_ws = gpu::Tensor({static_cast<std::int64_t>(std::max<std::size_t>(z.embed_ws, 1))}, gpu::DType::u8);
     col_scratch = gpu::Tensor({static_cast<std::int64_t>(z.col_scratch)}, gpu::DType::f64);
@@ -237,6 +248,23 @@ struct MqarDeviceModel<T>::Impl {
     if (db) cu::column_sums_add<T>(db, dout, N, OC, scratch(), cs());  // two-stage, deterministic
   }
 
+  // The residual stream's next input adds this to mid (mqar_model.cpp's state_out).
+  const T* state_out(const Layer& l) const { return m.transformer() ? d(l.fc2) : d(l.ln2); }
+
+  // Transformer backbone: fc2 = GELU(LN2 W1ᵀ + b1) W2ᵀ + b2.
+  void mlp_forward(std::int64_t i, Layer& l, std::int64_t N) {
+    linear_fwd(d(l.fc1), d(l.ln2), Pl(i, "fc1.w"), Pl(i, "fc1.b"), N, D, 4 * D);
+    cu::gelu_forward<T>(d(l.act), d(l.fc1), 4 * N * D, cs());
+    linear_fwd(d(l.fc2), d(l.act), Pl(i, "fc2.w"), Pl(i, "fc2.b"), N, 4 * D, D);
+  }
+  // Its backward: dln2 (overwritten) from dout; parameter gradients added; dh in g_m.
+  void mlp_backward(std::int64_t i, const Layer& l, const T* dout, T* dln2, std::int64_t N) {
+    T* dh = d(g_m);
+    linear_bwd(dh, Gl(i, "fc2.w"), Gl(i, "fc2.b"), dout, d(l.act), Pl(i, "fc2.w"), N, 4 * D, D);
+    cu::gelu_backward<T>(dh, dh, d(l.fc1), 4 * N * D, cs());
+    linear_bwd(dln2, Gl(i, "fc1.w"), Gl(i, "fc1.b"), dh, d(l.ln2), Pl(i, "fc1.w"), N, D, 4 * D);
+  }
+
   void mixer_forward(std::int64_t i, Layer& l, const MqarShape& sh, T* y) {
     const std::int64_t B = sh.B, Tl = sh.T, N = B * Tl;
     const T* x = d(l.ln1);
@@ -249,6 +277,10 @@ struct MqarDeviceModel<T>::Impl {
     const mx::HeadShape hs{B, Tl, H, dh};
     if (m.kind == MixerKind::softmax) {
       linear_fwd(d(l.qkv), x, Pl(i, "wqkv.w"), Pl(i, "wqkv.b"), N, D, 3 * D);
+      if (m.cfg.rope) {  // rotated q, k kept in l.qkv for the backward (mqar_layers.cpp)
+        cu::rope_forward_ld<T>(d(l.qkv), d(l.qkv), 3 * D, B, Tl, H, dh, m.cfg.rope_base, cs());
+        cu::rope_forward_ld<T>(d(l.qkv) + D, d(l.qkv) + D, 3 * D, B, Tl, H, dh, m.cfg.rope_base, cs());
+      }
       const T* qkv = d(l.qkv);
       const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
       if (gemm)
@@ -266,6 +298,10 @@ struct MqarDeviceModel<T>::Impl {
     cu::causal_conv_forward<T>(d(l.q), d(l.qp), Pl(i, "convq.w"), nob, B, Tl, D, kMixerConvK, cs());
     cu::causal_conv_forward<T>(d(l.k), d(l.kp), Pl(i, "convk.w"), nob, B, Tl, D, kMixerConvK, cs());
     cu::causal_conv_forward<T>(d(l.v), d(l.vp), Pl(i, "convv.w"), nob, B, Tl, D, kMixerConvK, cs());
+    if (m.cfg.rope) {  // in place: the convs' backward reads their inputs (qp, kp), not q, k
+      cu::rope_forward<T>(d(l.q), d(l.q), B, Tl, H, dh, m.cfg.rope_base, cs());
+      cu::rope_forward<T>(d(l.k), d(l.k), B, Tl, H, dh, m.cfg.rope_base, cs());
+    }
     if (m.kind == MixerKind::kata) {
       if (gemm)
         mx::kata_heads_forward_gemm<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, blas, mixer_ws.raw(),
@@ -315,6 +351,10 @@ struct MqarDeviceModel<T>::Impl {
       else
         mx::softmax_heads_backward<T>(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, datt, d(l.att), D, qkv, qkv + D,
                                       qkv + 2 * D, 3 * D, d(l.lse), hs, scale, mixer_ws.raw(), cs());
+      if (m.cfg.rope) {  // l.qkv holds the rotated q, k: rotate their gradients back
+        cu::rope_backward_ld<T>(dqkv, dqkv, 3 * D, B, Tl, H, dh, m.cfg.rope_base, cs());
+        cu::rope_backward_ld<T>(dqkv + D, dqkv + D, 3 * D, B, Tl, H, dh, m.cfg.rope_base, cs());
+      }
       linear_bwd(dx, Gl(i, "wqkv.w"), Gl(i, "wqkv.b"), dqkv, x, Pl(i, "wqkv.w"), N, D, 3 * D);
       return;
     }
@@ -348,6 +388,10 @@ struct MqarDeviceModel<T>::Impl {
       cu::l2norm_rows_backward<T>(dk, dkn, d(l.k), d(l.k_rstd), N * H, dh, cs());
       cu::sigmoid_backward<T>(dbeta, dbeta, d(l.beta), N * H, cs());  // β = σ(z): dz = dβ β (1 − β)
     }
+    if (m.cfg.rope) {  // the cores' dq, dk are with respect to the rotated q, k
+      cu::rope_backward<T>(dq, dq, B, Tl, H, dh, m.cfg.rope_base, cs());
+      cu::rope_backward<T>(dk, dk, B, Tl, H, dh, m.cfg.rope_base, cs());
+    }
     T* dqp = d(g_f);
     T* dkp = dqp + N * D;
     T* dvp = dkp + N * D;
@@ -377,7 +421,7 @@ struct MqarDeviceModel<T>::Impl {
       // each residual add is fused into the LayerNorm that reads its sum (one pass instead of two)
       if (i > 0) {
         const Layer& pl = layers[static_cast<std::size_t>(i - 1)];
-        cu::add_layernorm_forward<T>(d(l.s_in), d(l.ln1), d(l.ln1_mean), d(l.ln1_rstd), d(pl.mid), d(pl.ln2),
+        cu::add_layernorm_forward<T>(d(l.s_in), d(l.ln1), d(l.ln1_mean), d(l.ln1_rstd), d(pl.mid), state_out(pl),
                                      Pl(i, "norm1.w"), Pl(i, "norm1.b"), N, D, kLnEps, cs());
       } else {
         cu::layernorm_forward<T>(d(l.ln1), d(l.ln1_mean), d(l.ln1_rstd), d(l.s_in), Pl(i, "norm1.w"), Pl(i, "norm1.b"),
@@ -386,10 +430,11 @@ struct MqarDeviceModel<T>::Impl {
       mixer_forward(i, l, sh, d(l.mid));
       cu::add_layernorm_forward<T>(d(l.mid), d(l.ln2), d(l.ln2_mean), d(l.ln2_rstd), d(l.mid), d(l.s_in),
                                    Pl(i, "norm2.w"), Pl(i, "norm2.b"), N, D, kLnEps, cs());
+      if (m.transformer()) mlp_forward(i, l, N);
     }
     const Layer& last = layers.back();
-    cu::add_layernorm_forward<T>(d(s_final), d(lnf), d(lnf_mean), d(lnf_rstd), d(last.mid), d(last.ln2), P("normf.w"),
-                                 P("normf.b"), N, D, kLnEps, cs());
+    cu::add_layernorm_forward<T>(d(s_final), d(lnf), d(lnf_mean), d(lnf_rstd), d(last.mid), state_out(last),
+                                 P("normf.w"), P("normf.b"), N, D, kLnEps, cs());
     if (nl == 0) {
       MEMCAP_CUDA_CHECK(cudaMemsetAsync(loss_mean.raw(), 0, sizeof(double), cs()));
       MEMCAP_CUDA_CHECK(cudaMemsetAsync(n_correct.raw(), 0, sizeof(std::int64_t), cs()));
@@ -425,8 +470,14 @@ struct MqarDeviceModel<T>::Impl {
     T* dln1 = d(g_c);
     for (std::int64_t i = m.cfg.n_layers - 1; i >= 0; --i) {
       Layer& l = layers[static_cast<std::size_t>(i)];
-      // dmid = ds + LN2's input gradient; ds = dmid + LN1's (the residual adds fused into the LayerNorm backward)
-      cu::layernorm_backward_add<T>(dmid, Gl(i, "norm2.w"), Gl(i, "norm2.b"), ds, ds, d(l.mid), Pl(i, "norm2.w"),
+      // dmid = ds + LN2's input gradient; ds = dmid + LN1's (the residual adds fused into the LayerNorm backward);
+      // LN2's output gradient: ds (Identity state mixer) or the MLP's input gradient (transformer backbone)
+      const T* dln2 = ds;
+      if (m.transformer()) {
+        mlp_backward(i, l, ds, dln1, N);  // dln1 is free until the mixer's backward
+        dln2 = dln1;
+      }
+      cu::layernorm_backward_add<T>(dmid, Gl(i, "norm2.w"), Gl(i, "norm2.b"), ds, dln2, d(l.mid), Pl(i, "norm2.w"),
                                     d(l.ln2_mean), d(l.ln2_rstd), N, D, scratch(), cs());
       mixer_backward(i, l, sh, dmid, dln1);
       cu::layernorm_backward_add<T>(ds, Gl(i, "norm1.w"), Gl(i, "norm1.b"), dmid, dln1, d(l.s_in), Pl(i, "norm1.w"),
@@ -442,7 +493,7 @@ MqarDeviceModel<T>::MqarDeviceModel(const MqarModel& model, const std::vector<Mq
                                     const std::string& mixer_kernel, bool tf32)
     : model_(model), n_(model.param_count()) {
   require(!shapes.empty(), "MqarDeviceModel: no batch shape");
-  model.cfg.require_cuda_support();  // RoPE and the gated mixers have no device path yet
+  model.cfg.require_cuda_support();  // the gated mixers have no device path yet
   impl_ = std::make_unique<Impl>(model, shapes, h, mixer_kernel, tf32);
 }
 

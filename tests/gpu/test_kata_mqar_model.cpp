@@ -15,6 +15,7 @@
 //     evaluation of the trained weights equals the CPU one (f64: loss 1e-9, accuracy exact).
 // Fresh device outputs are NaN-filled, so an unwritten entry cannot pass.
 #include <doctest/doctest.h>
+#include <fmt/format.h>
 
 #include <algorithm>
 #include <cmath>
@@ -304,9 +305,13 @@ struct TinyRun {
 
 // The CPU model test's tiny configuration (tests/test_kata_mqar_model.cpp): vocab 32, d_model 16, T = 13,
 // chunk 4, perturbed init so every path carries signal.
-TinyRun tiny(const std::string& mixer) {
+TinyRun tiny(const std::string& mixer, const std::string& backbone = "zoology", std::int64_t layers = 2,
+             bool rope = false) {
   MqarModelConfig c;
   c.mixer = mixer;
+  c.rope = rope;
+  c.backbone = backbone;
+  c.n_layers = layers;
   c.vocab = 32;
   c.d_model = 16;
   c.heads = mixer == "softmax" ? 1 : 2;
@@ -349,31 +354,20 @@ MqarTrainConfig train_config(const std::string& mixer, const std::string& precis
   return c;
 }
 
-}  // namespace
-
-TEST_CASE("MQAR CUDA layers equal the CPU float64 references (double 1e-10, float 1e-5)") {
-  SUBCASE("double") { check_layers<double>(); }
-  SUBCASE("float") { check_layers<float>(); }
-}
-
-TEST_CASE("MQAR model on the GPU: loss and every parameter gradient equal the CPU float64 model") {
-  gpu::Stream s;
-  gpu::Handles h(s);
-  for (const char* mixer :
-       {"softmax", "m2", "sigma2", "delta-m2", "m1", "m4", "sigma4", "orthant", "lorentz", "delta-m1"}) {
-    CAPTURE(mixer);
-    TinyRun r = tiny(mixer);
-    MqarWorkspace<double> ws;
-    const MqarForward f = mqar_forward(r.model, r.params.data(), ws, r.in.data(), r.lab.data(), r.B, r.T);
-    REQUIRE(f.labelled == 6);
-    std::vector<double> g(r.params.size(), 0.0);
-    mqar_backward(r.model, r.params.data(), g.data(), ws, 1.0 / static_cast<double>(f.labelled));
-    // Every mixer-core variant that applies (mqar_mixer_kernels(): gemm for softmax and the PSD maps, tiled for all).
-    std::vector<std::string> kernels;
-    for (const auto& v : mqar_mixer_kernels())
-      if (v.applies(r.model)) kernels.push_back(v.name);
-    REQUIRE(!kernels.empty());
-    for (const auto& kern : kernels)
+// The GPU loss and gradient of a tiny run (every mixer-core variant that applies, f64 and f32) against the CPU
+// float64 model: same labelled and correct counts, loss and every parameter tensor's gradient within the tier.
+void check_gpu_grads(const TinyRun& r, gpu::Handles& h, const std::string& label) {
+  MqarWorkspace<double> ws;
+  const MqarForward f = mqar_forward(r.model, r.params.data(), ws, r.in.data(), r.lab.data(), r.B, r.T);
+  REQUIRE(f.labelled == 6);
+  std::vector<double> g(r.params.size(), 0.0);
+  mqar_backward(r.model, r.params.data(), g.data(), ws, 1.0 / static_cast<double>(f.labelled));
+  // mqar_mixer_kernels(): gemm for softmax and the PSD maps, tiled for all
+  std::vector<std::string> kernels;
+  for (const auto& v : mqar_mixer_kernels())
+    if (v.applies(r.model)) kernels.push_back(v.name);
+  REQUIRE(!kernels.empty());
+  for (const auto& kern : kernels)
     for (const bool f64 : {true, false}) {
       CAPTURE(f64);
       CAPTURE(kern);
@@ -396,11 +390,91 @@ TEST_CASE("MQAR model on the GPU: loss and every parameter gradient equal the CP
           worst_name = v.name;
         }
       }
-      MESSAGE(std::string(mixer) << " [" << kern << "]" << (f64 ? " f64" : " f32") << ": worst gradient rel err " << worst << " ("
+      MESSAGE(label << " [" << kern << "]" << (f64 ? " f64" : " f32") << ": worst gradient rel err " << worst << " ("
                     << worst_name << ")");
       CHECK(worst < tol);
     }
+}
+
+// A 30-step f64 training (train_config's tiny task, 3 epochs) through the CUDA trainer against the CPU trainer.
+void check_short_training(MqarTrainConfig c, const std::string& label) {
+  c.epochs = 3;
+  const MqarTrainResult cpu = train_mqar(c);
+  c.device = "cuda";
+  const MqarTrainResult gpu = train_mqar(c);
+  REQUIRE(cpu.steps == 30);
+  REQUIRE(gpu.steps == 30);
+  double worst = 0;
+  for (std::size_t i = 0; i < cpu.loss.size(); ++i)
+    worst = std::max(worst, std::abs(gpu.loss[i] - cpu.loss[i]) / std::abs(cpu.loss[i]));
+  MESSAGE(label << " f64 training: loss " << cpu.loss.front() << " -> " << cpu.loss.back()
+                << "; worst per-step rel diff " << worst);
+  CHECK(worst < kTolCurveF64);
+  CHECK(cpu.loss.back() < 0.9 * cpu.loss.front());
+}
+
+}  // namespace
+
+TEST_CASE("MQAR CUDA layers equal the CPU float64 references (double 1e-10, float 1e-5)") {
+  SUBCASE("double") { check_layers<double>(); }
+  SUBCASE("float") { check_layers<float>(); }
+}
+
+TEST_CASE("MQAR model on the GPU: loss and every parameter gradient equal the CPU float64 model") {
+  gpu::Stream s;
+  gpu::Handles h(s);
+  for (const char* mixer :
+       {"softmax", "m2", "sigma2", "delta-m2", "m1", "m4", "sigma4", "orthant", "lorentz", "delta-m1"}) {
+    CAPTURE(mixer);
+    check_gpu_grads(tiny(mixer), h, mixer);
   }
+}
+
+TEST_CASE("MQAR transformer backbone (E.2) on the GPU: loss and every gradient equal the CPU float64 model") {
+  gpu::Stream s;
+  gpu::Handles h(s);
+  struct Case {
+    const char* mixer;
+    std::int64_t layers;
+  };
+  for (const Case k : {Case{"softmax", 2}, Case{"m2", 2}, Case{"sigma2", 1}, Case{"delta-m2", 2}, Case{"m1", 3}}) {
+    CAPTURE(k.mixer);
+    CAPTURE(k.layers);
+    const TinyRun r = tiny(k.mixer, "transformer", k.layers);
+    CHECK(r.model.layout.view("l0.fc1.w").numel == 4 * 16 * 16);
+    check_gpu_grads(r, h, fmt::format("transformer {} x{}", k.mixer, k.layers));
+  }
+  // A short training through the captured-graph trainer follows the CPU trainer (f64) and trains.
+  MqarTrainConfig c = train_config("m2", "f64");
+  c.model.backbone = "transformer";
+  check_short_training(c, "transformer m2");
+}
+
+TEST_CASE("MQAR RoPE on the GPU: loss and every gradient equal the CPU float64 model; training follows the CPU") {
+  gpu::Stream s;
+  gpu::Handles h(s);
+  struct Case {
+    const char* mixer;
+    const char* backbone;
+  };
+  for (const Case k : {Case{"softmax", "zoology"}, Case{"m2", "zoology"}, Case{"delta-m2", "zoology"},
+                       Case{"orthant", "zoology"}, Case{"softmax", "transformer"}}) {
+    CAPTURE(k.mixer);
+    CAPTURE(k.backbone);
+    TinyRun r = tiny(k.mixer, k.backbone, 2, true);
+    r.model.cfg.rope_base = 100;  // a small base turns the tiny T = 13 by large angles
+    // RoPE changes the loss (so a device path that skipped it could not pass)
+    const TinyRun plain = tiny(k.mixer, k.backbone, 2, false);
+    MqarWorkspace<double> wr, wp;
+    const double lr = mqar_forward(r.model, r.params.data(), wr, r.in.data(), r.lab.data(), r.B, r.T).loss_sum;
+    const double lp =
+        mqar_forward(plain.model, plain.params.data(), wp, plain.in.data(), plain.lab.data(), plain.B, plain.T).loss_sum;
+    CHECK(std::abs(lp - lr) > 1e-6 * std::abs(lr));
+    check_gpu_grads(r, h, fmt::format("rope {} [{}]", k.mixer, k.backbone));
+  }
+  MqarTrainConfig c = train_config("softmax", "f64");
+  c.model.rope = true;
+  check_short_training(c, "rope softmax");
 }
 
 TEST_CASE("MQAR GPU training: 100 steps follow the CPU trainer; runs are bit-identical; evaluation agrees") {
