@@ -951,6 +951,25 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
   CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto", 16384) == "tiled");
   CHECK(resolve_mixer_kernel(model("softmax", 256, 1), "auto", 16384) == "gemm");  // tiled stops at d_head 128
   CHECK(resolve_mixer_kernel(model("softmax", 128, 1), "gemm", 16384) == "gemm");  // named: the user's choice
+  // One job's plan: the variant per length. Σ4 (16 block products + P + dA per head, H = 2) needs 2.4 GB at
+  // T = 4096 and 9.4 MB at the training length 256: auto trains on gemm and evaluates T = 4096 on tiled
+  // (until the fourteenth session one choice for the longest length put the whole job on tiled).
+  CHECK(mqar_gemm_bytes_per_sequence(model("sigma4", 128, 2), 4096) == 18.0 * 2 * 4096 * 4096 * 4);
+  const MixerKernelPlan s4 = plan_mixer_kernels(model("sigma4", 128, 2), "auto", {256, 4096, 512, 256, 3072});
+  REQUIRE(s4.by_length.size() == 4);
+  CHECK(s4.by_length.front().first == 256);
+  CHECK(s4.at(256) == "gemm");
+  CHECK(s4.at(512) == "gemm");
+  CHECK(s4.at(3072) == "tiled");  // 18 · 2 · 3072² · 4 B = 1.36 GB > 1 GiB
+  CHECK(s4.at(4096) == "tiled");
+  CHECK(s4.name == "gemm+tiled");
+  // M4 (4 + 2 blocks): 805 MB at T = 4096, all gemm; named variants hold at every length.
+  CHECK(plan_mixer_kernels(model("m4", 128, 2), "auto", {256, 4096}).name == "gemm");
+  CHECK(plan_mixer_kernels(model("sigma4", 128, 2), "gemm", {256, 4096}).name == "gemm");
+  CHECK(plan_mixer_kernels(model("sigma4", 128, 2), "tiled", {256, 4096}).name == "tiled");
+  CHECK(plan_mixer_kernels(model("orthant", 128, 2), "auto", {256}).name == "tiled");
+  CHECK(plan_mixer_kernels(model("m2", 128, 2), "auto", {}).name == "gemm");  // no length: training lengths
+  CHECK_THROWS_AS(plan_mixer_kernels(model("orthant", 128, 2), "gemm", {256}), UserError);
 }
 
 TEST_CASE("kata bench --shapes table9 plan: the mixer kernel from the trainer's table, gemm only where T x T fits") {

@@ -233,6 +233,10 @@ void plan_models(const SweepState& st, const Prepared& p, const std::vector<JobS
 #endif
   if (!gpu && !specs.empty()) {
     if (st.sweep.dry_run) {
+      const auto& mc = st.cfg.model;
+      fmt::print("  model     backbone {} ({}), {} layers, d_model {}, vocab {}{}\n", mc.backbone,
+                 mc.backbone == "transformer" ? "a mixer and a 4x GELU MLP in every layer" : "BaseConv and mixer alternate",
+                 mc.n_layers, mc.d_model, mc.vocab, mc.rope ? fmt::format(", RoPE base {:g}", mc.rope_base) : "");
       fmt::print("  optimizer AdamW betas ({}, {}), wd {}, clip {}, cosine to {}; batch {}; precision {}; checkpoint every "
                  "{} steps\n",
                  st.cfg.beta1, st.cfg.beta2, st.cfg.weight_decay, st.cfg.clip, st.cfg.lr_min, st.cfg.batch,

@@ -122,6 +122,29 @@ std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want
   throw UserError(fmt::format("--mixer-kernel '{}': unknown variant; use {}", want, mqar_mixer_kernel_names()));
 }
 
+MixerKernelPlan plan_mixer_kernels(const MqarModel& model, const std::string& want,
+                                   const std::vector<std::int64_t>& lengths) {
+  MixerKernelPlan p;
+  std::vector<std::int64_t> ts = lengths;
+  std::sort(ts.begin(), ts.end());
+  ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
+  if (ts.empty()) ts.push_back(0);  // no length given: the training-length choice
+  bool gemm = false, tiled = false;
+  for (const std::int64_t T : ts) {
+    p.by_length.emplace_back(T, resolve_mixer_kernel(model, want, T));
+    (p.by_length.back().second == "gemm" ? gemm : tiled) = true;
+  }
+  p.name = gemm && tiled ? "gemm+tiled" : p.by_length.front().second;
+  return p;
+}
+
+const std::string& MixerKernelPlan::at(std::int64_t T) const {
+  for (const auto& [len, name] : by_length)
+    if (len == T) return name;
+  MEMCAP_ASSERT(false, "MixerKernelPlan: length not in the plan");
+  return by_length.front().second;
+}
+
 bool MqarModel::no_weight_decay(const std::string& name) {
   auto ends = [&](const char* t) {
     const std::string e(t);

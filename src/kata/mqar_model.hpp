@@ -95,6 +95,18 @@ std::string mqar_mixer_kernel_names();
 // need no T² memory), unless no other variant applies. max_T = 0: no length given (training lengths).
 inline constexpr double kGemmAutoBytes = 1024.0 * 1024.0 * 1024.0;
 std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want, std::int64_t max_T = 0);
+// The variant of each sequence length of one job (training and evaluation shapes): resolve_mixer_kernel per
+// length, so that `auto` runs the lengths whose T × T buffers fit on gemm and only the longer ones on tiled (Σ4's
+// 16 block products per head pass 1 GiB at T = 4096, not at the training length 256). `name` is what the results
+// record: the one variant, or "gemm+tiled" when both run.
+struct MixerKernelPlan {
+  std::vector<std::pair<std::int64_t, std::string>> by_length;  // ascending T
+  std::string name;
+  // The variant at length T (a length of the plan; MEMCAP_ASSERT otherwise).
+  const std::string& at(std::int64_t T) const;
+};
+MixerKernelPlan plan_mixer_kernels(const MqarModel& model, const std::string& want,
+                                   const std::vector<std::int64_t>& lengths);
 // Bytes of the gemm variant's T × T buffers for one sequence of length T in float32 (softmax: P and dS per
 // head; KATA: the block products, P and dA per head; DeltaKATA: both block products, A_qk, A_kk and two
 // cotangents per head, 0 past kDeltaGemmMaxT where the chunked core runs).

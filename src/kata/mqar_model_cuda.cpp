@@ -34,13 +34,19 @@ namespace {
 
 using cu::gemm_rm;
 
+std::vector<std::int64_t> lengths_of(const std::vector<MqarShape>& shapes) {
+  std::vector<std::int64_t> ts;
+  for (const auto& s : shapes) ts.push_back(s.T);
+  return ts;
+}
+
 // Largest per-shape sizes.
 struct Sizes {
   std::int64_t tokens = 1, labelled = 1;
   std::size_t mixer_ws = 0, embed_ws = 0, col_scratch = 1;
 };
 
-Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::size_t elem, bool gemm) {
+Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::size_t elem, const MixerKernelPlan& kp) {
   Sizes z;
   const std::int64_t D = m.cfg.d_model, H = m.heads, dh = m.d_head;
   const MapParams mp = m.kind == MixerKind::softmax ? MapParams{} : m.map.params();
@@ -51,6 +57,7 @@ Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::si
     z.tokens = std::max(z.tokens, N);
     z.labelled = std::max(z.labelled, s.labelled);
     const mx::HeadShape hs{s.B, s.T, H, dh};
+    const bool gemm = kp.at(s.T) == "gemm";
     std::size_t w = 0;
     if (gemm && m.kind == MixerKind::softmax)
       w = mx::softmax_gemm_workspace_bytes(hs, elem);
@@ -114,9 +121,7 @@ void mqar_labelled_rows(const std::int32_t* inputs, const std::int32_t* labels, 
 
 std::size_t mqar_device_bytes(const MqarModel& m, const std::vector<MqarShape>& shapes, std::size_t elem,
                               const std::string& mixer_kernel) {
-  std::int64_t max_T = 0;
-  for (const auto& s : shapes) max_T = std::max(max_T, s.T);
-  const Sizes z = sizes_of(m, shapes, elem, resolve_mixer_kernel(m, mixer_kernel, max_T) == "gemm");
+  const Sizes z = sizes_of(m, shapes, elem, plan_mixer_kernels(m, mixer_kernel, lengths_of(shapes)));
   const double e = static_cast<double>(elem), D = static_cast<double>(m.cfg.d_model),
                V = static_cast<double>(m.cfg.vocab);
   const double total = 4 * static_cast<double>(m.param_count()) * e +
@@ -148,8 +153,8 @@ struct MqarDeviceModel<T>::Impl {
   gpu::Tensor F, dF, logits, losses, correct, loss_mean, n_correct;
   gpu::Tensor g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g, g_m;
   gpu::Tensor mixer_ws, embed_ws, col_scratch;
-  std::string kernel;  // mixer-core variant: "gemm" or "tiled"
-  bool gemm = false;
+  MixerKernelPlan kplan;  // mixer-core variant per sequence length ("gemm" or "tiled"); kplan.name for the results
+  bool gemm = false;      // the variant of the shape being run (set by forward)
 
   Impl(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& handles, const std::string& want,
        bool tf32)
@@ -164,11 +169,8 @@ struct MqarDeviceModel<T>::Impl {
     require(!tf32 || sizeof(T) == 4, "MqarDeviceModel: TF32 applies to float only");
     MEMCAP_CUBLAS_CHECK(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     if (m.kind != MixerKind::softmax) map = m.map.params();
-    std::int64_t max_T = 0;
-    for (const auto& sh : shapes) max_T = std::max(max_T, sh.T);
-    kernel = resolve_mixer_kernel(m, want, max_T);
-    gemm = kernel == "gemm";
-    z = sizes_of(m, shapes, sizeof(T), gemm);
+    kplan = plan_mixer_kernels(m, want, lengths_of(shapes));
+    z = sizes_of(m, shapes, sizeof(T), kplan);
     const gpu::DType dt = gpu::dtype_of<T>();
     const std::int64_t n = m.param_count(), N = z.tokens, L = z.labelled;
     arena = gpu::Tensor({4 * n}, dt);
@@ -414,6 +416,7 @@ struct MqarDeviceModel<T>::Impl {
 
   void forward(const MqarShape& sh, bool train) {
     check_shape(sh);
+    gemm = kplan.at(sh.T) == "gemm";
     const std::int64_t N = sh.B * sh.T, nl = sh.labelled;
     cu::embedding_forward<T>(d(layers[0].s_in), tokens.data<std::int32_t>(), P("embed"), N, V, D, cs());
     for (std::int64_t i = 0; i < m.cfg.n_layers; ++i) {
@@ -454,6 +457,7 @@ struct MqarDeviceModel<T>::Impl {
 
   void backward(const MqarShape& sh) {
     check_shape(sh);
+    gemm = kplan.at(sh.T) == "gemm";
     const std::int64_t N = sh.B * sh.T, nl = sh.labelled, n = m.param_count();
     MEMCAP_CUDA_CHECK(cudaMemsetAsync(base() + n, 0, static_cast<std::size_t>(n) * sizeof(T), cs()));  // grads
     T* dlnf = d(g_a);
@@ -499,7 +503,7 @@ MqarDeviceModel<T>::MqarDeviceModel(const MqarModel& model, const std::vector<Mq
 
 template <class T>
 const std::string& MqarDeviceModel<T>::mixer_kernel() const {
-  return impl_->kernel;
+  return impl_->kplan.name;
 }
 
 template <class T>

@@ -37,7 +37,8 @@ template <class T>
 class MqarDeviceModel {
  public:
   // Buffers for every shape in `shapes` (at least one); the handles' stream runs everything. mixer_kernel:
-  // "auto" or a variant of mqar_mixer_kernels() (resolve_mixer_kernel; UserError when it does not apply).
+  // "auto" or a variant of mqar_mixer_kernels(), resolved per sequence length (plan_mixer_kernels; UserError when
+  // it does not apply).
   // tf32 (T = float only): the handle's cuBLAS products run on TF32 tensor cores (else exact fp32 / fp64).
   MqarDeviceModel(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& h,
                   const std::string& mixer_kernel = "auto", bool tf32 = false);
@@ -46,7 +47,8 @@ class MqarDeviceModel {
   MqarDeviceModel& operator=(const MqarDeviceModel&) = delete;
 
   const MqarModel& model() const { return model_; }
-  // The mixer-core variant this model runs ("gemm" or "tiled").
+  // The mixer-core variant this model runs: "gemm", "tiled" or "gemm+tiled" (auto: gemm at the lengths whose
+  // T × T buffers fit, tiled at the longer ones).
   const std::string& mixer_kernel() const;
   std::int64_t n() const { return n_; }
   T* params() const;
