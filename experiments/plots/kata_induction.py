@@ -24,6 +24,8 @@ def main():
         s = f["summary"]
         jobs, status = texts(s["job"][()]), texts(s["status"][()])
         mix, T, ph = texts(s["mixer"][()]), s["seq_len"][()], s["phase_step"][()]
+        # the model (files written before the backbone column existed: the zoology backbone)
+        backbone = sorted(set(texts(s["backbone"][()]))) if "backbone" in s else ["zoology"]
         curves = []
         for j, st, m, t, p in zip(jobs, status, mix, T, ph):
             if st != "done":
@@ -57,6 +59,9 @@ def main():
     a2.set_ylabel("phase step")
     a2.grid(alpha=0.3)
     a2.legend(fontsize=7)
+    fig.suptitle("backbone " + ", ".join(backbone) + (" (E.2: mixer + 4x GELU MLP per layer)"
+                                                      if backbone == ["transformer"] else ""), fontsize=9)
+    print("backbone:", ", ".join(backbone))
     fig.tight_layout()
     fig.savefig(a.out, dpi=a.dpi)
     print(f"wrote {a.out}")
