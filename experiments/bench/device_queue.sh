@@ -14,6 +14,7 @@
 # as $OUT/NAME.partial.tar.gz (checkpoints of unfinished trainings left out: they are large and only save the
 # part of one training). Put that file in the ignored .deps/partials/ and carry .deps: the next call unpacks it into
 # $QUEUE before resuming, so only the trainings that were in flight start again.
+# PREBUILT=DIR: take the binaries from DIR (built here and carried) instead of building on the machine (below).
 # STAGE:
 #   edit-grid   hebb edit base --device cuda (once), then hebb edit table1 --preset edit-table1 --jobs-per-gpu 4
 #               (issue 15: Table 1, the 732-job grid, <= 30 min target)
@@ -67,19 +68,32 @@ log() {
   if [ -n "${OUT:-}" ] && [ -d "$OUT" ]; then echo "[$STAGE] $*" >> "$OUT/$STAGE.log"; fi
 }
 t0=$(date +%s)
-if [ ! -f build-gpu/build.ninja ]; then
-  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a > "$Q/cmake.log" 2>&1 ||
-    { tail -20 "$Q/cmake.log"; exit 1; }
-fi
 TARGET=hebb
 case "$STAGE" in table2 | table2-row | h13 | induction | checks) TARGET=kata ;; esac
 if [ "$STAGE" = checks ]; then
   IFS=';' read -r -a CHECKS <<< "${TESTS:-}"  # entries separated by ';' (filters may hold spaces)
   for t in "${CHECKS[@]}"; do TARGET="$TARGET ${t%%:*}"; done
 fi
-# shellcheck disable=SC2086  # TARGET is a list of targets
-cmake --build build-gpu -j16 --target $TARGET > "$Q/build.log" 2>&1 || { grep -B2 -A12 error "$Q/build.log" | head -60; exit 1; }
-log "build $(( $(date +%s) - t0 )) s"
+if [ -n "${PREBUILT:-}" ]; then
+  # PREBUILT=DIR: binaries built on the development machine (Debian 12, CUDA 13, sm_90a by default) and carried
+  # (e.g. carry ["build/kata"] with PREBUILT=build): no build on the device, which saves its ~3 min on a fresh
+  # machine. The carry limit is 64 MiB with the working tree: kata alone (~52 MB) fits, kata with hebb does not.
+  mkdir -p build-gpu
+  for b in $TARGET; do
+    exe=$(find "$PREBUILT" -name "$b" -type f -perm -u+x 2>/dev/null | head -1)
+    [ -n "$exe" ] || { echo "PREBUILT=$PREBUILT holds no executable '$b': carry it (or leave PREBUILT unset)" >&2; exit 2; }
+    cp "$exe" build-gpu/
+  done
+  log "prebuilt $TARGET from $PREBUILT"
+else
+  if [ ! -f build-gpu/build.ninja ]; then
+    cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a > "$Q/cmake.log" 2>&1 ||
+      { tail -20 "$Q/cmake.log"; exit 1; }
+  fi
+  # shellcheck disable=SC2086  # TARGET is a list of targets
+  cmake --build build-gpu -j16 --target $TARGET > "$Q/build.log" 2>&1 || { grep -B2 -A12 error "$Q/build.log" | head -60; exit 1; }
+  log "build $(( $(date +%s) - t0 )) s"
+fi
 left() { echo $(( LIMIT - ($(date +%s) - t0) )); }
 # bring_back FILE: a finished result file is copied to $OUT (when set) so that it comes back with the call; the
 # device tool returns files of at most 16 MiB, so a larger one stays on the machine, said in the log.
