@@ -87,6 +87,8 @@ void run_table2(CLI::App* sub, SweepState& st) {
         .set("lr", js.cfg.lr)
         .set("d_model", js.cfg.model.d_model)
         .set("backbone", js.cfg.model.backbone)
+        .set("rope", static_cast<std::int64_t>(js.cfg.model.rope))
+        .set("rope_base", js.cfg.model.rope ? js.cfg.model.rope_base : kNaN)
         .set("heads", model.heads)
         .set("d_head", model.d_head)
         .set("params", model.param_count())

@@ -6,6 +6,7 @@ against training step per (mixer, T) training with the phase step marked; right,
 Usage: experiments/plots/with_python.sh experiments/plots/kata_induction.py RESULT.h5 [-o kata_induction.png]
 """
 import argparse
+import json
 
 import numpy as np
 
@@ -26,6 +27,12 @@ def main():
         mix, T, ph = texts(s["mixer"][()]), s["seq_len"][()], s["phase_step"][()]
         # the model (files written before the backbone column existed: the zoology backbone)
         backbone = sorted(set(texts(s["backbone"][()]))) if "backbone" in s else ["zoology"]
+        # RoPE bases of the jobs (NaN: no RoPE; files written before the column existed: the run's --rope options)
+        if "rope_base" in s:
+            rope = sorted({"none" if np.isnan(b) else f"{b:g}" for b in s["rope_base"][()]})
+        else:
+            opts = json.loads(f["config"].attrs["json"]) if "config" in f else {}
+            rope = [opts.get("rope-base", "10000") if opts.get("rope") == "true" else "none"]
         curves = []
         for j, st, m, t, p in zip(jobs, status, mix, T, ph):
             if st != "done":
@@ -60,8 +67,9 @@ def main():
     a2.grid(alpha=0.3)
     a2.legend(fontsize=7)
     fig.suptitle("backbone " + ", ".join(backbone) + (" (E.2: mixer + 4x GELU MLP per layer)"
-                                                      if backbone == ["transformer"] else ""), fontsize=9)
-    print("backbone:", ", ".join(backbone))
+                                                      if backbone == ["transformer"] else "")
+                 + "; RoPE base " + ", ".join(rope), fontsize=9)
+    print("backbone:", ", ".join(backbone), "; RoPE base:", ", ".join(rope))
     fig.tight_layout()
     fig.savefig(a.out, dpi=a.dpi)
     print(f"wrote {a.out}")

@@ -81,7 +81,7 @@ with h5py.File(sys.argv[1], "r") as f:
     assert task.count("mqar") == 16 and task.count("overwrite") == 6
     assert all(x in ("done", "diverged") for x in status), status
     for c in ["lr", "params", "state", "eval_avg", "ood_avg", "cap_0.99", "cap_0.90", "acc_T32_K8", "acc_T48_K12",
-              "ow_acc_T48_K6", "resumed_step", "steps", "path"]:
+              "ow_acc_T48_K6", "resumed_step", "steps", "path", "rope", "rope_base"]:
         assert c in s and s[c].shape == (n,), c
     for i in range(n):
         mq = task[i] == "mqar"
@@ -206,10 +206,12 @@ rc=$?
 check '[ $rc -eq 0 ] && [ -s "$T/ind.h5" ] && grep -q "^Induction phase steps" "$T/ind.txt"' \
   "kata induction failed (exit $rc): $(tail -3 "$T/ind.err")"
 cat >"$T/ind.py" <<'PYEOF'
-import sys, h5py
+import math, sys, h5py
 with h5py.File(sys.argv[1], "r") as f:
     s, t = f["summary"], f["induction"]
     assert len(s["job"]) == 4 and len(t["mixer"]) == 4
+    # no --rope: rope 0 and base NaN in every row
+    assert list(s["rope"][()]) == [0] * 4 and all(math.isnan(x) for x in s["rope_base"][()])
     for i in range(4):
         g = f["runs"][s["job"][i].decode().replace("/", ",").replace(".", "p")]
         acc, step = g["eval_accuracy"][()][:, 0], g["eval_step"][()]
