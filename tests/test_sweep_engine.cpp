@@ -248,6 +248,53 @@ TEST_CASE("an interrupted sweep resumes to the same summary, skipping finished j
   check_same_summary(summary_of(d + "/ref.h5"), summary_of(d + "/int.h5"));
 }
 
+TEST_CASE("a sweep resumed by a version that writes more columns keeps the old records (missing cells filled)") {
+  // Table::from_rows: the union of columns in first-seen order; NaN / -1 / "" where a row lacks one
+  io::Row a, b;
+  a.set("x", 1.5).set("n", 2);
+  b.set("x", 2.5).set("tag", "new").set("n", 3).set("k", 7);
+  std::size_t filled = 0;
+  const io::Table t = io::Table::from_rows({a, b}, &filled);
+  CHECK(filled == 2);
+  CHECK(t.names == std::vector<std::string>{"x", "n", "tag", "k"});
+  CHECK(t.strings("tag") == std::vector<std::string>{"", "new"});
+  CHECK(t.numbers("k") == std::vector<double>{-1, 7});
+  CHECK(t.numbers("n") == std::vector<double>{2, 3});
+  io::Row c;
+  c.set("x", "text");  // a type change is still refused
+  CHECK_THROWS_AS(io::Table::from_rows({a, c}), UserError);
+
+  // the sweep: 4 jobs finished by the "old" job function, the rest by one that adds a column
+  auto d = temp_dir();
+  sweep::Options o;
+  o.progress = "none";
+  int calls = 0;
+  auto dying = [&](const sweep::Job& j) {
+    if (++calls == 5) throw std::runtime_error("killed");
+    return toy_job(j);
+  };
+  CHECK_THROWS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/up.h5", dying));
+  o.resume = true;
+  auto newer = [](const sweep::Job& j) {
+    sweep::JobOutput out = toy_job(j);
+    out.row.set("extra", 0.25);
+    return out;
+  };
+  sweep::run(toy_plan(), o, ctx_for("a"), d + "/up.h5", newer);
+  const io::Table s = summary_of(d + "/up.h5");
+  REQUIRE(s.rows() == 9);
+  const std::vector<double> extra = s.numbers("extra");
+  CHECK(std::count_if(extra.begin(), extra.end(), [](double v) { return std::isnan(v); }) == 4);
+  CHECK(std::count(extra.begin(), extra.end(), 0.25) == 5);
+  const io::Table ref = [&] {
+    sweep::Options r;
+    r.progress = "none";
+    sweep::run(toy_plan(), r, ctx_for("a"), d + "/up_ref.h5", toy_job);
+    return summary_of(d + "/up_ref.h5");
+  }();
+  CHECK(s.numbers("value") == ref.numbers("value"));
+}
+
 namespace {
 // Shard from a table of SLURM variables ("" = unset).
 sweep::Shard slurm_shard(const std::map<std::string, std::string>& vars, const std::string& spec = "") {

@@ -3,6 +3,8 @@
 
 #include <fmt/format.h>
 
+#include <limits>
+
 #include "core/error.hpp"
 
 namespace memcap::io {
@@ -29,6 +31,35 @@ double Row::number(const std::string& name) const {
   if (auto* i = std::get_if<std::int64_t>(c)) return static_cast<double>(*i);
   if (auto* d = std::get_if<double>(c)) return *d;
   throw UserError(fmt::format("summary column '{}' is not numeric", name));
+}
+
+Table Table::from_rows(const std::vector<Row>& rows, std::size_t* filled) {
+  Row missing;  // one cell per column: the value a row without it gets
+  for (const Row& r : rows)
+    for (const auto& [n, c] : r.cells)
+      if (!missing.get(n))
+        missing.set(n, std::visit(
+                           [](const auto& x) -> Cell {
+                             using T = std::decay_t<decltype(x)>;
+                             if constexpr (std::is_same_v<T, std::int64_t>) return std::int64_t{-1};
+                             else if constexpr (std::is_same_v<T, double>)
+                               return std::numeric_limits<double>::quiet_NaN();
+                             else return std::string();
+                           },
+                           c));
+  Table t;
+  std::size_t n_filled = 0;
+  for (const Row& r : rows) {
+    Row full;
+    for (const auto& [n, m] : missing.cells) {
+      const Cell* c = r.get(n);
+      full.set(n, c ? *c : m);
+      n_filled += c ? 0 : 1;
+    }
+    t.append(full);
+  }
+  if (filled) *filled = n_filled;
+  return t;
 }
 
 std::size_t Table::rows() const {

@@ -36,6 +36,10 @@ struct Table {
 
   std::size_t rows() const;
   void append(const Row& r);      // first row fixes the columns; later rows must match names and types
+  // A table of rows whose column sets may differ (job records of another memcap version, in a resumed sweep or a
+  // merge across an upgrade): every column in first-seen order, a cell a row lacks filled with NaN (float), -1
+  // (integer) or "" (text); *filled (when given) counts the filled cells. Types must still agree (UserError).
+  static Table from_rows(const std::vector<Row>& rows, std::size_t* filled = nullptr);
   Row row(std::size_t i) const;
   const Column* find(const std::string& name) const;
   std::vector<double> numbers(const std::string& name) const;  // numeric column as doubles

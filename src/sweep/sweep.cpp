@@ -100,8 +100,17 @@ void assemble(const std::vector<Record>& recs, const std::string& out, const io:
               const std::vector<std::string>& axes, const std::vector<std::string>& values,
               const std::string& finalizer, std::int64_t jobs_total, const std::string& shard_str,
               const std::function<void(io::OutputFile&)>& extra = {}) {
-  io::Table table;
-  for (auto& r : recs) table.append(r.row);
+  // records of another memcap version (a sweep resumed or shards merged across an upgrade) may lack columns added
+  // since: they get NaN / -1 / "" there instead of failing the whole assembly after every job ran
+  std::vector<io::Row> rows;
+  for (auto& r : recs) rows.push_back(r.row);
+  std::size_t filled = 0;
+  const io::Table table = io::Table::from_rows(rows, &filled);
+  if (filled > 0)
+    std::fprintf(stderr,
+                 "%s %s: note: %zu summary cells absent from job records of another memcap version were filled "
+                 "(NaN for numbers, -1 for integers, \"\" for text)\n",
+                 ctx.tool.c_str(), ctx.subcommand.c_str(), filled);
   io::OutputFile of(out, ctx);
   of.write_summary(table);
   {
