@@ -913,6 +913,47 @@ TEST_CASE("transformer backbone (E.2): layout, parameter count, init, FD of ever
   CHECK(fc2_norm > 1e-6);  // the MLP output enters the residual stream
 }
 
+TEST_CASE("zoology-mlp backbone: zoology's layers plus the MLP in each, FD of every parameter tensor, f32 = f64") {
+  // Exactly the Zoology model's tensors plus fc1 / fc2 in every layer (8D² + 5D each).
+  const std::int64_t D = 128;
+  for (const char* mixer : {"softmax", "sigma2"}) {
+    CAPTURE(mixer);
+    MqarModelConfig c;
+    c.mixer = mixer;
+    const MqarModel zoo = MqarModel::build(c);
+    c.backbone = "zoology-mlp";
+    const MqarModel zm = MqarModel::build(c);
+    CHECK(zm.has_mlp());
+    CHECK_FALSE(zm.transformer());
+    CHECK(zm.param_count() == zoo.param_count() + 2 * (8 * D * D + 5 * D));
+    CHECK(zm.mixer_layers() == 1);
+    CHECK(zm.state_size(4096) == zoo.state_size(4096));
+    CHECK(zm.layout.view("l0.conv.w").numel == zoo.layout.view("l0.conv.w").numel);  // layer 0 is BaseConv
+    CHECK(zm.layout.view("l0.fc1.w").numel == 4 * D * D);
+    CHECK(zm.layout.view("l1.fc2.w").numel == 4 * D * D);
+  }
+  MqarModelConfig bad;
+  bad.backbone = "zoology-mlp";
+  bad.n_layers = 3;  // BaseConv and mixer alternate: an even count
+  CHECK_THROWS_AS(bad.validate(), UserError);
+  for (const char* mixer : {"softmax", "m2", "sigma2", "delta-m2"}) {
+    CAPTURE(mixer);
+    TinyRun r = tiny(mixer, false, "zoology-mlp", 2);
+    std::string worst_name;
+    const double worst = model_fd(r, worst_name);
+    MESSAGE("zoology-mlp backbone " << std::string(mixer) << " FD rel err: max " << worst << " (" << worst_name << ")");
+    CHECK(worst < kFdRelTol);
+    check_f32_against_f64(tiny(mixer, false, "zoology-mlp"));
+  }
+  // The MLP is on the BaseConv layer too: its output reaches the residual stream there.
+  TinyRun a = tiny("softmax", false, "zoology-mlp");
+  MqarWorkspace<double> wa;
+  CHECK(std::isfinite(mqar_forward(a.model, a.params.data(), wa, a.in.data(), a.lab.data(), a.B, a.T).loss_sum));
+  double fc2_norm = 0;
+  for (double x : wa.layers[0].fc2) fc2_norm += x * x;
+  CHECK(fc2_norm > 1e-6);
+}
+
 TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unknown or inapplicable names refused") {
   auto model = [](const char* mixer, std::int64_t d_model, std::int64_t heads) {
     MqarModelConfig c;

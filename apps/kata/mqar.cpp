@@ -230,8 +230,7 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
                      "w = (j+1)^(power_a-1) (law of sequential weighted draws without replacement, spec 7.1.10); "
                      "fillers uniform [0, V); stream = example index"},
         {"power_a", st.cfg.train.front().power_a},
-        {"backbone", model.transformer() ? "transformer (E.2): mixer + 4x GELU MLP in every layer"
-                                         : "zoology (§4.4): BaseConv and mixer alternate, Identity state mixer"},
+        {"backbone", model.cfg.backbone + " (" + kata::MqarModel::backbone_description(model.cfg.backbone) + ")"},
         {"init", "N(0, 0.02^2) Linear/Embedding, W_o (and fc2) 0.02/sqrt(2 n_layers), zero biases, unit gains, "
                  "conv U(+-1/sqrt(k))"},
         {"optimizer", fmt::format("AdamW betas ({}, {}) eps {} wd {} (all parameters), clip {}, cosine {} -> {} over {} "

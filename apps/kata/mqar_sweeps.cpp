@@ -50,13 +50,15 @@ void check_device(const SweepState& st, Prepared& p, const char* what) {
 void add_model_options(CLI::App* sub, kata::MqarModelConfig& m, const std::string& vocab_help) {
   sub->add_option("--d-model", m.d_model, "Model width d_model")->capture_default_str();
   sub->add_option("--layers", m.n_layers,
-                  "Blocks (zoology: even, BaseConv and mixer alternate; transformer: a mixer in each)")
+                  "Blocks (zoology, zoology-mlp: even, BaseConv and mixer alternate; transformer: a mixer in each)")
       ->capture_default_str();
   sub->add_option("--backbone", m.backbone,
-                  "zoology (§4.4: BaseConv and mixer layers alternate, no MLP) or transformer (the induction probe's "
-                  "E.2 model: a mixer and a 4x GELU MLP in every layer)")
+                  "zoology (" + kata::MqarModel::backbone_description("zoology") + "), transformer (" +
+                      kata::MqarModel::backbone_description("transformer") + ") or zoology-mlp (" +
+                      kata::MqarModel::backbone_description("zoology-mlp") +
+                      ": E.2's other reading, 'aligned on the Zoology backbone')")
       ->capture_default_str()
-      ->check(CLI::IsMember({"zoology", "transformer"}));
+      ->check(CLI::IsMember({"zoology", "transformer", "zoology-mlp"}));
   sub->add_option("--heads", m.heads, "Mixer heads (0 = softmax 1, others d_model/64)")->capture_default_str();
   sub->add_option("--vocab", m.vocab, vocab_help)->capture_default_str();
   sub->add_option("--chunk", m.chunk, "Delta-rule chunk size C")->capture_default_str();
@@ -235,7 +237,7 @@ void plan_models(const SweepState& st, const Prepared& p, const std::vector<JobS
     if (st.sweep.dry_run) {
       const auto& mc = st.cfg.model;
       fmt::print("  model     backbone {} ({}), {} layers, d_model {}, vocab {}{}\n", mc.backbone,
-                 mc.backbone == "transformer" ? "a mixer and a 4x GELU MLP in every layer" : "BaseConv and mixer alternate",
+                 kata::MqarModel::backbone_description(mc.backbone),
                  mc.n_layers, mc.d_model, mc.vocab, mc.rope ? fmt::format(", RoPE base {:g}", mc.rope_base) : "");
       fmt::print("  optimizer AdamW betas ({}, {}), wd {}, clip {}, cosine to {}; batch {}; precision {}; checkpoint every "
                  "{} steps\n",

@@ -38,7 +38,8 @@
 #   induction   kata induction --preset induction --jobs 5 (softmax and Sigma2 at T = 128 ... 2048, E.2; issue 12
 #               acceptance 2); MIXERS=sigma2 LENGTHS=2048 (comma lists): only those, as a sweep of their own;
 #               PRECISION=tf32 TF32 products (fp32 Sigma2 at 2048 takes ~15 min: more than one call);
-#               BACKBONE=transformer E.2's own backbone (preset induction-e2); JOBS trainings at once (5);
+#               BACKBONE=transformer E.2's backbone as read (preset induction-e2), BACKBONE=zoology-mlp its other
+#               reading (the same preset with zoology's BaseConv layers; sweep suffix -e2z); JOBS trainings at once (5);
 #               ROPE=BASE RoPE on the mixer's q, k with that base (e.g. ROPE=10000; sweep name suffixed -ropeBASE)
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
 #   checks      GPU tests and a benchmark before the long stages: builds `kata` and every test binary named in
@@ -241,16 +242,20 @@ case "$STAGE" in
     SUF=""
     [ "$P" != f32 ] && SUF="-$P"
     PRE=induction
-    [ "${BACKBONE:-zoology}" = transformer ] && { PRE=induction-e2; SUF="$SUF-e2"; }
+    BBARG=()
+    case "${BACKBONE:-zoology}" in
+      transformer) PRE=induction-e2; SUF="$SUF-e2" ;;
+      zoology-mlp) PRE=induction-e2; SUF="$SUF-e2z"; BBARG=(--backbone zoology-mlp) ;;
+    esac
     ROPEARG=()
     [ -n "${ROPE:-}" ] && { ROPEARG=(--rope --rope-base "$ROPE"); SUF="$SUF-rope$ROPE"; }
     if [ -n "${MIXERS:-}${LENGTHS:-}" ]; then
       M=${MIXERS:-softmax,sigma2} L=${LENGTHS:-128,256,512,1024,2048}
       run_sweep "induction-${M//,/-}-${L//,/-}$SUF" build-gpu/kata induction --preset $PRE --mixers "$M" \
-        --lengths "$L" --precision "$P" "${ROPEARG[@]}" --device cuda --jobs "${JOBS:-5}"
+        --lengths "$L" --precision "$P" "${BBARG[@]}" "${ROPEARG[@]}" --device cuda --jobs "${JOBS:-5}"
     else
-      run_sweep "induction$SUF" build-gpu/kata induction --preset $PRE --precision "$P" "${ROPEARG[@]}" --device cuda \
-        --jobs "${JOBS:-5}"
+      run_sweep "induction$SUF" build-gpu/kata induction --preset $PRE --precision "$P" "${BBARG[@]}" "${ROPEARG[@]}" \
+        --device cuda --jobs "${JOBS:-5}"
     fi
     ;;
   edit-torch)

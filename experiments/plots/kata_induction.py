@@ -66,8 +66,9 @@ def main():
     a2.set_ylabel("phase step")
     a2.grid(alpha=0.3)
     a2.legend(fontsize=7)
-    fig.suptitle("backbone " + ", ".join(backbone) + (" (E.2: mixer + 4x GELU MLP per layer)"
-                                                      if backbone == ["transformer"] else "")
+    what = {"transformer": " (E.2 as read: mixer + 4x GELU MLP per layer)",
+            "zoology-mlp": " (BaseConv / mixer layers, each with a 4x GELU MLP)"}
+    fig.suptitle("backbone " + ", ".join(backbone) + (what.get(backbone[0], "") if len(backbone) == 1 else "")
                  + "; RoPE base " + ", ".join(rope), fontsize=9)
     print("backbone:", ", ".join(backbone), "; RoPE base:", ", ".join(rope))
     fig.tight_layout()

@@ -27,11 +27,11 @@ using namespace detail;
 void MqarModelConfig::validate() const {
   require(vocab >= 4 && vocab <= (std::int64_t(1) << 24), "--vocab {} must be in [4, 2^24]", vocab);
   require(d_model >= 2 && d_model <= 8192, "--d-model {} must be in [2, 8192]", d_model);
-  require(backbone == "zoology" || backbone == "transformer",
-          "--backbone '{}': use zoology (§4.4: BaseConv and mixer layers alternate) or transformer (E.2: a mixer and "
-          "a 4x GELU MLP in every layer)",
+  require(backbone == "zoology" || backbone == "transformer" || backbone == "zoology-mlp",
+          "--backbone '{}': use zoology (§4.4: BaseConv and mixer layers alternate), transformer (E.2: a mixer and "
+          "a 4x GELU MLP in every layer) or zoology-mlp (zoology's alternation with a 4x GELU MLP in every layer)",
           backbone);
-  if (backbone == "zoology")
+  if (backbone != "transformer")
     require(n_layers >= 2 && n_layers <= 64 && n_layers % 2 == 0,
             "--layers {} must be even and in [2, 64] (BaseConv and mixer layers alternate)", n_layers);
   else
@@ -234,7 +234,7 @@ MqarModel MqarModel::build(const MqarModelConfig& cfg) {
     }
     L.add(lname(i, "norm2.w"), {D});
     L.add(lname(i, "norm2.b"), {D});
-    if (m.transformer()) {  // the 4x GELU MLP state mixer (E.2)
+    if (m.has_mlp()) {  // the 4x GELU MLP state mixer (E.2)
       L.add(lname(i, "fc1.w"), {4 * D, D});
       L.add(lname(i, "fc1.b"), {4 * D});
       L.add(lname(i, "fc2.w"), {D, 4 * D});
@@ -244,6 +244,13 @@ MqarModel MqarModel::build(const MqarModelConfig& cfg) {
   L.add("normf.w", {D});
   L.add("normf.b", {D});
   return m;
+}
+
+std::string MqarModel::backbone_description(const std::string& backbone) {
+  if (backbone == "zoology") return "§4.4: BaseConv and mixer layers alternate, Identity state mixer";
+  if (backbone == "transformer") return "E.2 as read: a mixer and a 4x GELU MLP in every layer";
+  if (backbone == "zoology-mlp") return "BaseConv and mixer layers alternate, a 4x GELU MLP in every layer";
+  return "unknown backbone";
 }
 
 std::int64_t MqarModel::state_size(std::int64_t T) const {
@@ -257,7 +264,9 @@ std::string MqarModel::describe() const {
                      map_spec.empty() ? std::string() : fmt::format(" (map {}, n_psi {})", map_spec, map.feature_dim()),
                      cfg.d_model, heads, d_head, cfg.n_layers, cfg.vocab,
                      cfg.rope ? fmt::format("  rope {:g}", cfg.rope_base) : std::string(),
-                     transformer() ? "  backbone transformer (4x GELU MLP)" : "");
+                     transformer()   ? "  backbone transformer (4x GELU MLP)"
+                     : has_mlp() ? "  backbone zoology-mlp (4x GELU MLP)"
+                                 : "");
 }
 
 std::vector<double> mqar_init_params(const MqarModel& model, std::uint64_t seed) {
@@ -311,7 +320,7 @@ void MqarWorkspace<T>::resize(const MqarModel& model, std::int64_t Bn, std::int6
     Layer& l = layers[static_cast<std::size_t>(i)];
     for (auto* v : {&l.s_in, &l.ln1, &l.mid, &l.ln2}) v->resize(N * D);
     for (auto* v : {&l.ln1_mean, &l.ln1_rstd, &l.ln2_mean, &l.ln2_rstd}) v->resize(N);
-    if (model.transformer()) {
+    if (model.has_mlp()) {
       l.fc1.resize(4 * N * D);
       l.act.resize(4 * N * D);
       l.fc2.resize(N * D);
@@ -348,7 +357,7 @@ void MqarWorkspace<T>::resize(const MqarModel& model, std::int64_t Bn, std::int6
   g_f.resize(3 * N * D);
   g_g.resize(N * H);
   g_h.resize(N * H);
-  g_m.resize(model.transformer() ? 4 * N * D : 0);
+  g_m.resize(model.has_mlp() ? 4 * N * D : 0);
 }
 
 namespace {
@@ -357,7 +366,7 @@ namespace {
 // Identity state mixer, the MLP's output for the transformer backbone).
 template <class T>
 const T* state_out(const MqarModel& m, const typename MqarWorkspace<T>::Layer& l) {
-  return m.transformer() ? l.fc2.data() : l.ln2.data();
+  return m.has_mlp() ? l.fc2.data() : l.ln2.data();
 }
 
 // Transformer backbone: fc2 = GELU(LN2 W1ᵀ + b1) W2ᵀ + b2.
@@ -414,7 +423,7 @@ MqarForward mqar_forward(const MqarModel& m, const T* params, MqarWorkspace<T>& 
     nn::cpu::add_layernorm_forward(l.mid.data(), l.ln2.data(), l.ln2_mean.data(), l.ln2_rstd.data(), l.mid.data(),
                                    l.s_in.data(), P(m, params, lname(i, "norm2.w")), P(m, params, lname(i, "norm2.b")),
                                    N, D, kLnEps);
-    if (m.transformer()) mlp_forward(m, params, l, i, N);
+    if (m.has_mlp()) mlp_forward(m, params, l, i, N);
   }
   const auto& last = ws.layers.back();
   nn::cpu::add_layernorm_forward(ws.s_final.data(), ws.lnf.data(), ws.lnf_mean.data(), ws.lnf_rstd.data(),
@@ -489,7 +498,7 @@ void mqar_backward(const MqarModel& m, const T* params, T* grads, MqarWorkspace<
     // s_{i+1} = mid + state mixer(LN2(mid)): dmid = ds + LN2's input gradient (LN2's output gradient is ds for the
     // Identity state mixer, the MLP's input gradient for the transformer backbone)
     const T* dln2 = ds;
-    if (m.transformer()) {
+    if (m.has_mlp()) {
       mlp_backward(m, params, grads, ws, l, i, ds, dln1, N);  // dln1 is free until the mixer's backward
       dln2 = dln1;
     }

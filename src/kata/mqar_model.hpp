@@ -64,6 +64,11 @@ struct MqarModel {
   static MqarModel build(const MqarModelConfig& cfg);
   std::int64_t param_count() const { return layout.numel(); }
   bool transformer() const { return cfg.backbone == "transformer"; }
+  // a 4x GELU MLP state mixer in every layer: transformer (E.2) and zoology-mlp (BaseConv / mixer alternate, as
+  // zoology, with E.2's MLP); zoology's state mixer is Identity
+  bool has_mlp() const { return cfg.backbone != "zoology"; }
+  // one line on what a --backbone value builds (for --help, the dry run and the result's info)
+  static std::string backbone_description(const std::string& backbone);
   bool is_mixer_layer(std::int64_t i) const { return transformer() || i % 2 == 1; }
   std::int64_t mixer_layers() const { return transformer() ? cfg.n_layers : cfg.n_layers / 2; }
   bool is_gated() const { return kind == MixerKind::gated || kind == MixerKind::convex || kind == MixerKind::gated_delta; }

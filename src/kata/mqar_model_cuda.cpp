@@ -88,7 +88,7 @@ double per_token_elems(const MqarModel& m) {
   double e = 0;
   for (std::int64_t i = 0; i < m.cfg.n_layers; ++i) {
     e += 4 * D + 4;
-    if (m.transformer()) e += 9 * D;  // fc1, act (4D each), fc2
+    if (m.has_mlp()) e += 9 * D;  // fc1, act (4D each), fc2
     if (!m.is_mixer_layer(i))
       e += 2 * D;
     else if (m.kind == MixerKind::softmax)
@@ -98,7 +98,7 @@ double per_token_elems(const MqarModel& m) {
       if (m.kind == MixerKind::delta) e += 2 * D + 3 * H;
     }
   }
-  return e + 2 * D + 2 + 5 * D + 6 * D + H + (m.transformer() ? 4 * D : 0);  // s_final, lnf, stats; g_s..g_d, g_e,
+  return e + 2 * D + 2 + 5 * D + 6 * D + H + (m.has_mlp() ? 4 * D : 0);  // s_final, lnf, stats; g_s..g_d, g_e,
   // g_f, g_g; g_m
 }
 
@@ -183,7 +183,7 @@ struct MqarDeviceModel<T>::Impl {
       Layer& l = layers[static_cast<std::size_t>(i)];
       for (auto* t : {&l.s_in, &l.ln1, &l.mid, &l.ln2}) *t = vec(N * D);
       for (auto* t : {&l.ln1_mean, &l.ln1_rstd, &l.ln2_mean, &l.ln2_rstd}) *t = vec(N);
-      if (m.transformer()) {
+      if (m.has_mlp()) {
         l.fc1 = vec(4 * N * D);
         l.act = vec(4 * N * D);
         l.fc2 = vec(N * D);
@@ -223,7 +223,7 @@ struct MqarDeviceModel<T>::Impl {
     g_e = vec(3 * N * D);
     g_f = vec(3 * N * D);
     g_g = vec(N * H);
-    if (m.transformer()) g_m = vec(4 * N * D);
+    if (m.has_mlp()) g_m = vec(4 * N * D);
     mixer_ws = gpu::Tensor({static_cast<std::int64_t>(std::max<std::size_t>(z.mixer_ws, 1))}, gpu::DType::u8);
     embed_ws = gpu::Tensor({static_cast<std::int64_t>(std::max<std::size_t>(z.embed_ws, 1))}, gpu::DType::u8);
     col_scratch = gpu::Tensor({static_cast<std::int64_t>(z.col_scratch)}, gpu::DType::f64);
@@ -251,7 +251,7 @@ struct MqarDeviceModel<T>::Impl {
   }
 
   // The residual stream's next input adds this to mid (mqar_model.cpp's state_out).
-  const T* state_out(const Layer& l) const { return m.transformer() ? d(l.fc2) : d(l.ln2); }
+  const T* state_out(const Layer& l) const { return m.has_mlp() ? d(l.fc2) : d(l.ln2); }
 
   // Transformer backbone: fc2 = GELU(LN2 W1ᵀ + b1) W2ᵀ + b2.
   void mlp_forward(std::int64_t i, Layer& l, std::int64_t N) {
@@ -433,7 +433,7 @@ struct MqarDeviceModel<T>::Impl {
       mixer_forward(i, l, sh, d(l.mid));
       cu::add_layernorm_forward<T>(d(l.mid), d(l.ln2), d(l.ln2_mean), d(l.ln2_rstd), d(l.mid), d(l.s_in),
                                    Pl(i, "norm2.w"), Pl(i, "norm2.b"), N, D, kLnEps, cs());
-      if (m.transformer()) mlp_forward(i, l, N);
+      if (m.has_mlp()) mlp_forward(i, l, N);
     }
     const Layer& last = layers.back();
     cu::add_layernorm_forward<T>(d(s_final), d(lnf), d(lnf_mean), d(lnf_rstd), d(last.mid), state_out(last),
@@ -477,7 +477,7 @@ struct MqarDeviceModel<T>::Impl {
       // dmid = ds + LN2's input gradient; ds = dmid + LN1's (the residual adds fused into the LayerNorm backward);
       // LN2's output gradient: ds (Identity state mixer) or the MLP's input gradient (transformer backbone)
       const T* dln2 = ds;
-      if (m.transformer()) {
+      if (m.has_mlp()) {
         mlp_backward(i, l, ds, dln1, N);  // dln1 is free until the mixer's backward
         dln2 = dln1;
       }

@@ -36,16 +36,25 @@ done
 check 'grep -Eq "^  overwrite +delta-m2 " "$T/dry.txt"' "dry run: no overwrite row for delta-m2"
 check 'grep -q "task=mqar/mixer=sigma4/lr=0.003/seed=0" "$T/dry.txt"' "dry run: job key missing"
 check 'grep -q "steps 22624 (32 epochs x 707)" "$T/dry.txt"' "dry run: not 32 epochs of 707 steps"
-check 'grep -q "backbone zoology (BaseConv and mixer alternate), 2 layers" "$T/dry.txt"' "dry run: no zoology backbone"
+check 'grep -q "backbone zoology (§4.4: BaseConv and mixer layers alternate, Identity state mixer), 2 layers" \
+  "$T/dry.txt"' \
+  "dry run: no zoology backbone"
 # E.2's backbone (preset induction-e2): a mixer and an MLP in both layers; parameter counts at d_model 128, V = 256:
 # 256·128 + 2·128 + 2·(12·128² + 13·128) for softmax (the Σ2 mixer is 2,112 more: no biases, short convs, RMSNorm).
 "$KATA" induction --preset induction-e2 --device cpu --dry-run --out "$T/e2.h5" >"$T/e2.txt" 2>"$T/e2.err"
 rc=$?
 check '[ $rc -eq 0 ] && [ ! -e "$T/e2.h5" ]' "induction-e2 dry run failed (exit $rc): $(cat "$T/e2.err")"
-check 'grep -q "backbone transformer (a mixer and a 4x GELU MLP in every layer), 2 layers" "$T/e2.txt"' \
+check 'grep -q "backbone transformer (E.2 as read: a mixer and a 4x GELU MLP in every layer), 2 layers" "$T/e2.txt"' \
   "induction-e2 dry run: no transformer backbone: $(cat "$T/e2.txt")"
 check 'grep -Eq "^  induction +softmax +params +429568 " "$T/e2.txt"' "induction-e2: softmax params not 429568"
 check 'grep -Eq "^  induction +sigma2 +params +431680 " "$T/e2.txt"' "induction-e2: sigma2 params not 431680"
+# E.2's other reading (--backbone zoology-mlp): the §4.4 layers (softmax 117,120 at V = 256) plus an MLP in each of
+# the two, 2·(8·128² + 5·128) = 263,424 more
+"$KATA" induction --preset induction-e2 --backbone zoology-mlp --device cpu --dry-run --out "$T/e2z.h5" \
+  >"$T/e2z.txt" 2>&1
+check 'grep -q "backbone zoology-mlp (BaseConv and mixer layers alternate, a 4x GELU MLP in every layer), 2 layers" \
+  "$T/e2z.txt"' "induction-e2 --backbone zoology-mlp dry run: $(cat "$T/e2z.txt")"
+check 'grep -Eq "^  induction +softmax +params +380544 " "$T/e2z.txt"' "zoology-mlp: softmax params not 380544"
 check '[ ! -e "$T/full.h5" ] && [ ! -e "$T/full.h5.partial" ]' "a dry run wrote a file"
 
 # 1b. The H13 preset (orthant / Lorentz collapse past K = d_head): 3 mixers x 3 rates, evaluated at T = 1024,

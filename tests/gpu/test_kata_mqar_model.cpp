@@ -432,7 +432,7 @@ TEST_CASE("MQAR model on the GPU: loss and every parameter gradient equal the CP
   }
 }
 
-TEST_CASE("MQAR transformer backbone (E.2) on the GPU: loss and every gradient equal the CPU float64 model") {
+TEST_CASE("MQAR transformer and zoology-mlp backbones on the GPU: loss and every gradient equal the CPU f64 model") {
   gpu::Stream s;
   gpu::Handles h(s);
   struct Case {
@@ -445,6 +445,13 @@ TEST_CASE("MQAR transformer backbone (E.2) on the GPU: loss and every gradient e
     const TinyRun r = tiny(k.mixer, "transformer", k.layers);
     CHECK(r.model.layout.view("l0.fc1.w").numel == 4 * 16 * 16);
     check_gpu_grads(r, h, fmt::format("transformer {} x{}", k.mixer, k.layers));
+  }
+  // zoology-mlp: zoology's BaseConv / mixer layers, each with the MLP
+  for (const char* mixer : {"softmax", "sigma2", "delta-m2"}) {
+    CAPTURE(mixer);
+    const TinyRun r = tiny(mixer, "zoology-mlp", 2);
+    CHECK(r.model.layout.view("l0.fc1.w").numel == 4 * 16 * 16);
+    check_gpu_grads(r, h, fmt::format("zoology-mlp {}", mixer));
   }
   // A short training through the captured-graph trainer follows the CPU trainer (f64) and trains.
   MqarTrainConfig c = train_config("m2", "f64");
