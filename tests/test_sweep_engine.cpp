@@ -72,6 +72,16 @@ io::RunContext ctx_for(const std::string& tag) {
   return c;
 }
 
+// toy_plan() into out with configuration "a", killed when its fifth job starts: 4 job records stay in out.partial.
+void run_killed_after_four(const sweep::Options& o, const std::string& out) {
+  int calls = 0;
+  auto dying = [&](const sweep::Job& j) {
+    if (++calls == 5) throw std::runtime_error("killed");
+    return toy_job(j);
+  };
+  CHECK_THROWS(sweep::run(toy_plan(), o, ctx_for("a"), out, dying));
+}
+
 io::Table summary_of(const std::string& path) {
   auto f = h5::File::open_read(path);
   return io::Table::read(f.open_group("summary"));
@@ -209,12 +219,7 @@ TEST_CASE("an interrupted sweep resumes to the same summary, skipping finished j
   sweep::Options o;
   o.progress = "none";
   sweep::run(toy_plan(), o, ctx_for("a"), d + "/ref.h5", toy_job);
-  int calls = 0;
-  auto dying = [&](const sweep::Job& j) {
-    if (++calls == 5) throw std::runtime_error("killed");
-    return toy_job(j);
-  };
-  CHECK_THROWS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/int.h5", dying));
+  run_killed_after_four(o, d + "/int.h5");
   CHECK_FALSE(fs::exists(d + "/int.h5"));
   CHECK(fs::exists(d + "/int.h5.partial"));
   // Without --resume the partial run is not silently overwritten.
@@ -268,12 +273,7 @@ TEST_CASE("a sweep resumed by a version that writes more columns keeps the old r
   auto d = temp_dir();
   sweep::Options o;
   o.progress = "none";
-  int calls = 0;
-  auto dying = [&](const sweep::Job& j) {
-    if (++calls == 5) throw std::runtime_error("killed");
-    return toy_job(j);
-  };
-  CHECK_THROWS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/up.h5", dying));
+  run_killed_after_four(o, d + "/up.h5");
   o.resume = true;
   auto newer = [](const sweep::Job& j) {
     sweep::JobOutput out = toy_job(j);
@@ -405,12 +405,7 @@ TEST_CASE("lock, stale temporaries, another split, and --resume on a finished ou
   sweep::Options o;
   o.progress = "none";
   // Interrupted run: records of 4 jobs in out.h5.partial.
-  int calls = 0;
-  auto dying = [&](const sweep::Job& j) {
-    if (++calls == 5) throw std::runtime_error("killed");
-    return toy_job(j);
-  };
-  CHECK_THROWS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/out.h5", dying));
+  run_killed_after_four(o, d + "/out.h5");
   REQUIRE(fs::exists(d + "/out.h5.partial/lock"));
   // Another run holding the lock (flock on a second open file description conflicts, even in-process).
   {

@@ -58,7 +58,7 @@ void add_model_options(CLI::App* sub, kata::MqarModelConfig& m, const std::strin
                       kata::MqarModel::backbone_description("zoology-mlp") +
                       ": E.2's other reading, 'aligned on the Zoology backbone')")
       ->capture_default_str()
-      ->check(CLI::IsMember({"zoology", "transformer", "zoology-mlp"}));
+      ->check(CLI::IsMember(kata::MqarModel::backbones()));
   sub->add_option("--heads", m.heads, "Mixer heads (0 = softmax 1, others d_model/64)")->capture_default_str();
   sub->add_option("--vocab", m.vocab, vocab_help)->capture_default_str();
   sub->add_option("--chunk", m.chunk, "Delta-rule chunk size C")->capture_default_str();

@@ -27,10 +27,10 @@ using namespace detail;
 void MqarModelConfig::validate() const {
   require(vocab >= 4 && vocab <= (std::int64_t(1) << 24), "--vocab {} must be in [4, 2^24]", vocab);
   require(d_model >= 2 && d_model <= 8192, "--d-model {} must be in [2, 8192]", d_model);
-  require(backbone == "zoology" || backbone == "transformer" || backbone == "zoology-mlp",
-          "--backbone '{}': use zoology (§4.4: BaseConv and mixer layers alternate), transformer (E.2: a mixer and "
-          "a 4x GELU MLP in every layer) or zoology-mlp (zoology's alternation with a 4x GELU MLP in every layer)",
-          backbone);
+  const auto& bb = MqarModel::backbones();
+  require(std::find(bb.begin(), bb.end(), backbone) != bb.end(), "--backbone '{}': use zoology ({}), transformer ({}) "
+          "or zoology-mlp ({})", backbone, MqarModel::backbone_description("zoology"),
+          MqarModel::backbone_description("transformer"), MqarModel::backbone_description("zoology-mlp"));
   if (backbone != "transformer")
     require(n_layers >= 2 && n_layers <= 64 && n_layers % 2 == 0,
             "--layers {} must be even and in [2, 64] (BaseConv and mixer layers alternate)", n_layers);
@@ -246,6 +246,11 @@ MqarModel MqarModel::build(const MqarModelConfig& cfg) {
   return m;
 }
 
+const std::vector<std::string>& MqarModel::backbones() {
+  static const std::vector<std::string> names = {"zoology", "transformer", "zoology-mlp"};
+  return names;
+}
+
 std::string MqarModel::backbone_description(const std::string& backbone) {
   if (backbone == "zoology") return "§4.4: BaseConv and mixer layers alternate, Identity state mixer";
   if (backbone == "transformer") return "E.2 as read: a mixer and a 4x GELU MLP in every layer";
@@ -264,9 +269,7 @@ std::string MqarModel::describe() const {
                      map_spec.empty() ? std::string() : fmt::format(" (map {}, n_psi {})", map_spec, map.feature_dim()),
                      cfg.d_model, heads, d_head, cfg.n_layers, cfg.vocab,
                      cfg.rope ? fmt::format("  rope {:g}", cfg.rope_base) : std::string(),
-                     transformer()   ? "  backbone transformer (4x GELU MLP)"
-                     : has_mlp() ? "  backbone zoology-mlp (4x GELU MLP)"
-                                 : "");
+                     has_mlp() ? fmt::format("  backbone {} (4x GELU MLP)", cfg.backbone) : std::string());
 }
 
 std::vector<double> mqar_init_params(const MqarModel& model, std::uint64_t seed) {

@@ -69,6 +69,7 @@ struct MqarModel {
   bool has_mlp() const { return cfg.backbone != "zoology"; }
   // one line on what a --backbone value builds (for --help, the dry run and the result's info)
   static std::string backbone_description(const std::string& backbone);
+  static const std::vector<std::string>& backbones();  // the --backbone values
   bool is_mixer_layer(std::int64_t i) const { return transformer() || i % 2 == 1; }
   std::int64_t mixer_layers() const { return transformer() ? cfg.n_layers : cfg.n_layers / 2; }
   bool is_gated() const { return kind == MixerKind::gated || kind == MixerKind::convex || kind == MixerKind::gated_delta; }
