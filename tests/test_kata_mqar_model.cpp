@@ -963,7 +963,7 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
     c.vocab = 64;
     return MqarModel::build(c);
   };
-  CHECK(mqar_mixer_kernel_names() == "auto|gemm|tiled");
+  CHECK(mqar_mixer_kernel_names() == "auto|gemm|tiled|chunked-eval");
   CHECK(resolve_mixer_kernel(model("softmax", 128, 2), "auto") == "gemm");
   CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto") == "gemm");
   CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto") == "gemm");
@@ -1011,6 +1011,38 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
   CHECK(plan_mixer_kernels(model("orthant", 128, 2), "auto", {256}).name == "tiled");
   CHECK(plan_mixer_kernels(model("m2", 128, 2), "auto", {}).name == "gemm");  // no length: training lengths
   CHECK_THROWS_AS(plan_mixer_kernels(model("orthant", 128, 2), "gemm", {256}), UserError);
+  // Forward-only (evaluation) lengths: auto takes chunked-eval for KATA where chunked_eval_pays (the H200 cost
+  // model: Σ4 from T ≈ 170, Σ2 / M4 from ≈ 1500, M2 from ≈ 4400, M1 from ≈ 12,000); never for a trained length
+  // (it has no backward), nor for softmax or DeltaKATA (it does not apply).
+  const std::vector<std::int64_t> train{64, 128, 256}, eval{512, 1024, 2048, 3072, 4096};
+  const MixerKernelPlan e4 = plan_mixer_kernels(model("sigma4", 128, 2), "auto", train, eval);
+  CHECK(e4.at(256) == "gemm");
+  CHECK(e4.at(512) == "chunked-eval");
+  CHECK(e4.at(1024) == "chunked-eval");
+  CHECK(e4.at(4096) == "chunked-eval");
+  CHECK(e4.name == "gemm+chunked-eval");
+  CHECK(plan_mixer_kernels(model("softmax", 128, 2), "auto", train, eval).name == "gemm");
+  CHECK(plan_mixer_kernels(model("delta-m2", 128, 2), "auto", train, eval).name == "gemm");
+  CHECK(plan_mixer_kernels(model("orthant", 128, 2), "auto", train, eval).name == "tiled+chunked-eval");
+  // A length both trained and evaluated counts as trained.
+  CHECK(plan_mixer_kernels(model("m2", 128, 2), "auto", {2048}, {2048, 4096}).at(2048) == "gemm");
+  // Named chunked-eval: every forward-only length on it, the trained ones on auto's choice.
+  const MixerKernelPlan n2 = plan_mixer_kernels(model("m2", 128, 2), "chunked-eval", train, eval);
+  CHECK(n2.at(256) == "gemm");
+  CHECK(n2.at(512) == "chunked-eval");
+  CHECK(n2.name == "gemm+chunked-eval");
+  CHECK(resolve_mixer_kernel(model("m2", 128, 2), "chunked-eval") == "gemm");
+  CHECK(resolve_mixer_kernel(model("m2", 128, 2), "chunked-eval", 100, true) == "chunked-eval");
+  CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto", 512, true) == "gemm");
+  CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto", 4096, true) == "gemm");
+  CHECK(resolve_mixer_kernel(model("m1", 128, 2), "auto", 4096, true) == "gemm");
+  CHECK(resolve_mixer_kernel(model("sigma2", 128, 2), "auto", 1024, true) == "gemm");
+  CHECK(resolve_mixer_kernel(model("sigma2", 128, 2), "auto", 2048, true) == "chunked-eval");
+  CHECK(resolve_mixer_kernel(model("m4", 128, 2), "auto", 2048, true) == "chunked-eval");
+  CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto", 256, false) == "gemm");  // trained: never chunked-eval
+  CHECK(plan_mixer_kernels(model("m2", 128, 2), "auto", train, eval).name == "gemm");
+  CHECK_THROWS_AS(resolve_mixer_kernel(model("softmax", 128, 2), "chunked-eval", 4096, true), UserError);
+  CHECK_THROWS_AS(resolve_mixer_kernel(model("delta-m2", 128, 2), "chunked-eval"), UserError);
 }
 
 TEST_CASE("kata bench --shapes table9 plan: the mixer kernel from the trainer's table, gemm only where T x T fits") {

@@ -36,6 +36,10 @@ struct MapParams {
   MEMCAP_HD constexpr bool is_linear_family() const {
     return kind == MapKind::Linear || kind == MapKind::Orthant || kind == MapKind::Lorentz;
   }
+  // ψ and its VJP exist on the device (kernels/kata_feature_map.cuh): every kind but EvenDegree and Softmax.
+  MEMCAP_HD constexpr bool has_device_psi() const {
+    return is_psd() || is_linear_family() || kind == MapKind::LorentzLift || kind == MapKind::LorentzRay;
+  }
 };
 
 }  // namespace memcap::kata

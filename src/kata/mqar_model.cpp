@@ -69,12 +69,18 @@ const std::vector<MixerKernelVariant>& mqar_mixer_kernels() {
          return m.kind == MixerKind::softmax ||
                 ((m.kind == MixerKind::kata || (m.kind == MixerKind::delta && m.d_head <= 128)) &&
                  m.map.params().is_psd() && m.d_head % m.map.params().g == 0);
-       }},
+       },
+       true},
       {"tiled", "32-row shared-memory tiles on the CUDA cores (every mixer; d_head <= 128)",
        [](const MqarModel& m) {
          return m.d_head <= 128 &&
                 (m.kind == MixerKind::softmax || m.kind == MixerKind::kata || m.kind == MixerKind::delta);
-       }},
+       },
+       true},
+      {"chunked-eval",
+       "O(T) chunked KATA on cuBLAS products (KATA with any map that has a device psi, any d_head); forward only: "
+       "the evaluation lengths (trained lengths take auto's choice)",
+       [](const MqarModel& m) { return m.kind == MixerKind::kata && m.map.params().has_device_psi(); }, false},
   };
   return table;
 }
@@ -98,12 +104,25 @@ double mqar_gemm_bytes_per_sequence(const MqarModel& model, std::int64_t T) {
   return blocks * static_cast<double>(model.heads) * static_cast<double>(T) * static_cast<double>(T) * 4.0;
 }
 
-std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want, std::int64_t max_T) {
+bool chunked_eval_pays(const MqarModel& model, std::int64_t T) {
+  if (model.kind != MixerKind::kata || !model.map.params().has_device_psi()) return false;
+  const MapParams p = model.map.params();
+  const double pairs = p.kind == MapKind::SumPsd ? p.g * p.g : p.kind == MapKind::BlockPsd ? p.g : 1.0;
+  const double chunked_ms = 2.0 + 0.0175 * static_cast<double>(p.n_features);
+  const double quadratic_ms = static_cast<double>(T) / 4096.0 * (7.0 + 6.0 * pairs);
+  return chunked_ms < quadratic_ms;
+}
+
+std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want, std::int64_t max_T,
+                                 bool forward_only) {
   const auto& table = mqar_mixer_kernels();
   if (want == "auto") {
+    if (forward_only && chunked_eval_pays(model, max_T))
+      for (const auto& v : table)
+        if (!v.backward && v.applies(model)) return v.name;
     const char* fallback = nullptr;
     for (const auto& v : table) {
-      if (!v.applies(model)) continue;
+      if (!v.backward || !v.applies(model)) continue;
       if (std::string(v.name) == "gemm" && mqar_gemm_bytes_per_sequence(model, max_T) > kGemmAutoBytes) {
         fallback = v.name;  // too much T² memory at this length: take a later variant if one applies
         continue;
@@ -117,24 +136,30 @@ std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want
     if (want != v.name) continue;
     require(v.applies(model), "--mixer-kernel {} does not apply to --mixer {} at d_head = {} ({} covers: {})", want,
             model.cfg.mixer, model.d_head, v.name, v.what);
+    if (!v.backward && !forward_only) return resolve_mixer_kernel(model, "auto", max_T, false);  // a trained length
     return v.name;
   }
   throw UserError(fmt::format("--mixer-kernel '{}': unknown variant; use {}", want, mqar_mixer_kernel_names()));
 }
 
 MixerKernelPlan plan_mixer_kernels(const MqarModel& model, const std::string& want,
-                                   const std::vector<std::int64_t>& lengths) {
+                                   const std::vector<std::int64_t>& lengths,
+                                   const std::vector<std::int64_t>& eval_lengths) {
   MixerKernelPlan p;
   std::vector<std::int64_t> ts = lengths;
+  ts.insert(ts.end(), eval_lengths.begin(), eval_lengths.end());
   std::sort(ts.begin(), ts.end());
   ts.erase(std::unique(ts.begin(), ts.end()), ts.end());
   if (ts.empty()) ts.push_back(0);  // no length given: the training-length choice
-  bool gemm = false, tiled = false;
+  std::vector<std::string> used;
   for (const std::int64_t T : ts) {
-    p.by_length.emplace_back(T, resolve_mixer_kernel(model, want, T));
-    (p.by_length.back().second == "gemm" ? gemm : tiled) = true;
+    const bool trained = T == 0 || std::find(lengths.begin(), lengths.end(), T) != lengths.end();
+    p.by_length.emplace_back(T, resolve_mixer_kernel(model, want, T, !trained));
+    used.push_back(p.by_length.back().second);
   }
-  p.name = gemm && tiled ? "gemm+tiled" : p.by_length.front().second;
+  for (const auto& v : mqar_mixer_kernels())
+    if (std::find(used.begin(), used.end(), v.name) != used.end())
+      p.name += (p.name.empty() ? "" : "+") + std::string(v.name);
   return p;
 }
 

@@ -82,29 +82,45 @@ struct MqarModel {
   std::string describe() const;  // one line: mixer, map, d_model, heads, d_head, layers, vocab
 };
 
-// GPU mixer-core variants (the table `kata mqar --mixer-kernel` chooses from; `auto` takes the first that
-// applies, in this order). gemm: scores in memory, cuBLAS products (kernels/kata_mqar_gemm.cuh; softmax,
-// and KATA / DeltaKATA with the PSD maps m<g> / sigma<g>, any d_head; DeltaKATA in kernel space for sequences
-// of up to kDeltaGemmMaxT tokens, the chunked tiled core beyond). tiled: 32-row shared-memory tiles on the
-// CUDA cores (kernels/kata_mqar_mixers.cuh; every mixer, d_head <= 128).
+// GPU mixer-core variants (the table `kata mqar --mixer-kernel` chooses from). gemm: scores in memory, cuBLAS
+// products (kernels/kata_mqar_gemm.cuh; softmax, and KATA / DeltaKATA with the PSD maps m<g> / sigma<g>, any
+// d_head; DeltaKATA in kernel space for sequences of up to kDeltaGemmMaxT tokens, the chunked tiled core beyond).
+// tiled: 32-row shared-memory tiles on the CUDA cores (kernels/kata_mqar_mixers.cuh; every mixer, d_head <= 128).
+// chunked-eval: the O(T) chunked form of KATA on cuBLAS (kernels/kata_mqar_chunked.cuh; every map with a device
+// ψ, any d_head), forward only: it runs evaluation lengths, never a length that is trained.
 struct MixerKernelVariant {
   const char* name;
   const char* what;
   bool (*applies)(const MqarModel&);
+  bool backward;  // false: forward only (the evaluation lengths of a job)
 };
 const std::vector<MixerKernelVariant>& mqar_mixer_kernels();
-// "auto|gemm|tiled" (for --help and messages).
+// "auto|gemm|tiled|chunked-eval" (for --help and messages).
 std::string mqar_mixer_kernel_names();
-// The variant `want` ("auto" or a table name) resolves to for `model` at sequences of up to max_T tokens:
-// UserError (exit 2) for an unknown name or a variant that does not apply to this mixer / head width. `auto`
-// passes over gemm when one sequence's scores would exceed kGemmAutoBytes (long sequences: the tiled cores
-// need no T² memory), unless no other variant applies. max_T = 0: no length given (training lengths).
+// The variant `want` ("auto" or a table name) resolves to for `model` at sequences of up to max_T tokens that
+// run forward only (forward_only: evaluation lengths) or forward and backward: UserError (exit 2) for an unknown
+// name or a variant that does not apply to this mixer / head width. `auto`: at a forward-only length the
+// chunked-eval variant where it applies and chunked_eval_pays(); otherwise the first variant of the table with a
+// backward that applies, passing over gemm when one
+// sequence's scores would exceed kGemmAutoBytes (long sequences: the tiled cores need no T² memory), unless no
+// other variant applies. A named forward-only variant (chunked-eval) runs the forward-only lengths and leaves the
+// trained ones to auto. max_T = 0: no length given (training lengths).
 inline constexpr double kGemmAutoBytes = 1024.0 * 1024.0 * 1024.0;
-std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want, std::int64_t max_T = 0);
-// The variant of each sequence length of one job (training and evaluation shapes): resolve_mixer_kernel per
-// length, so that `auto` runs the lengths whose T × T buffers fit on gemm and only the longer ones on tiled (Σ4's
-// 16 block products per head pass 1 GiB at T = 4096, not at the training length 256). `name` is what the results
-// record: the one variant, or "gemm+tiled" when both run.
+// Whether the O(T) chunked-eval core is expected to beat the quadratic cores for `model` at length T: from the
+// H200 timings of the evaluation forward (docs/perf.md, sixteenth session; 2^18 tokens, H = 2, d_head = 64, TF32),
+// chunked-eval takes ≈ 2 + 0.0175 n_ψ ms at any T and the quadratic cores ≈ (T / 4096)(7 + 6 · pairs) ms, with
+// pairs the block products per score (g for M_g, g² for Σ_g, 1 for the maps with n_ψ = d_head). Crossovers: Σ4
+// T ≈ 170, Σ2 and M4 ≈ 1500, orthant ≈ 1000, M2 ≈ 4400, M1 ≈ 12,000 (measured: Σ4 faster from 512 on, Σ2 / M4
+// from 2048, M2 on par at 4096, M1 slower at every length up to 4096).
+bool chunked_eval_pays(const MqarModel& model, std::int64_t T);
+std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want, std::int64_t max_T = 0,
+                                 bool forward_only = false);
+// The variant of each sequence length of one job: resolve_mixer_kernel per length, so that `auto` runs the
+// lengths whose T × T buffers fit on gemm and only the longer ones on tiled (Σ4's 16 block products per head
+// pass 1 GiB at T = 4096, not at the training length 256), and the long evaluation lengths on chunked-eval.
+// `lengths` run forward and backward (training), `eval_lengths` forward only (a length in both counts as
+// trained). `name` is what the results record: the one variant, or the variants that run joined by '+' in
+// table order (e.g. "gemm+chunked-eval").
 struct MixerKernelPlan {
   std::vector<std::pair<std::int64_t, std::string>> by_length;  // ascending T
   std::string name;
@@ -112,7 +128,8 @@ struct MixerKernelPlan {
   const std::string& at(std::int64_t T) const;
 };
 MixerKernelPlan plan_mixer_kernels(const MqarModel& model, const std::string& want,
-                                   const std::vector<std::int64_t>& lengths);
+                                   const std::vector<std::int64_t>& lengths,
+                                   const std::vector<std::int64_t>& eval_lengths = {});
 // Bytes of the gemm variant's T × T buffers for one sequence of length T in float32 (softmax: P and dS per
 // head; KATA: the block products, P and dA per head; DeltaKATA: both block products, A_qk, A_kk and two
 // cotangents per head, 0 past kDeltaGemmMaxT where the chunked core runs).

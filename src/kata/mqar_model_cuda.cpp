@@ -13,6 +13,7 @@
 #include "core/error.hpp"
 #include "kata/mqar_ops.hpp"
 #include "kata/mqar_task.hpp"
+#include "kata_mqar_chunked.cuh"
 #include "kata_mqar_gemm.cuh"
 #include "kata_mqar_mixers.cuh"
 #include "nn_edit_layers.cuh"  // GELU (the transformer backbone's MLP), RoPE
@@ -34,10 +35,16 @@ namespace {
 
 using cu::gemm_rm;
 
-std::vector<std::int64_t> lengths_of(const std::vector<MqarShape>& shapes) {
+// Sequence lengths of the shapes that run a backward (trained = true) or only a forward.
+std::vector<std::int64_t> lengths_of(const std::vector<MqarShape>& shapes, bool trained) {
   std::vector<std::int64_t> ts;
-  for (const auto& s : shapes) ts.push_back(s.T);
+  for (const auto& s : shapes)
+    if (s.backward == trained) ts.push_back(s.T);
   return ts;
+}
+
+MixerKernelPlan plan_of(const MqarModel& m, const std::string& want, const std::vector<MqarShape>& shapes) {
+  return plan_mixer_kernels(m, want, lengths_of(shapes, true), lengths_of(shapes, false));
 }
 
 // Largest per-shape sizes.
@@ -59,7 +66,9 @@ Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::si
     const mx::HeadShape hs{s.B, s.T, H, dh};
     const bool gemm = kp.at(s.T) == "gemm";
     std::size_t w = 0;
-    if (gemm && m.kind == MixerKind::softmax)
+    if (kp.at(s.T) == "chunked-eval")
+      w = mx::kata_chunked_workspace_bytes(mp, hs, elem);
+    else if (gemm && m.kind == MixerKind::softmax)
       w = mx::softmax_gemm_workspace_bytes(hs, elem);
     else if (gemm && m.kind == MixerKind::kata)
       w = mx::kata_gemm_workspace_bytes(mp, hs, elem);
@@ -121,7 +130,7 @@ void mqar_labelled_rows(const std::int32_t* inputs, const std::int32_t* labels, 
 
 std::size_t mqar_device_bytes(const MqarModel& m, const std::vector<MqarShape>& shapes, std::size_t elem,
                               const std::string& mixer_kernel) {
-  const Sizes z = sizes_of(m, shapes, elem, plan_mixer_kernels(m, mixer_kernel, lengths_of(shapes)));
+  const Sizes z = sizes_of(m, shapes, elem, plan_of(m, mixer_kernel, shapes));
   const double e = static_cast<double>(elem), D = static_cast<double>(m.cfg.d_model),
                V = static_cast<double>(m.cfg.vocab);
   const double total = 4 * static_cast<double>(m.param_count()) * e +
@@ -153,8 +162,9 @@ struct MqarDeviceModel<T>::Impl {
   gpu::Tensor F, dF, logits, losses, correct, loss_mean, n_correct;
   gpu::Tensor g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g, g_m;
   gpu::Tensor mixer_ws, embed_ws, col_scratch;
-  MixerKernelPlan kplan;  // mixer-core variant per sequence length ("gemm" or "tiled"); kplan.name for the results
-  bool gemm = false;      // the variant of the shape being run (set by forward)
+  MixerKernelPlan kplan;  // mixer-core variant per sequence length; kplan.name for the results
+  bool gemm = false;      // the variant of the shape being run (set by forward): gemm, chunked-eval or tiled
+  bool chunked = false;
 
   Impl(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& handles, const std::string& want,
        bool tf32)
@@ -169,7 +179,7 @@ struct MqarDeviceModel<T>::Impl {
     require(!tf32 || sizeof(T) == 4, "MqarDeviceModel: TF32 applies to float only");
     MEMCAP_CUBLAS_CHECK(cublasSetMathMode(blas, tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
     if (m.kind != MixerKind::softmax) map = m.map.params();
-    kplan = plan_mixer_kernels(m, want, lengths_of(shapes));
+    kplan = plan_of(m, want, shapes);
     z = sizes_of(m, shapes, sizeof(T), kplan);
     const gpu::DType dt = gpu::dtype_of<T>();
     const std::int64_t n = m.param_count(), N = z.tokens, L = z.labelled;
@@ -305,7 +315,10 @@ struct MqarDeviceModel<T>::Impl {
       cu::rope_forward<T>(d(l.k), d(l.k), B, Tl, H, dh, m.cfg.rope_base, cs());
     }
     if (m.kind == MixerKind::kata) {
-      if (gemm)
+      if (chunked)  // forward-only lengths (plan_mixer_kernels)
+        mx::kata_heads_forward_chunked<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, blas,
+                                          mixer_ws.raw(), mixer_ws.bytes(), cs());
+      else if (gemm)
         mx::kata_heads_forward_gemm<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, blas, mixer_ws.raw(),
                                        mixer_ws.bytes(), cs());
       else
@@ -417,6 +430,8 @@ struct MqarDeviceModel<T>::Impl {
   void forward(const MqarShape& sh, bool train) {
     check_shape(sh);
     gemm = kplan.at(sh.T) == "gemm";
+    chunked = kplan.at(sh.T) == "chunked-eval";
+    MEMCAP_ASSERT(!(train && chunked), "MqarDeviceModel: a training forward at a forward-only (chunked-eval) length");
     const std::int64_t N = sh.B * sh.T, nl = sh.labelled;
     cu::embedding_forward<T>(d(layers[0].s_in), tokens.data<std::int32_t>(), P("embed"), N, V, D, cs());
     for (std::int64_t i = 0; i < m.cfg.n_layers; ++i) {
@@ -458,6 +473,7 @@ struct MqarDeviceModel<T>::Impl {
   void backward(const MqarShape& sh) {
     check_shape(sh);
     gemm = kplan.at(sh.T) == "gemm";
+    MEMCAP_ASSERT(kplan.at(sh.T) != "chunked-eval", "MqarDeviceModel: a backward at a forward-only length");
     const std::int64_t N = sh.B * sh.T, nl = sh.labelled, n = m.param_count();
     MEMCAP_CUDA_CHECK(cudaMemsetAsync(base() + n, 0, static_cast<std::size_t>(n) * sizeof(T), cs()));  // grads
     T* dlnf = d(g_a);
@@ -604,7 +620,8 @@ MqarForward mqar_loss_grad_cuda(const MqarModel& model, const std::vector<double
   std::vector<std::int64_t> rows;
   std::vector<std::int32_t> targets;
   mqar_labelled_rows(inputs, labels, B * Tlen, model.cfg.vocab, rows, targets);
-  MqarDeviceModel<T> dm(model, {MqarShape{B, Tlen, static_cast<std::int64_t>(rows.size())}}, h, mixer_kernel);
+  MqarDeviceModel<T> dm(model, {MqarShape{B, Tlen, static_cast<std::int64_t>(rows.size()), grad != nullptr}}, h,
+                        mixer_kernel);
   dm.upload_params(params);
   const MqarShape sh = dm.upload_batch(inputs, labels, B, Tlen);
   const gpu::Stream& s = h.stream();

@@ -47,8 +47,9 @@ class MqarDeviceModel {
   MqarDeviceModel& operator=(const MqarDeviceModel&) = delete;
 
   const MqarModel& model() const { return model_; }
-  // The mixer-core variant this model runs: "gemm", "tiled" or "gemm+tiled" (auto: gemm at the lengths whose
-  // T × T buffers fit, tiled at the longer ones).
+  // The mixer-core variants this model runs (MixerKernelPlan::name): "gemm", "tiled", "gemm+tiled",
+  // "gemm+chunked-eval", … (auto: chunked-eval at the KATA evaluation lengths where chunked_eval_pays, gemm at
+  // the lengths whose T × T buffers fit, tiled at the longer ones).
   const std::string& mixer_kernel() const;
   std::int64_t n() const { return n_; }
   T* params() const;
@@ -85,7 +86,8 @@ class MqarDeviceModel {
 };
 
 // One forward (+ backward when grad is not null) of a host batch on the GPU in T: the float64 test
-// path of mqar_forward / mqar_backward (loss_scale 1/labelled: the gradient of the mean loss).
+// path of mqar_forward / mqar_backward (loss_scale 1/labelled: the gradient of the mean loss). Without grad the
+// length is a forward-only one (so `auto` / chunked-eval may pick the chunked-eval core).
 template <class T>
 MqarForward mqar_loss_grad_cuda(const MqarModel& model, const std::vector<double>& params, const std::int32_t* inputs,
                                 const std::int32_t* labels, std::int64_t B, std::int64_t Tlen,

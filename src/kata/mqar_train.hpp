@@ -62,7 +62,7 @@ struct SliceResult {
 
 struct MqarTrainResult {
   std::string path;  // "cpu:f32" | "cpu:f64" | "cuda:f32" | "cuda:f64"
-  std::string mixer_kernel;  // GPU mixer-core variant that ran ("gemm", "tiled"); "" on the CPU
+  std::string mixer_kernel;  // GPU mixer-core variants that ran ("gemm", "gemm+chunked-eval", …); "" on the CPU
   std::int64_t params = 0, steps = 0, planned_steps = 0, epochs_run = 0;
   bool stopped_early = false;
   // Per step.

@@ -31,6 +31,7 @@
 #include "kata/feature_map.hpp"
 #include "kata/mixer_bench.hpp"
 #include "kata/mqar_mixers.hpp"
+#include "kata_mqar_chunked.cuh"
 #include "kata_mqar_gemm.cuh"
 #include "kata_mqar_mixers.cuh"
 
@@ -165,11 +166,15 @@ const char* tname() {
 
 // The two mixer-core variants (kata_mqar_mixers.cuh "tiled", kata_mqar_gemm.cuh "gemm"). ws_cap > 0 shrinks the
 // gemm workspace (never below one sequence) so the sequences run in several groups.
-enum class Var { tiled, gemm };
+// chunked: kata_mqar_chunked.cuh "chunked-eval" (KATA forward only).
+enum class Var { tiled, gemm, chunked };
 struct Variant {
   Var var = Var::tiled;
   std::size_t ws_cap = 0;
-  const char* name() const { return var == Var::tiled ? "" : ws_cap ? " [gemm, groups]" : " [gemm]"; }
+  const char* name() const {
+    if (var == Var::chunked) return ws_cap ? " [chunked-eval, groups]" : " [chunked-eval]";
+    return var == Var::tiled ? "" : ws_cap ? " [gemm, groups]" : " [gemm]";
+  }
 };
 std::size_t gemm_ws(std::size_t full, std::size_t per_seq_floor, const Variant& v) {
   return v.ws_cap ? std::max(per_seq_floor, std::min(full, v.ws_cap)) : full;
@@ -280,6 +285,28 @@ void check_kata(const std::string& spec, const mc::HeadShape& s, std::uint64_t s
     mc::kata_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, mp, qkv.p(),
                                qkv.p() + D, qkv.p() + 2 * D, c.ld, den.p(), s, ws.p(), st.get());
     st.synchronize();
+  } else if (var.var == Var::chunked) {  // forward only: o and den against the quadratic CPU reference
+    REQUIRE(mc::kata_chunked_applies(mp, s));
+    gpu::Handles hd(st);
+    mc::HeadShape one = s;
+    one.B = 1;
+    const std::size_t wsb = gemm_ws(mc::kata_chunked_workspace_bytes(mp, s, sizeof(T)),
+                                    mc::kata_chunked_workspace_bytes(mp, one, sizeof(T)), var);
+    Dev<unsigned char> ws(wsb);
+    o.up(std::vector<double>(static_cast<std::size_t>(N * c.ldo), std::nan("")));  // every row must be written
+    mc::kata_heads_forward_chunked<T>(o.p(), c.ldo, den.p(), mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s,
+                                      hd.blas(), ws.p(), wsb, st.get());
+    st.synchronize();
+    const double tol = tol_of<T>();
+    const auto og = o.down(), deng = den.down();
+    const std::string name = spec + (zero_rows ? " (den=0 rows)" : "") + var.name();
+    report("kata", tname<T>(), name, s, "o", rel_err(cols_of(og, N, c.ldo, 0, D), o_ref.cols(0)), tol);
+    report("kata", tname<T>(), name, s, "den", rel_err(deng, den_ref), tol);
+    if (zero_rows) {
+      CHECK(deng[0] == 0.0);
+      for (std::int64_t j = 0; j < s.dh; ++j) CHECK(og[static_cast<std::size_t>(j)] == 0.0);
+    }
+    return;
   } else {
     REQUIRE(mc::kata_gemm_applies(mp, s));
     gpu::Handles hd(st);
@@ -440,6 +467,27 @@ TEST_CASE("gemm mixer variant: GPU = CPU float64 reference (softmax any d_head, 
   CHECK_FALSE(mc::kata_gemm_applies(orth, mc::HeadShape{1, 8, 1, 16}));
   CHECK_FALSE(mc::kata_gemm_applies(FeatureMap::parse("m2", 32).params(), mc::HeadShape{1, 8, 1, 16}));
   CHECK(mc::kata_gemm_applies(FeatureMap::parse("sigma4", 64).params(), mc::HeadShape{1, 8, 1, 64}));
+}
+
+TEST_CASE("chunked-eval KATA core (forward only): GPU = CPU float64 quadratic reference, every map, ragged T") {
+  const Variant ch{Var::chunked, 0}, groups{Var::chunked, 1};  // ws_cap 1 byte: one sequence per group
+  // T = 37, 65, 70, 130: a partial last chunk (C = 64), one chunk, two and three chunks.
+  for (const char* spec : kKataMaps)
+    for (const mc::HeadShape& s :
+         {mc::HeadShape{2, 37, 2, 16}, mc::HeadShape{3, 65, 2, 64}, mc::HeadShape{1, 130, 1, 32}}) {
+      check_kata<double>(spec, s, 81, false, ch);
+      check_kata<float>(spec, s, 82, false, ch);
+    }
+  check_kata<double>("sigma4:eps=1e-4", mc::HeadShape{3, 150, 2, 64}, 83, false, groups);
+  check_kata<float>("m2:eps=1e-4", mc::HeadShape{3, 129, 2, 32}, 84, false, groups);
+  check_kata<float>("m2:eps=1e-4", mc::HeadShape{1, 200, 2, 128}, 85, false, ch);
+  check_kata<double>("m1:eps=1e-4", mc::HeadShape{1, 70, 1, 256}, 86, false, ch);  // any d_head
+  check_kata<double>("linear", mc::HeadShape{2, 37, 2, 16}, 87, true, ch);          // zero denominators
+  check_kata<float>("linear", mc::HeadShape{2, 100, 2, 16}, 88, true, ch);
+  // Only maps with a device ψ built for the head width.
+  CHECK(mc::kata_chunked_applies(FeatureMap::parse("sigma4", 64).params(), mc::HeadShape{1, 8, 1, 64}));
+  CHECK(mc::kata_chunked_applies(FeatureMap::parse("lorentz-ray", 16).params(), mc::HeadShape{1, 8, 1, 16}));
+  CHECK_FALSE(mc::kata_chunked_applies(FeatureMap::parse("m2", 32).params(), mc::HeadShape{1, 8, 1, 16}));
 }
 
 TEST_CASE("delta-rule mixer core: GPU = CPU float64 reference (chunked, Neumann inverse), forward and backward") {
@@ -1004,6 +1052,59 @@ TEST_CASE("mixer cores: timing at the training shape (B 256, T 256, H 2, dh 64) 
     std::printf("eval B=128 T=4096 H=2 dh=64 gemm fp32 forward (workspace %.0f MiB): softmax %.3f ms, kata-m2 %.3f ms\n",
                 static_cast<double>(wsb) / (1 << 20), g_sm, g_k);
     CHECK(all_finite(b.o.down()));
+  }
+}
+
+// The evaluation shapes of Table 2 (2^18 tokens a batch, H = 2, d_head = 64): forward of every KATA map on the tiled,
+// gemm and chunked-eval cores in fp32 and TF32; chunked-eval must agree with the exact-fp32 tiled core. The timings
+// are the data of auto's cost model chunked_eval_pays (docs/perf.md); nothing here asserts a speed.
+TEST_CASE("mixer cores: evaluation forward per KATA map on tiled, gemm and chunked-eval (agreement and timing)") {
+  gpu::Stream st;
+  gpu::Handles hd(st);
+  auto time_ms = [&](const std::function<void()>& f) {
+    f();  // warm-up
+    gpu::Event a, z;
+    a.record(st);
+    for (int i = 0; i < 2; ++i) f();
+    z.record(st);
+    return gpu::Event::elapsed_ms(a, z) / 2.0;
+  };
+  for (const std::int64_t T : {std::int64_t(512), std::int64_t(1024), std::int64_t(2048), std::int64_t(4096)}) {
+    const mc::HeadShape s{(std::int64_t(1) << 18) / T, T, 2, 64};
+    const std::int64_t D = s.H * s.dh, N = s.B * s.T;
+    Dev<float> qkv(static_cast<std::size_t>(N * 3 * D)), o(static_cast<std::size_t>(N * D)),
+        oc(static_cast<std::size_t>(N * D)), den(static_cast<std::size_t>(N * s.H));
+    qkv.up(draw(qkv.n, 91, 0.5));
+    for (const char* spec : {"m1:eps=1e-4", "m2:eps=1e-4", "m4:eps=1e-4", "sigma2:eps=1e-4", "sigma4:eps=1e-4"}) {
+      const MapParams mp = FeatureMap::parse(spec, s.dh).params();
+      const float* q = qkv.p();
+      const float* k = qkv.p() + D;
+      const float* v = qkv.p() + 2 * D;
+      const std::size_t wg = mc::kata_gemm_workspace_bytes(mp, s, 4), wc = mc::kata_chunked_workspace_bytes(mp, s, 4);
+      Dev<unsigned char> ws(std::max(wg, wc));
+      MEMCAP_CUBLAS_CHECK(cublasSetMathMode(hd.blas(), CUBLAS_DEFAULT_MATH));
+      const double t_tiled =
+          time_ms([&] { mc::kata_heads_forward<float>(o.p(), D, den.p(), mp, q, k, v, 3 * D, s, st.get()); });
+      const auto o_tiled = o.down();
+      double t[2][2];  // [tf32][gemm, chunked]
+      double err = 0;
+      for (const bool tf32 : {false, true}) {
+        MEMCAP_CUBLAS_CHECK(cublasSetMathMode(hd.blas(), tf32 ? CUBLAS_TF32_TENSOR_OP_MATH : CUBLAS_DEFAULT_MATH));
+        t[tf32][0] = time_ms([&] {
+          mc::kata_heads_forward_gemm<float>(o.p(), D, den.p(), mp, q, k, v, 3 * D, s, hd.blas(), ws.p(), wg, st.get());
+        });
+        t[tf32][1] = time_ms([&] {
+          mc::kata_heads_forward_chunked<float>(oc.p(), D, den.p(), mp, q, k, v, 3 * D, s, hd.blas(), ws.p(), wc,
+                                                st.get());
+        });
+        if (!tf32) err = rel_err(oc.down(), o_tiled);
+      }
+      MEMCAP_CUBLAS_CHECK(cublasSetMathMode(hd.blas(), CUBLAS_DEFAULT_MATH));
+      std::printf("eval B=%-3lld T=%-4lld %-16s forward ms: tiled %8.3f | fp32 gemm %8.3f chunked-eval %7.3f | "
+                  "tf32 gemm %8.3f chunked-eval %7.3f | chunked vs tiled relerr %.2e\n",
+                  (long long)s.B, (long long)T, spec, t_tiled, t[0][0], t[0][1], t[1][0], t[1][1], err);
+      CHECK(err <= 1e-4);
+    }
   }
 }
 

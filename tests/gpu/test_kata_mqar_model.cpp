@@ -362,10 +362,24 @@ void check_gpu_grads(const TinyRun& r, gpu::Handles& h, const std::string& label
   REQUIRE(f.labelled == 6);
   std::vector<double> g(r.params.size(), 0.0);
   mqar_backward(r.model, r.params.data(), g.data(), ws, 1.0 / static_cast<double>(f.labelled));
-  // mqar_mixer_kernels(): gemm for softmax and the PSD maps, tiled for all
+  // mqar_mixer_kernels(): gemm for softmax and the PSD maps, tiled for all, chunked-eval (forward only) for KATA.
   std::vector<std::string> kernels;
-  for (const auto& v : mqar_mixer_kernels())
-    if (v.applies(r.model)) kernels.push_back(v.name);
+  for (const auto& v : mqar_mixer_kernels()) {
+    if (!v.applies(r.model)) continue;
+    if (v.backward) kernels.push_back(v.name);
+    // A forward-only length: the variant itself runs it (named or auto), in f64 and f32.
+    for (const bool f64 : {true, false}) {
+      const MqarForward ff =
+          f64 ? mqar_loss_grad_cuda<double>(r.model, r.params, r.in.data(), r.lab.data(), r.B, r.T, nullptr, h, v.name)
+              : mqar_loss_grad_cuda<float>(r.model, r.params, r.in.data(), r.lab.data(), r.B, r.T, nullptr, h, v.name);
+      const double tol = f64 ? kTolModelF64 : kTolModelF32;
+      MESSAGE(label << " [" << v.name << "] forward only" << (f64 ? " f64" : " f32") << ": loss rel err "
+                    << std::abs(ff.loss_sum - f.loss_sum) / std::abs(f.loss_sum));
+      CHECK(ff.labelled == f.labelled);
+      CHECK(ff.correct == f.correct);
+      CHECK(std::abs(ff.loss_sum - f.loss_sum) <= tol * std::abs(f.loss_sum));
+    }
+  }
   REQUIRE(!kernels.empty());
   for (const auto& kern : kernels)
     for (const bool f64 : {true, false}) {
@@ -535,6 +549,36 @@ TEST_CASE("MQAR GPU training: 100 steps follow the CPU trainer; runs are bit-ide
         CHECK(eg.accuracy == doctest::Approx(gpu.final_eval[0].accuracy).epsilon(1e-12));
       }
     }
+  }
+}
+
+TEST_CASE("MQAR GPU training with chunked-eval: the evaluation length runs on the O(T) core and agrees") {
+  for (const char* mixer : {"m2", "sigma4"}) {
+    CAPTURE(mixer);
+    MqarTrainConfig c = train_config(mixer, "f32");
+    c.epochs = 3;
+    c.eval_every = 1;
+    c.model.vocab = 128;  // MQAR needs T below the vocabulary
+    c.train[0].vocab = 128;
+    c.eval[0].vocab = 128;
+    c.eval[0].seq_len = 70;  // not trained: a forward-only length (two chunks of 64, the second partial)
+    const MqarTrainResult cpu = train_mqar(c);
+    c.device = "cuda";
+    const MqarTrainResult gemm = train_mqar(c);  // auto: at T = 70 chunked-eval does not pay: gemm
+    c.mixer_kernel = "chunked-eval";
+    const MqarTrainResult ch = train_mqar(c);
+    CHECK(gemm.mixer_kernel == "gemm");
+    CHECK(ch.mixer_kernel == "gemm+chunked-eval");
+    CHECK(ch.loss == gemm.loss);  // the training lengths run the same core
+    REQUIRE(ch.final_eval.size() == 1);
+    REQUIRE(cpu.final_eval.size() == 1);
+    MESSAGE(mixer << ": eval accuracy cpu " << cpu.final_eval[0].accuracy << ", gemm " << gemm.final_eval[0].accuracy
+                  << ", chunked-eval " << ch.final_eval[0].accuracy << "; loss " << cpu.final_eval[0].loss << " / "
+                  << gemm.final_eval[0].loss << " / " << ch.final_eval[0].loss);
+    CHECK(ch.final_eval[0].labelled == cpu.final_eval[0].labelled);
+    CHECK(std::abs(ch.final_eval[0].accuracy - gemm.final_eval[0].accuracy) <= kTolAccF32);
+    CHECK(ch.final_eval[0].loss == doctest::Approx(gemm.final_eval[0].loss).epsilon(1e-4));
+    CHECK(std::abs(ch.final_eval[0].accuracy - cpu.final_eval[0].accuracy) <= kTolAccF32);
   }
 }
 
