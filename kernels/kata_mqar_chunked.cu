@@ -14,6 +14,7 @@
 #include "cuda_check.cuh"
 #include "kata_feature_map.cuh"
 #include "kata_mqar_chunked.cuh"
+#include "kata_mqar_psi.cuh"
 #include "nn_layers.cuh"
 
 namespace memcap::kata::mqar::cuda {
@@ -25,7 +26,6 @@ namespace nc = ::memcap::nn::cuda;
 constexpr std::int64_t kC = kChunkedEvalChunk;
 constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;
 constexpr int kThreadsPerBlock = 256;
-constexpr int kRowWarps = 8;  // feature rows per block (one warp each)
 
 // Geometry of one group of nb sequences.
 struct Geo {
@@ -60,27 +60,6 @@ std::size_t per_seq_elems(const Geo& g1) {
 unsigned blocks_for(std::int64_t n, int per_block) {
   const std::int64_t b = (n + per_block - 1) / per_block;
   return static_cast<unsigned>(std::min<std::int64_t>(std::max<std::int64_t>(b, 1), 1 << 20));
-}
-
-// Φ rows of q or k: phi[r][f] = ψ_f(x row) for the group's padded rows r = bh·Tp + t (0 past T or past n_ψ).
-// One warp per row: lane 0 forms the row's ψ aux (a norm for the Lorentz maps), the lanes walk the features.
-template <class T, MapKind K>
-__global__ void chunk_features(T* __restrict__ phi, const T* __restrict__ x, std::int64_t ld, kc::DeviceMap dm, Geo g) {
-  const int lane = threadIdx.x % 32;
-  for (std::int64_t r = static_cast<std::int64_t>(blockIdx.x) * kRowWarps + threadIdx.x / 32; r < g.rows();
-       r += static_cast<std::int64_t>(gridDim.x) * kRowWarps) {  // the same r for a warp's lanes
-    const std::int64_t t = r % g.Tp, bh = r / g.Tp, h = bh % g.H, b = bh / g.H;
-    T* out = phi + r * g.np4;
-    if (t >= g.T) {
-      for (int f = lane; f < g.np4; f += 32) out[f] = T(0);
-      continue;
-    }
-    const T* row = x + (b * g.T + t) * ld + h * g.dh;
-    T aux = T(0);
-    if (lane == 0) aux = kc::psi_aux<K, T>(dm, row);
-    aux = __shfl_sync(0xffffffffu, aux, 0);
-    for (int f = lane; f < g.np4; f += 32) out[f] = kc::psi_value<K, T>(dm, row, f, aux);
-  }
 }
 
 // V̂ rows: [v | 1 | 0 …] (W columns), zero rows past T.
@@ -189,13 +168,14 @@ void kata_heads_forward_chunked(T* o, std::int64_t ldo, T* den, const MapParams&
     T* U = R + rows * W;
     T* P = U + chunks * np4 * W;
     const std::int64_t seq = s.T * ldqkv;
+    const detail::PsiRows pr{g.heads(), g.H, g.T, g.Tp, g.dh, g.np4};
     kc::with_map_kind(map.kind, [&](auto kind) {
       constexpr MapKind K = decltype(kind)::value;
-      const unsigned fb = blocks_for(rows, kRowWarps);
-      chunk_features<T, K><<<fb, kRowWarps * 32, 0, stream>>>(phq, q + b0 * seq, ldqkv, dm, g);
-      MEMCAP_CUDA_CHECK_LAUNCH("chunk_features");
-      chunk_features<T, K><<<fb, kRowWarps * 32, 0, stream>>>(phk, k + b0 * seq, ldqkv, dm, g);
-      MEMCAP_CUDA_CHECK_LAUNCH("chunk_features");
+      const unsigned fb = blocks_for(rows, detail::kPsiRowWarps);
+      detail::psi_rows_kernel<T, K><<<fb, detail::kPsiRowWarps * 32, 0, stream>>>(phq, q + b0 * seq, ldqkv, dm, pr);
+      MEMCAP_CUDA_CHECK_LAUNCH("psi_rows_kernel");
+      detail::psi_rows_kernel<T, K><<<fb, detail::kPsiRowWarps * 32, 0, stream>>>(phk, k + b0 * seq, ldqkv, dm, pr);
+      MEMCAP_CUDA_CHECK_LAUNCH("psi_rows_kernel");
     });
     chunk_values<T>
         <<<blocks_for(rows * W, kThreadsPerBlock), kThreadsPerBlock, 0, stream>>>(vh, v + b0 * seq, ldqkv, g);

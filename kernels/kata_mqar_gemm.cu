@@ -15,6 +15,7 @@
 #include "cuda_check.cuh"
 #include "kata_mqar_common.cuh"
 #include "kata_mqar_gemm.cuh"
+#include "kata_mqar_rows.cuh"
 #include "nn_layers.cuh"
 
 namespace memcap::kata::mqar::cuda {
@@ -25,44 +26,8 @@ using detail::lg;
 using detail::neg_inf;
 namespace nc = ::memcap::nn::cuda;
 
-constexpr int kWarps = 8;  // rows per block of the row kernels
+using namespace rowk;  // warp_row, warp_sum, warp_max, warp_dot, Rows, row_blocks, kWarps
 constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;  // the largest workspace the queries ask for
-
-__device__ __forceinline__ std::int64_t warp_row() {
-  return static_cast<std::int64_t>(blockIdx.x) * kWarps + threadIdx.x / 32;
-}
-template <class T>
-__device__ __forceinline__ T warp_sum(T x) {
-#pragma unroll
-  for (int w = 16; w >= 1; w /= 2) x += __shfl_xor_sync(0xffffffffu, x, w);
-  return x;
-}
-template <class T>
-__device__ __forceinline__ T warp_max(T x) {
-#pragma unroll
-  for (int w = 16; w >= 1; w /= 2) {
-    const T y = __shfl_xor_sync(0xffffffffu, x, w);
-    x = y > x ? y : x;
-  }
-  return x;
-}
-// Dot product of the dh-wide head rows a, b (one warp).
-template <class T>
-__device__ __forceinline__ T warp_dot(const T* a, const T* b, int dh) {
-  T acc = T(0);
-  for (int j = threadIdx.x % 32; j < dh; j += 32) acc += a[j] * b[j];
-  return warp_sum(acc);
-}
-
-// Group geometry: rows r = (b·H + h)·T + t of the group (b < nb); the head row of X for r.
-struct Rows {
-  std::int64_t nb, H, T, dh;
-  __device__ std::int64_t count() const { return nb * H * T; }
-  __device__ std::int64_t head_row(std::int64_t r, std::int64_t ld) const {
-    const std::int64_t t = r % T, bh = r / T, h = bh % H, b = bh / H;
-    return (b * T + t) * ld + h * dh;
-  }
-};
 
 // ---------------------------------------------------------------------------------------------- softmax rows
 
@@ -219,8 +184,6 @@ __global__ void add_scaled_rows(T* __restrict__ dx, std::int64_t lddx, const T* 
 }
 
 // ---------------------------------------------------------------------------------------------- host helpers
-
-unsigned row_blocks(std::int64_t rows) { return static_cast<unsigned>((rows + kWarps - 1) / kWarps); }
 
 void check_shape(const HeadShape& s, const char* what) {
   if (s.B < 0 || s.T < 0 || s.H < 1 || s.dh < 1)

@@ -963,7 +963,7 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
     c.vocab = 64;
     return MqarModel::build(c);
   };
-  CHECK(mqar_mixer_kernel_names() == "auto|gemm|tiled|chunked-eval");
+  CHECK(mqar_mixer_kernel_names() == "auto|gemm|tiled|chunked-eval|gemm-psi");
   CHECK(resolve_mixer_kernel(model("softmax", 128, 2), "auto") == "gemm");
   CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto") == "gemm");
   CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto") == "gemm");
@@ -1043,6 +1043,18 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
   CHECK(plan_mixer_kernels(model("m2", 128, 2), "auto", train, eval).name == "gemm");
   CHECK_THROWS_AS(resolve_mixer_kernel(model("softmax", 128, 2), "chunked-eval", 4096, true), UserError);
   CHECK_THROWS_AS(resolve_mixer_kernel(model("delta-m2", 128, 2), "chunked-eval"), UserError);
+  // gemm-psi: only when named (in_auto false), KATA with the PSD maps only.
+  CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "gemm-psi") == "gemm-psi");
+  CHECK(resolve_mixer_kernel(model("m2", 256, 1), "gemm-psi", 4096, true) == "gemm-psi");
+  CHECK(plan_mixer_kernels(model("sigma4", 128, 2), "gemm-psi", train, eval).name == "gemm-psi");
+  CHECK_THROWS_AS(resolve_mixer_kernel(model("orthant", 128, 2), "gemm-psi"), UserError);
+  CHECK_THROWS_AS(resolve_mixer_kernel(model("softmax", 128, 2), "gemm-psi"), UserError);
+  CHECK_THROWS_AS(resolve_mixer_kernel(model("delta-m2", 128, 2), "gemm-psi"), UserError);
+  for (const char* mx : {"m1", "m2", "m4", "sigma2", "sigma4"})
+    for (const std::int64_t T : {std::int64_t(0), std::int64_t(256), std::int64_t(4096), std::int64_t(16384)}) {
+      CHECK(resolve_mixer_kernel(model(mx, 128, 2), "auto", T) != "gemm-psi");
+      CHECK(resolve_mixer_kernel(model(mx, 256, 1), "auto", T) != "gemm-psi");
+    }
 }
 
 TEST_CASE("kata bench --shapes table9 plan: the mixer kernel from the trainer's table, gemm only where T x T fits") {

@@ -326,12 +326,13 @@ void add_train(CLI::App* mqar) {
                   "GPU mixer core, chosen per sequence length: auto, gemm (scores in memory, cuBLAS products; "
                   "softmax and m<g>/sigma<g> at any d_head; delta-m<g>/sigma<g> at d_head <= 128, each sequence of "
                   "up to 512 tokens solved in kernel space, longer ones on the chunked tiled core), tiled "
-                  "(shared-memory tiles; every mixer, d_head <= 128) or chunked-eval (O(T) chunked KATA, forward "
-                  "only: the evaluation lengths; trained lengths take auto's choice). auto: chunked-eval for KATA "
-                  "evaluation lengths where it is the faster (H200 cost model: sigma4 from T ~ 170, sigma2 and m4 "
-                  "from ~ 1500, m2 from ~ 4400), else gemm where one sequence's T x T buffers fit in 1 GiB, else "
-                  "tiled. "
-                  "What ran is the summary's mixer_kernel (e.g. gemm+chunked-eval)")
+                  "(shared-memory tiles; every mixer, d_head <= 128), chunked-eval (O(T) chunked KATA, forward "
+                  "only: the evaluation lengths; trained lengths take auto's choice) or gemm-psi (gemm with the "
+                  "scores from explicit features, one product of depth n_psi; m<g>/sigma<g>; only when named). "
+                  "auto: chunked-eval for KATA evaluation lengths where it is the faster (H200 cost model: sigma4 "
+                  "from T ~ 170, sigma2 and m4 from ~ 1500, m2 from ~ 4400), else gemm where one sequence's T x T "
+                  "buffers fit in 1 GiB, else tiled. What ran is the summary's mixer_kernel (e.g. "
+                  "gemm+chunked-eval)")
       ->capture_default_str();
   sub->add_option("--micro-tokens", c.micro_tokens, "Tokens per micro-batch (parallel unit; results do not depend on "
                                                     "--threads)")

@@ -104,8 +104,8 @@ void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out) {
       ->capture_default_str()
       ->check(CLI::IsMember({"f32", "f64", "tf32"}));
   sub->add_option("--mixer-kernel", c.mixer_kernel,
-                  "GPU mixer core: auto, gemm, tiled or chunked-eval (kata mqar train --help); recorded per job as "
-                  "mixer_kernel")
+                  "GPU mixer core: auto, gemm, tiled, chunked-eval or gemm-psi (kata mqar train --help); recorded "
+                  "per job as mixer_kernel")
       ->capture_default_str();
   sub->add_option("--micro-tokens", c.micro_tokens, "Tokens per micro-batch (results do not depend on --threads)")
       ->capture_default_str();

@@ -114,11 +114,12 @@ constexpr std::size_t kBf16 = 2;
 std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_bytes) {
   const MqarModel m = model_of(item);
   const double budget = (static_cast<double>(free_bytes) - static_cast<double>(io_bytes(item))) * kGemmShareOfFree;
-  // The bench times forward + backward: the trainer's variants with a backward.
-  const auto applies = [&](const MixerKernelVariant& v) { return v.backward && v.applies(m); };
+  // The bench times forward + backward of the trainer's variants it runs (gemm, tiled: backward and in_auto).
+  const auto timed = [](const MixerKernelVariant& v) { return v.backward && v.in_auto; };
+  const auto applies = [&](const MixerKernelVariant& v) { return timed(v) && v.applies(m); };
   std::string names;
   for (const auto& v : mqar_mixer_kernels())
-    if (v.backward) names += (names.empty() ? "" : ", ") + std::string(v.name);
+    if (timed(v)) names += (names.empty() ? "" : ", ") + std::string(v.name);
   names += ", mma, chunked";
   if (item.kernel == "chunked") {
     const std::string why = chunked_unsupported(m, item);
@@ -143,8 +144,7 @@ std::string mixer_bench_kernel(const MixerBenchItem& item, std::size_t free_byte
   }
   for (const auto& v : mqar_mixer_kernels()) {
     if (item.kernel != v.name) continue;
-    require(v.backward, "mixer bench times forward + backward; kernel '{}' is forward only (use {})", item.kernel,
-            names);
+    require(timed(v), "mixer bench: kernel '{}' is not one the bench times (use {})", item.kernel, names);
     require(applies(v), "mixer bench: kernel '{}' does not apply to {} at d_head = {} ({} covers: {})", item.kernel,
             item.mixer, item.d, v.name, v.what);
     if (std::string(v.name) == "gemm")

@@ -70,17 +70,24 @@ const std::vector<MixerKernelVariant>& mqar_mixer_kernels() {
                 ((m.kind == MixerKind::kata || (m.kind == MixerKind::delta && m.d_head <= 128)) &&
                  m.map.params().is_psd() && m.d_head % m.map.params().g == 0);
        },
-       true},
+       true, true},
       {"tiled", "32-row shared-memory tiles on the CUDA cores (every mixer; d_head <= 128)",
        [](const MqarModel& m) {
          return m.d_head <= 128 &&
                 (m.kind == MixerKind::softmax || m.kind == MixerKind::kata || m.kind == MixerKind::delta);
        },
-       true},
+       true, true},
       {"chunked-eval",
        "O(T) chunked KATA on cuBLAS products (KATA with any map that has a device psi, any d_head); forward only: "
        "the evaluation lengths (trained lengths take auto's choice)",
-       [](const MqarModel& m) { return m.kind == MixerKind::kata && m.map.params().has_device_psi(); }, false},
+       [](const MqarModel& m) { return m.kind == MixerKind::kata && m.map.params().has_device_psi(); }, false, true},
+      {"gemm-psi",
+       "the gemm variant with scores from explicit features psi(q) psi(k)^T, one cuBLAS product of depth n_psi per "
+       "head instead of g or g^2 block products (KATA with m<g> / sigma<g>, any d_head); only when named",
+       [](const MqarModel& m) {
+         return m.kind == MixerKind::kata && m.map.params().is_psd() && m.d_head % m.map.params().g == 0;
+       },
+       true, false},
   };
   return table;
 }
@@ -119,10 +126,10 @@ std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want
   if (want == "auto") {
     if (forward_only && chunked_eval_pays(model, max_T))
       for (const auto& v : table)
-        if (!v.backward && v.applies(model)) return v.name;
+        if (!v.backward && v.in_auto && v.applies(model)) return v.name;
     const char* fallback = nullptr;
     for (const auto& v : table) {
-      if (!v.backward || !v.applies(model)) continue;
+      if (!v.backward || !v.in_auto || !v.applies(model)) continue;
       if (std::string(v.name) == "gemm" && mqar_gemm_bytes_per_sequence(model, max_T) > kGemmAutoBytes) {
         fallback = v.name;  // too much T² memory at this length: take a later variant if one applies
         continue;

@@ -87,21 +87,24 @@ struct MqarModel {
 // d_head; DeltaKATA in kernel space for sequences of up to kDeltaGemmMaxT tokens, the chunked tiled core beyond).
 // tiled: 32-row shared-memory tiles on the CUDA cores (kernels/kata_mqar_mixers.cuh; every mixer, d_head <= 128).
 // chunked-eval: the O(T) chunked form of KATA on cuBLAS (kernels/kata_mqar_chunked.cuh; every map with a device
-// ψ, any d_head), forward only: it runs evaluation lengths, never a length that is trained.
+// ψ, any d_head), forward only: it runs evaluation lengths, never a length that is trained. gemm-psi: the gemm
+// variant with the scores from explicit features ψ (kernels/kata_mqar_psi_gemm.cuh; KATA with m<g> / sigma<g>),
+// one product of depth n_ψ instead of g or g² block products; runs only when named (not yet measured on a GPU).
 struct MixerKernelVariant {
   const char* name;
   const char* what;
   bool (*applies)(const MqarModel&);
   bool backward;  // false: forward only (the evaluation lengths of a job)
+  bool in_auto;   // false: runs only when named (--mixer-kernel NAME)
 };
 const std::vector<MixerKernelVariant>& mqar_mixer_kernels();
-// "auto|gemm|tiled|chunked-eval" (for --help and messages).
+// "auto|gemm|tiled|chunked-eval|gemm-psi" (for --help and messages).
 std::string mqar_mixer_kernel_names();
 // The variant `want` ("auto" or a table name) resolves to for `model` at sequences of up to max_T tokens that
 // run forward only (forward_only: evaluation lengths) or forward and backward: UserError (exit 2) for an unknown
 // name or a variant that does not apply to this mixer / head width. `auto`: at a forward-only length the
 // chunked-eval variant where it applies and chunked_eval_pays(); otherwise the first variant of the table with a
-// backward that applies, passing over gemm when one
+// backward that applies and is in_auto, passing over gemm when one
 // sequence's scores would exceed kGemmAutoBytes (long sequences: the tiled cores need no T² memory), unless no
 // other variant applies. A named forward-only variant (chunked-eval) runs the forward-only lengths and leaves the
 // trained ones to auto. max_T = 0: no length given (training lengths).

@@ -16,6 +16,7 @@
 #include "kata_mqar_chunked.cuh"
 #include "kata_mqar_gemm.cuh"
 #include "kata_mqar_mixers.cuh"
+#include "kata_mqar_psi_gemm.cuh"
 #include "nn_edit_layers.cuh"  // GELU (the transformer backbone's MLP), RoPE
 #include "nn_layers.cuh"
 #include "nn_seq_layers.cuh"
@@ -68,6 +69,8 @@ Sizes sizes_of(const MqarModel& m, const std::vector<MqarShape>& shapes, std::si
     std::size_t w = 0;
     if (kp.at(s.T) == "chunked-eval")
       w = mx::kata_chunked_workspace_bytes(mp, hs, elem);
+    else if (kp.at(s.T) == "gemm-psi")
+      w = mx::kata_psi_gemm_workspace_bytes(mp, hs, elem);
     else if (gemm && m.kind == MixerKind::softmax)
       w = mx::softmax_gemm_workspace_bytes(hs, elem);
     else if (gemm && m.kind == MixerKind::kata)
@@ -165,6 +168,7 @@ struct MqarDeviceModel<T>::Impl {
   MixerKernelPlan kplan;  // mixer-core variant per sequence length; kplan.name for the results
   bool gemm = false;      // the variant of the shape being run (set by forward): gemm, chunked-eval or tiled
   bool chunked = false;
+  bool psi = false;       // gemm-psi (KATA only)
 
   Impl(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& handles, const std::string& want,
        bool tf32)
@@ -318,6 +322,9 @@ struct MqarDeviceModel<T>::Impl {
       if (chunked)  // forward-only lengths (plan_mixer_kernels)
         mx::kata_heads_forward_chunked<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, blas,
                                           mixer_ws.raw(), mixer_ws.bytes(), cs());
+      else if (psi)
+        mx::kata_heads_forward_psi_gemm<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, blas,
+                                           mixer_ws.raw(), mixer_ws.bytes(), cs());
       else if (gemm)
         mx::kata_heads_forward_gemm<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, blas, mixer_ws.raw(),
                                        mixer_ws.bytes(), cs());
@@ -384,7 +391,10 @@ struct MqarDeviceModel<T>::Impl {
     T* dv = dk + N * D;
     T* dbeta = d(g_g);
     if (m.kind == MixerKind::kata) {
-      if (gemm)
+      if (psi)
+        mx::kata_heads_backward_psi_gemm<T>(dq, dk, dv, D, datt, d(l.att), D, map, d(l.q), d(l.k), d(l.v), D,
+                                            d(l.den), hs, blas, mixer_ws.raw(), mixer_ws.bytes(), cs());
+      else if (gemm)
         mx::kata_heads_backward_gemm<T>(dq, dk, dv, D, datt, d(l.att), D, map, d(l.q), d(l.k), d(l.v), D, d(l.den), hs,
                                         blas, mixer_ws.raw(), mixer_ws.bytes(), cs());
       else
@@ -431,6 +441,7 @@ struct MqarDeviceModel<T>::Impl {
     check_shape(sh);
     gemm = kplan.at(sh.T) == "gemm";
     chunked = kplan.at(sh.T) == "chunked-eval";
+    psi = kplan.at(sh.T) == "gemm-psi";
     MEMCAP_ASSERT(!(train && chunked), "MqarDeviceModel: a training forward at a forward-only (chunked-eval) length");
     const std::int64_t N = sh.B * sh.T, nl = sh.labelled;
     cu::embedding_forward<T>(d(layers[0].s_in), tokens.data<std::int32_t>(), P("embed"), N, V, D, cs());
@@ -474,6 +485,7 @@ struct MqarDeviceModel<T>::Impl {
     check_shape(sh);
     gemm = kplan.at(sh.T) == "gemm";
     MEMCAP_ASSERT(kplan.at(sh.T) != "chunked-eval", "MqarDeviceModel: a backward at a forward-only length");
+    psi = kplan.at(sh.T) == "gemm-psi";
     const std::int64_t N = sh.B * sh.T, nl = sh.labelled, n = m.param_count();
     MEMCAP_CUDA_CHECK(cudaMemsetAsync(base() + n, 0, static_cast<std::size_t>(n) * sizeof(T), cs()));  // grads
     T* dlnf = d(g_a);

@@ -34,6 +34,7 @@
 #include "kata_mqar_chunked.cuh"
 #include "kata_mqar_gemm.cuh"
 #include "kata_mqar_mixers.cuh"
+#include "kata_mqar_psi_gemm.cuh"
 
 using namespace memcap;
 using namespace memcap::kata;
@@ -166,13 +167,14 @@ const char* tname() {
 
 // The two mixer-core variants (kata_mqar_mixers.cuh "tiled", kata_mqar_gemm.cuh "gemm"). ws_cap > 0 shrinks the
 // gemm workspace (never below one sequence) so the sequences run in several groups.
-// chunked: kata_mqar_chunked.cuh "chunked-eval" (KATA forward only).
-enum class Var { tiled, gemm, chunked };
+// chunked: kata_mqar_chunked.cuh "chunked-eval" (KATA forward only); psi: kata_mqar_psi_gemm.cuh "gemm-psi".
+enum class Var { tiled, gemm, chunked, psi };
 struct Variant {
   Var var = Var::tiled;
   std::size_t ws_cap = 0;
   const char* name() const {
     if (var == Var::chunked) return ws_cap ? " [chunked-eval, groups]" : " [chunked-eval]";
+    if (var == Var::psi) return ws_cap ? " [gemm-psi, groups]" : " [gemm-psi]";
     return var == Var::tiled ? "" : ws_cap ? " [gemm, groups]" : " [gemm]";
   }
 };
@@ -284,6 +286,20 @@ void check_kata(const std::string& spec, const mc::HeadShape& s, std::uint64_t s
     mc::kata_heads_forward<T>(o.p(), c.ldo, den.p(), mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s, st.get());
     mc::kata_heads_backward<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, mp, qkv.p(),
                                qkv.p() + D, qkv.p() + 2 * D, c.ld, den.p(), s, ws.p(), st.get());
+    st.synchronize();
+  } else if (var.var == Var::psi) {
+    REQUIRE(mc::kata_psi_gemm_applies(mp, s));
+    gpu::Handles hd(st);
+    mc::HeadShape one = s;
+    one.B = 1;
+    const std::size_t wsb = gemm_ws(mc::kata_psi_gemm_workspace_bytes(mp, s, sizeof(T)),
+                                    mc::kata_psi_gemm_workspace_bytes(mp, one, sizeof(T)), var);
+    Dev<unsigned char> ws(wsb);
+    mc::kata_heads_forward_psi_gemm<T>(o.p(), c.ldo, den.p(), mp, qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, s,
+                                       hd.blas(), ws.p(), wsb, st.get());
+    mc::kata_heads_backward_psi_gemm<T>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), c.ldo, mp,
+                                        qkv.p(), qkv.p() + D, qkv.p() + 2 * D, c.ld, den.p(), s, hd.blas(), ws.p(), wsb,
+                                        st.get());
     st.synchronize();
   } else if (var.var == Var::chunked) {  // forward only: o and den against the quadratic CPU reference
     REQUIRE(mc::kata_chunked_applies(mp, s));
@@ -488,6 +504,69 @@ TEST_CASE("chunked-eval KATA core (forward only): GPU = CPU float64 quadratic re
   CHECK(mc::kata_chunked_applies(FeatureMap::parse("sigma4", 64).params(), mc::HeadShape{1, 8, 1, 64}));
   CHECK(mc::kata_chunked_applies(FeatureMap::parse("lorentz-ray", 16).params(), mc::HeadShape{1, 8, 1, 16}));
   CHECK_FALSE(mc::kata_chunked_applies(FeatureMap::parse("m2", 32).params(), mc::HeadShape{1, 8, 1, 16}));
+}
+
+TEST_CASE("gemm-psi KATA core (explicit-feature scores): GPU = CPU float64 reference, forward and backward") {
+  const Variant psi{Var::psi, 0}, groups{Var::psi, 1};  // ws_cap 1 byte: one sequence per group
+  for (const char* spec : {"m1:eps=1e-4", "m2:eps=1e-4", "m4:eps=1e-4", "sigma2:eps=1e-4", "sigma4:eps=1e-4"})
+    for (const mc::HeadShape& s : {mc::HeadShape{2, 37, 2, 16}, mc::HeadShape{3, 65, 2, 64}}) {
+      check_kata<double>(spec, s, 91, false, psi);
+      check_kata<float>(spec, s, 92, false, psi);
+    }
+  check_kata<double>("sigma4:eps=1e-4", mc::HeadShape{3, 41, 2, 32}, 93, false, groups);
+  check_kata<float>("sigma2:eps=1e-4", mc::HeadShape{1, 40, 2, 128}, 94, false, psi);
+  check_kata<double>("m2:eps=0", mc::HeadShape{1, 40, 2, 16}, 95, true, psi);  // zero denominators
+  const MapParams orth = FeatureMap::parse("orthant:eps=1e-6", 16).params();
+  CHECK_FALSE(mc::kata_psi_gemm_applies(orth, mc::HeadShape{1, 8, 1, 16}));
+  CHECK(mc::kata_psi_gemm_applies(FeatureMap::parse("sigma4", 64).params(), mc::HeadShape{1, 8, 1, 64}));
+}
+
+// The training shape of Table 2 (B 256, T 256, H 2, d_head 64), forward + backward in TF32: gemm (block products)
+// against gemm-psi (explicit-feature scores) per PSD map; the data for putting gemm-psi into auto (docs/perf.md).
+TEST_CASE("mixer cores: training-shape forward + backward per PSD map, gemm against gemm-psi (timing)") {
+  gpu::Stream st;
+  gpu::Handles hd(st);
+  MEMCAP_CUBLAS_CHECK(cublasSetMathMode(hd.blas(), CUBLAS_TF32_TENSOR_OP_MATH));
+  auto time_ms = [&](const std::function<void()>& f) {
+    f();  // warm-up
+    gpu::Event a, z;
+    a.record(st);
+    for (int i = 0; i < 3; ++i) f();
+    z.record(st);
+    return gpu::Event::elapsed_ms(a, z) / 3.0;
+  };
+  const mc::HeadShape s{256, 256, 2, 64};
+  const std::int64_t D = s.H * s.dh, N = s.B * s.T;
+  Dev<float> qkv(static_cast<std::size_t>(N * 3 * D)), o(static_cast<std::size_t>(N * D)),
+      den(static_cast<std::size_t>(N * s.H)), dout(static_cast<std::size_t>(N * D)),
+      dqkv(static_cast<std::size_t>(N * 3 * D)), dqkv2(static_cast<std::size_t>(N * 3 * D));
+  qkv.up(draw(qkv.n, 95, 0.5));
+  dout.up(draw(dout.n, 96, 1.0));
+  for (const char* spec : {"m2:eps=1e-4", "m4:eps=1e-4", "sigma2:eps=1e-4", "sigma4:eps=1e-4"}) {
+    const MapParams mp = FeatureMap::parse(spec, s.dh).params();
+    const float* q = qkv.p();
+    const float* k = qkv.p() + D;
+    const float* v = qkv.p() + 2 * D;
+    const std::size_t wg = mc::kata_gemm_workspace_bytes(mp, s, 4), wp = mc::kata_psi_gemm_workspace_bytes(mp, s, 4);
+    Dev<unsigned char> ws(std::max(wg, wp));
+    const double t_gemm = time_ms([&] {
+      mc::kata_heads_forward_gemm<float>(o.p(), D, den.p(), mp, q, k, v, 3 * D, s, hd.blas(), ws.p(), wg, st.get());
+      mc::kata_heads_backward_gemm<float>(dqkv.p(), dqkv.p() + D, dqkv.p() + 2 * D, 3 * D, dout.p(), o.p(), D, mp, q, k,
+                                          v, 3 * D, den.p(), s, hd.blas(), ws.p(), wg, st.get());
+    });
+    const auto ref = dqkv.down();
+    const double t_psi = time_ms([&] {
+      mc::kata_heads_forward_psi_gemm<float>(o.p(), D, den.p(), mp, q, k, v, 3 * D, s, hd.blas(), ws.p(), wp,
+                                             st.get());
+      mc::kata_heads_backward_psi_gemm<float>(dqkv2.p(), dqkv2.p() + D, dqkv2.p() + 2 * D, 3 * D, dout.p(), o.p(), D,
+                                              mp, q, k, v, 3 * D, den.p(), s, hd.blas(), ws.p(), wp, st.get());
+    });
+    const double err = rel_err(dqkv2.down(), ref);
+    std::printf("train B=256 T=256 H=2 dh=64 tf32 fwd+bwd %-16s: gemm %7.3f ms, gemm-psi %7.3f ms (%.2fx); "
+                "gradient relerr %.2e\n",
+                spec, t_gemm, t_psi, t_gemm / t_psi, err);
+    CHECK(err <= 2e-2);  // TF32 products on both sides
+  }
 }
 
 TEST_CASE("delta-rule mixer core: GPU = CPU float64 reference (chunked, Neumann inverse), forward and backward") {
