@@ -6,6 +6,7 @@
 // One 16-row m-tile per warp: a variant with two m-tiles per warp (each B fragment feeding two mma) was measured
 // in the tenth session and was 1-7 % slower at every Table 9 shape (docs/perf.md), so it was removed.
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 #include "kata_attention_backward.cuh"
 #include "kata_attention_common.cuh"
 
@@ -423,14 +424,14 @@ void launch(const AttentionLaunch& p, const AttentionGradPtrs& a, cudaStream_t s
   float* dlz = zinv + p.B * p.H * p.T;
   using bf = __nv_bfloat16;
   auto kq = dq_kernel<G, D>;
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kq, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  ::memcap::cuda_detail::raise_dynamic_smem(kq, smem);
   kq<<<grid, kThreads, smem, stream>>>(mp, static_cast<const bf*>(a.q), static_cast<const bf*>(a.k),
                                       static_cast<const bf*>(a.v), static_cast<const bf*>(a.o),
                                       static_cast<const bf*>(a.dout), static_cast<bf*>(a.dq), zinv, dlz, T);
   MEMCAP_CUDA_CHECK_LAUNCH("quad_bwd::dq_kernel");
   if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
   auto kk = dkdv_kernel<G, D>;
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kk, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  ::memcap::cuda_detail::raise_dynamic_smem(kk, smem);
   kk<<<grid, kThreads, smem, stream>>>(mp, static_cast<const bf*>(a.q), static_cast<const bf*>(a.k),
                                       static_cast<const bf*>(a.v), static_cast<const bf*>(a.dout), zinv, dlz,
                                       static_cast<bf*>(a.dk), static_cast<bf*>(a.dv), T);

@@ -1,6 +1,7 @@
 // Host side of the two-pass chunked / tree kernels (kata_attention_chunk2.cuh) for one head width D: workspace
 // layout, kernel selection by map kind, stage events. Included by kernels/kata_attention_chunk2_d*.cu.
 #pragma once
+#include "smem_limit.cuh"
 #include "kata_attention_chunk2.cuh"
 
 namespace memcap::kata::cuda {
@@ -41,7 +42,7 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
   by_state_kind(p.map, [&](auto kind) {
     auto kern = chunk_state_kernel<C, 1, decltype(kind)::value, D>;
     constexpr int smem = state_smem<C, D>();
-    MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
     kern<<<dim3(static_cast<unsigned>(z.np / 64), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)), 128,
            smem, stream>>>(attn_map(p), static_cast<const bf16*>(k), static_cast<const bf16*>(v), s_loc, z_loc,
                            static_cast<int>(p.T), static_cast<int>(z.nc), cpp);
@@ -65,7 +66,7 @@ void run(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, c
   if (form == AttentionForm::chunked) {
     by_state_kind(p.map, [&](auto kind) {
       auto kern = chunk_state_kernel<C, 0, decltype(kind)::value, D>;
-      MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, ssmem));
+      ::memcap::cuda_detail::raise_dynamic_smem(kern, ssmem);
       kern<<<dim3(static_cast<unsigned>(z.np / 64), 1, static_cast<unsigned>(z.bh)), 128, ssmem, stream>>>(
           mp, k, v, s_pre, z_pre, T, nc, 1);
       MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
@@ -78,7 +79,7 @@ void run(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, c
     float* s_loc = reinterpret_cast<float*>(ws + nS * 2 + nZ * 4);
     float* z_loc = s_loc + nS;
     auto kern = chunk_state_kernel<C, 1, MapKind::Linear, D>;
-    MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, ssmem));
+    ::memcap::cuda_detail::raise_dynamic_smem(kern, ssmem);
     kern<<<dim3(static_cast<unsigned>(z.np / 64), static_cast<unsigned>(nc), static_cast<unsigned>(z.bh)), 128, ssmem,
            stream>>>(mp, k, v, s_loc, z_loc, T, nc, 1);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
@@ -88,7 +89,7 @@ void run(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, c
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
   }
   auto launch_out = [&](auto kern, int smem) {
-    MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+    ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
     kern<<<dim3(static_cast<unsigned>(nc), static_cast<unsigned>(z.bh)), C * 2, smem, stream>>>(
         mp, q, k, v, s_pre, z_pre, static_cast<bf16*>(a.out), T, nc);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_output_kernel");

@@ -3,6 +3,7 @@
 // by head width (kata_attention_chunk2_d*.cu). Which one runs is decided by the variant table
 // (kata_attention_variants.cu). Every path records the stage events (state | scan | output) when asked.
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 #include "kata_attention_common.cuh"
 #include "kata_attention_impl.cuh"
 
@@ -156,8 +157,7 @@ void run_simt(const AttentionLaunch& p, AttentionForm form, const AttnMap& mp, c
   float* s_pre = z_loc + nZ;
   float* z_pre = s_pre + nS;
   const int state_smem = simt_state_smem(p), out_smem = simt_output_smem(p);
-  MEMCAP_CUDA_CHECK(
-      cudaFuncSetAttribute(chunk_state_simt_kernel<E>, cudaFuncAttributeMaxDynamicSharedMemorySize, state_smem));
+  ::memcap::cuda_detail::raise_dynamic_smem(chunk_state_simt_kernel<E>, state_smem);
   chunk_state_simt_kernel<E><<<dim3(znp / 64, nc, zbh), 128, state_smem, stream>>>(mp, k, v, s_loc, z_loc, T, nc,
                                                                                       p.d, p.dv, C);
   MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_simt_kernel");
@@ -170,8 +170,7 @@ void run_simt(const AttentionLaunch& p, AttentionForm form, const AttnMap& mp, c
     launch_scan_tree(z_loc, z_pre, gpu::DType::f32, zbh, znc, znp, stream);
   }
   if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
-  MEMCAP_CUDA_CHECK(
-      cudaFuncSetAttribute(chunk_output_simt_kernel<E>, cudaFuncAttributeMaxDynamicSharedMemorySize, out_smem));
+  ::memcap::cuda_detail::raise_dynamic_smem(chunk_output_simt_kernel<E>, out_smem);
   chunk_output_simt_kernel<E><<<dim3(nc, zbh), 128, out_smem, stream>>>(mp, q, k, v, s_pre, z_pre, out, T, nc, p.d,
                                                                          p.dv, C);
   MEMCAP_CUDA_CHECK_LAUNCH("chunk_output_simt_kernel");

@@ -12,6 +12,7 @@
 #include <cooperative_groups.h>
 
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 #include "kata_attention_common.cuh"
 #include "kata_attention_impl.cuh"
 
@@ -374,7 +375,7 @@ void launch_kernel(const AttentionLaunch& p, int segments, int cps, const float*
   const FusedShape fs = fused_shape(p);
   auto kern = fused_chunk_kernel<KIND, G, FPC>;
   constexpr int smem = FusedSmem<FPC>::bytes;
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
   cudaLaunchConfig_t cfg = {};
   cfg.gridDim = dim3(static_cast<unsigned>(fs.ncl), static_cast<unsigned>(segments), static_cast<unsigned>(p.B * p.H));
   cfg.blockDim = dim3(kNT);

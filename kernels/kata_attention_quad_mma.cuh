@@ -6,6 +6,7 @@
 // causal linear attention (QKᵀ ⊙ M) V, unnormalized). Internal to kernels/kata_attention_quad_mma_d*.cu.
 #pragma once
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 #include "kata_attention_common.cuh"
 
 #include <type_traits>
@@ -228,7 +229,7 @@ void launch_kernel(const AttentionLaunch& p, const void* q, const void* k, const
   constexpr int SD = D + 8;
   constexpr int smem = (kBr + 4 * kBc) * SD * 2 + (kBr > 2 * kBc ? kBr : 2 * kBc) * 4;
   auto kern = quad_mma_kernel<KIND, G, D, MT>;
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
   const dim3 grid(static_cast<unsigned>((p.T + kBr - 1) / kBr), static_cast<unsigned>(p.B * p.H));
   kern<<<grid, kBr / MT * 2, smem, stream>>>(attn_map(p), static_cast<const __nv_bfloat16*>(q),
                                              static_cast<const __nv_bfloat16*>(k),

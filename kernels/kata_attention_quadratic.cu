@@ -4,6 +4,7 @@
 // kernel is kata_attention_wgmma*.cu). Which one runs is decided by the variant table
 // (kata_attention_variants.cu).
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 #include "kata_attention_common.cuh"
 #include "kata_attention_impl.cuh"
 
@@ -80,7 +81,7 @@ void launch_simt_typed(const AttentionLaunch& p, const void* q, const void* k, c
   const int smem = static_cast<int>(sizeof(float)) *
                    (kSimtRows * (2 * p.d + 2 * p.dv) + kSimtRows * (kSimtRows + 1) + kSimtRows);
   auto kern = quadratic_simt_kernel<E>;
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
   const dim3 grid(static_cast<unsigned>((p.T + kSimtRows - 1) / kSimtRows), static_cast<unsigned>(p.B * p.H));
   kern<<<grid, kSimtThreads, smem, stream>>>(attn_map(p), static_cast<const E*>(q), static_cast<const E*>(k),
                                              static_cast<const E*>(v), static_cast<E*>(out), static_cast<int>(p.T),

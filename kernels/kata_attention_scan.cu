@@ -1,6 +1,7 @@
 // Exclusive prefix scans over chunk states for the chunked and tree forms of KATA attention.
 // Tree: Hillis-Steele in shared memory, one block per (bh, group of EG consecutive state elements).
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 #include "kata_attention_common.cuh"
 #include "kata_attention_impl.cuh"
 
@@ -50,7 +51,7 @@ __global__ void scan_tree_kernel(const float* __restrict__ in, O* __restrict__ o
 template <class O, int EG>
 void launch_tree_eg(const float* in, O* out, std::int64_t bh, std::int64_t nc, std::int64_t e, int smem,
                     cudaStream_t stream) {
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(scan_tree_kernel<O, EG>, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  ::memcap::cuda_detail::raise_dynamic_smem(scan_tree_kernel<O, EG>, smem);
   const dim3 grid(static_cast<unsigned>((e + EG - 1) / EG), static_cast<unsigned>(bh));
   scan_tree_kernel<O, EG><<<grid, 512, smem, stream>>>(in, out, static_cast<int>(nc), e);
   MEMCAP_CUDA_CHECK_LAUNCH("scan_tree_kernel");

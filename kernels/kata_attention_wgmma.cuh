@@ -14,6 +14,7 @@
 #include <type_traits>
 
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 #include "kata_attention_common.cuh"
 #include "kata_attention_impl.cuh"
 
@@ -430,7 +431,7 @@ void launch_kernel(const AttentionLaunch& p, const AttentionPtrs& a, cudaStream_
   constexpr int DP = DK < 64 ? 64 : DK, STAGES = 4;
   auto kern = quad_ws_kernel<KIND, G, DP, DK, NWG, BN, STAGES>;
   constexpr int smem = Layout<NWG, STAGES, DP / 64>::smem;
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, smem));
+  ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
   const std::int64_t BH = p.B * p.H;
   const CUtensorMap mq = tile_map(a.q, p.T, BH, DK), mk = tile_map(a.k, p.T, BH, DK), mv = tile_map(a.v, p.T, BH, DK);
   const dim3 grid(static_cast<unsigned>((p.T + 64 * NWG - 1) / (64 * NWG)), static_cast<unsigned>(BH));

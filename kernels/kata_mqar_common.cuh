@@ -9,6 +9,7 @@
 #include <type_traits>
 
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 #include "kata_mqar_mixers.cuh"
 
 namespace memcap::kata::mqar::cuda::detail {
@@ -58,7 +59,7 @@ template <class Kernel>
 void allow_smem(Kernel k, std::size_t bytes, const char* what = "mixer kernel") {
   check_smem(bytes, what);
   if (bytes > 48 * 1024)
-    MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(k, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+    ::memcap::cuda_detail::raise_dynamic_smem(k, bytes);
 }
 
 template <class T>

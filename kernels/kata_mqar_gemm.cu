@@ -13,6 +13,7 @@
 #include <type_traits>
 
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 #include "kata_mqar_common.cuh"
 #include "kata_mqar_gemm.cuh"
 #include "kata_mqar_rows.cuh"
@@ -695,8 +696,8 @@ void check_delta_gemm(const MapParams& map, const HeadShape& s, std::size_t elem
 template <class T>
 void set_solve_smem(const HeadShape& s) {
   const int bytes = static_cast<int>(delta_solve_smem(s, sizeof(T)));
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(delta_solve_forward<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(delta_solve_backward<T>, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  ::memcap::cuda_detail::raise_dynamic_smem(delta_solve_forward<T>, bytes);
+  ::memcap::cuda_detail::raise_dynamic_smem(delta_solve_backward<T>, bytes);
 }
 
 // Group pieces shared by forward and backward: block products of (q, k) and (k, k), the norms, A_qk and A_kk (in

@@ -15,6 +15,7 @@
 #include <algorithm>
 
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 #include "mlp_cg.cuh"
 
 namespace memcap::mlp::cuda {
@@ -595,7 +596,7 @@ void first_impl(cudaStream_t s, CgFusedKind kind, int m, int d, int F, const flo
   const int tiles = (F + kT - 1) / kT, chunks = (m + kT - 1) / kT;
   const auto kern = first_kernel_of<DP>(kind);
   const int bytes = first_smem_bytes<DP>(kind);
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  ::memcap::cuda_detail::raise_dynamic_smem(kern, bytes);
   int resident = 0;  // SIMT form: 2 at d <= 64 (87 KB of shared memory a block), 1 at d <= 128 (138 KB) on an H200
   MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kern, kThreads, bytes));
   const int splits = splits_for(tiles, resident, chunks);
@@ -612,7 +613,7 @@ void second_impl(cudaStream_t s, CgFusedKind kind, int m, int d, int F, const fl
   const int tiles = (F + kT - 1) / kT, chunks = (m + kT - 1) / kT;
   const auto kern = second_kernel_of<DP>(kind);
   const int bytes = second_smem_bytes<DP>(kind);
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, bytes));
+  ::memcap::cuda_detail::raise_dynamic_smem(kern, bytes);
   int resident = 0;
   MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&resident, kern, kThreads, bytes));
   const int splits = splits_for(chunks, resident, tiles);

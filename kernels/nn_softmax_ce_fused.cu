@@ -8,6 +8,7 @@
 #include <cmath>
 #include <string>
 
+#include "smem_limit.cuh"
 #include "nn_device.cuh"
 #include "nn_gated_mlp_fused.cuh"  // fused_tile, kFusedMaxDim
 #include "nn_softmax_ce_fused.cuh"
@@ -304,7 +305,7 @@ struct GradLauncher {
 
 template <class K>
 int blocks_per_sm(K kern, std::size_t smem) {
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
   int n = 0;
   MEMCAP_CUDA_CHECK(cudaOccupancyMaxActiveBlocksPerMultiprocessor(&n, kern, kNT, smem));
   return std::max(n, 1);

@@ -20,6 +20,7 @@
 #include <type_traits>
 
 #include "cuda_check.cuh"
+#include "smem_limit.cuh"
 
 namespace memcap::nn::cuda::tile {
 
@@ -149,7 +150,7 @@ inline int dk_class(std::int64_t d) { return d <= 32 ? 32 : d <= 64 ? 64 : 128; 
 template <class Args>
 void launch_dyn_smem(void (*kern)(Args), std::size_t smem, unsigned gx, unsigned gy, const Args& a,
                      cudaStream_t stream, const char* name) {
-  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(kern, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(smem)));
+  ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
   kern<<<dim3(gx, gy), kThreads, smem, stream>>>(a);
   const cudaError_t err = cudaGetLastError();
   if (err != cudaSuccess) ::memcap::cuda_detail::throw_cuda(err, name, __FILE__, __LINE__);

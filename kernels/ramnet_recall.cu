@@ -5,6 +5,7 @@
 
 #include <cstdint>
 
+#include "smem_limit.cuh"
 #include "core/gpu.hpp"
 #include "ramnet_recall.cuh"
 
@@ -565,8 +566,7 @@ void kappa_rows(const double* pr, const double* pw, int U, int dp, std::int64_t 
   if (rows <= 0) return;
   const std::size_t smem = 2 * static_cast<std::size_t>(kKappaTile) * U * dp * sizeof(double);
   if (smem > 48 * 1024)
-    MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(k_kappa_tile, cudaFuncAttributeMaxDynamicSharedMemorySize,
-                                           static_cast<int>(smem)));
+    ::memcap::cuda_detail::raise_dynamic_smem(k_kappa_tile, smem);
   const dim3 grid(static_cast<unsigned>((N + kKappaTile - 1) / kKappaTile),
                   static_cast<unsigned>((rows + kKappaTile - 1) / kKappaTile));
   k_kappa_tile<<<grid, kThreads, smem, s>>>(pr, pw, U, dp, rows, N, A);

@@ -32,7 +32,8 @@
 #               --jobs 3 (its three learning rates at once) --precision $PRECISION (tf32) (issue 12, acceptance 3:
 #               a row, training and every evaluation slice, in <= 2 min); its wall time is the sum of its calls.
 #               ROW=m4,sigma4 runs rows one after another (each its own sweep and result file); SEED=1 the
-#               second seed (sweep name suffixed -s1); OW=m2 that row's overwrite trainings too
+#               second seed (sweep name suffixed -s1); OW=m2 that row's overwrite trainings too; JOBS trainings
+#               at once (3)
 #   h13         kata mqar table2 --preset h13 --jobs 3 (orthant / Lorentz / M2 recall at T = 1024, K = 16 ... 256:
 #               the collapse past K = d_head, claim H13; issue 12 acceptance 2)
 #   induction   kata induction --preset induction --jobs 5 (softmax and Sigma2 at T = 128 ... 2048, E.2; issue 12
@@ -136,6 +137,8 @@ run_sweep() {
   else
     log "partial: rc $rc, this call ${dt} s, all calls ${total} s, ${done_jobs} job records so far; run again"
     [ -s "$Q/$name.out" ] && log "  last progress line: $(tail -1 "$Q/$name.out" | cut -c1-200)"
+    # a failed job's message (the sweep goes on with the others and exits with the first failure's code)
+    [ "$rc" != 124 ] && [ -s "$Q/$name.err" ] && log "  last error lines: $(tail -3 "$Q/$name.err" | cut -c1-300)"
     if [ -n "${OUT:-}" ] && [ -d "$OUT" ] && [ -d "$out.partial" ]; then
       tar czf "$OUT/$name.partial.tar.gz" -C "$Q" --exclude='*-ckpt*' --exclude=lock "$(basename "$out").partial" &&
         log "finished job records in \$OUT/$name.partial.tar.gz (carry it as .deps/partials/ to resume on a fresh machine)"
@@ -228,7 +231,7 @@ case "$STAGE" in
       sname="table2-row-$row-${PRECISION:-tf32}"
       [ "${SEED:-0}" != 0 ] && sname="$sname-s$SEED"
       run_sweep "$sname" build-gpu/kata mqar table2 --preset table2 --mixers "$row" --ow-mixers "${OW:-none}" \
-        --precision "${PRECISION:-tf32}" --seed "${SEED:-0}" --device cuda --jobs 3
+        --precision "${PRECISION:-tf32}" --seed "${SEED:-0}" --device cuda --jobs "${JOBS:-3}"
     done
     ;;
   h13) run_sweep h13 build-gpu/kata mqar table2 --preset h13 --device cuda --jobs 3 ;;

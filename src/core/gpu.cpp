@@ -9,6 +9,9 @@
 
 #include <algorithm>
 #include <limits>
+#include <map>
+
+#include "smem_limit.cuh"
 
 #include "core/error.hpp"
 
@@ -339,4 +342,20 @@ void set_device(int ordinal) {
 }
 
 }  // namespace memcap::gpu
+
+namespace memcap::cuda_detail {
+
+void raise_dynamic_smem(const void* func, std::size_t bytes) {
+  static std::mutex m;
+  static std::map<std::pair<int, const void*>, std::size_t> limit;  // (device, kernel) -> limit set so far
+  int dev = 0;
+  MEMCAP_CUDA_CHECK(cudaGetDevice(&dev));
+  const std::lock_guard<std::mutex> lock(m);
+  std::size_t& have = limit[{dev, func}];
+  if (bytes <= have) return;
+  MEMCAP_CUDA_CHECK(cudaFuncSetAttribute(func, cudaFuncAttributeMaxDynamicSharedMemorySize, static_cast<int>(bytes)));
+  have = bytes;
+}
+
+}  // namespace memcap::cuda_detail
 #endif  // MEMCAP_HAVE_CUDA

@@ -21,6 +21,7 @@
 #include <functional>
 #include <random>
 #include <string>
+#include <thread>
 #include <vector>
 
 #include "core/error.hpp"
@@ -705,6 +706,46 @@ TEST_CASE("mixer cores: CUDA-graph capture replays bit-identically; repeated cal
     std::printf("graph replay %s: bit-identical\n",
                 which == 0 ? "softmax" : which == 1 ? "kata-m2" : which == 2 ? "delta-m2" : "delta-m2 [gemm]");
   }
+}
+
+TEST_CASE("mixer cores from several host threads at once (a sweep's concurrent trainings): no launch fails") {
+  // Two trainings of one sweep run the gemm delta core at different lengths, so they ask for different dynamic
+  // shared memory for the same solve kernel. The limit is the kernel's, shared by the threads: it used to be set
+  // per call, and a thread setting a smaller one between the other's setting and launch failed that launch
+  // (cudaErrorInvalidValue, a DeltaKATA-M2 job of Table 2 lost twice). Each thread: its own stream, handles and
+  // buffers, 60 forward + backward calls; results bit-identical to the same calls run alone.
+  const std::int64_t chunk = 64;
+  const std::vector<mc::HeadShape> shapes{{2, 64, 2, 64}, {2, mc::kDeltaGemmMaxT, 2, 64}, {1, 300, 2, 64}};
+  const auto run = [&](std::size_t i, int calls, std::vector<double>* out, std::string* err) {
+    try {
+      gpu::Stream st;
+      gpu::Handles hd(st);
+      StepBuffers b(shapes[i], chunk);
+      const std::size_t wsz = mc::delta_gemm_workspace_bytes(b.m2, shapes[i], 4);
+      Dev<unsigned char> wsg(wsz);
+      for (int c = 0; c < calls; ++c) b.delta_gemm(st.get(), hd.blas(), wsg.p(), wsz);
+      st.synchronize();
+      *out = b.dqkv.down();
+    } catch (const std::exception& e) {
+      *err = e.what();
+    }
+  };
+  std::vector<std::vector<double>> alone(shapes.size()), together(shapes.size());
+  std::vector<std::string> err(shapes.size());
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    run(i, 1, &alone[i], &err[i]);
+    REQUIRE(err[i].empty());
+  }
+  std::vector<std::thread> threads;
+  for (std::size_t i = 0; i < shapes.size(); ++i) threads.emplace_back(run, i, 60, &together[i], &err[i]);
+  for (auto& t : threads) t.join();
+  for (std::size_t i = 0; i < shapes.size(); ++i) {
+    INFO("thread " << i << " (T = " << shapes[i].T << ")");
+    CHECK(err[i].empty());
+    CHECK(together[i] == alone[i]);
+  }
+  std::printf("three host threads, gemm delta core at T = 64 / %lld / 300, 60 calls each: no failed launch\n",
+              static_cast<long long>(mc::kDeltaGemmMaxT));
 }
 
 TEST_CASE("kata bench --shapes table9 machinery: mixer_bench_cuda validates against the CPU and times fwd + bwd") {
