@@ -963,10 +963,10 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
     c.vocab = 64;
     return MqarModel::build(c);
   };
-  CHECK(mqar_mixer_kernel_names() == "auto|gemm|tiled|chunked-eval|gemm-psi");
+  CHECK(mqar_mixer_kernel_names() == "auto|gemm-psi|gemm|tiled|chunked-eval");
   CHECK(resolve_mixer_kernel(model("softmax", 128, 2), "auto") == "gemm");
   CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto") == "gemm");
-  CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto") == "gemm");
+  CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto") == "gemm-psi");  // gemm_psi_pays (below)
   CHECK(resolve_mixer_kernel(model("orthant", 128, 2), "auto") == "tiled");
   CHECK(resolve_mixer_kernel(model("delta-m2", 128, 2), "auto") == "gemm");  // kernel space up to 512 tokens
   CHECK(resolve_mixer_kernel(model("delta-m2", 128, 2), "tiled") == "tiled");
@@ -992,18 +992,24 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
   CHECK(resolve_mixer_kernel(model("m2", 128, 2), "auto", 16384) == "tiled");
   CHECK(resolve_mixer_kernel(model("softmax", 256, 1), "auto", 16384) == "gemm");  // tiled stops at d_head 128
   CHECK(resolve_mixer_kernel(model("softmax", 128, 1), "gemm", 16384) == "gemm");  // named: the user's choice
-  // One job's plan: the variant per length. Σ4 (16 block products + P + dA per head, H = 2) needs 2.4 GB at
-  // T = 4096 and 9.4 MB at the training length 256: auto trains on gemm and evaluates T = 4096 on tiled
-  // (until the fourteenth session one choice for the longest length put the whole job on tiled).
+  // One job's plan: the variant per length. Σ4's block-product gemm (16 block products + P + dA per head, H = 2)
+  // needs 2.4 GB at T = 4096 and 9.4 MB at the training length 256; gemm-psi (A, P, dA and the ψ rows) 0.42 GB at
+  // 4096 and 6.4 GB at 16384: auto runs gemm-psi up to 4096 and tiled beyond (until the fourteenth session one
+  // choice for the longest length put the whole job on one variant).
   CHECK(mqar_gemm_bytes_per_sequence(model("sigma4", 128, 2), 4096) == 18.0 * 2 * 4096 * 4096 * 4);
-  const MixerKernelPlan s4 = plan_mixer_kernels(model("sigma4", 128, 2), "auto", {256, 4096, 512, 256, 3072});
+  const MixerKernelPlan s4 = plan_mixer_kernels(model("sigma4", 128, 2), "auto", {256, 4096, 512, 256, 16384});
   REQUIRE(s4.by_length.size() == 4);
   CHECK(s4.by_length.front().first == 256);
-  CHECK(s4.at(256) == "gemm");
-  CHECK(s4.at(512) == "gemm");
-  CHECK(s4.at(3072) == "tiled");  // 18 · 2 · 3072² · 4 B = 1.36 GB > 1 GiB
-  CHECK(s4.at(4096) == "tiled");
-  CHECK(s4.name == "gemm+tiled");
+  CHECK(s4.at(256) == "gemm-psi");
+  CHECK(s4.at(512) == "gemm-psi");
+  CHECK(s4.at(4096) == "gemm-psi");
+  CHECK(s4.at(16384) == "tiled");
+  CHECK(s4.name == "gemm-psi+tiled");
+  // M2 (2 + 2 blocks per head, H = 2): 537 MB at T = 4096 and 2.1 GB at 8192: gemm, then tiled.
+  const MixerKernelPlan m2p = plan_mixer_kernels(model("m2", 128, 2), "auto", {256, 4096, 8192});
+  CHECK(m2p.at(4096) == "gemm");
+  CHECK(m2p.at(8192) == "tiled");
+  CHECK(m2p.name == "gemm+tiled");
   // M4 (4 + 2 blocks): 805 MB at T = 4096, all gemm; named variants hold at every length.
   CHECK(plan_mixer_kernels(model("m4", 128, 2), "auto", {256, 4096}).name == "gemm");
   CHECK(plan_mixer_kernels(model("sigma4", 128, 2), "gemm", {256, 4096}).name == "gemm");
@@ -1016,11 +1022,11 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
   // (it has no backward), nor for softmax or DeltaKATA (it does not apply).
   const std::vector<std::int64_t> train{64, 128, 256}, eval{512, 1024, 2048, 3072, 4096};
   const MixerKernelPlan e4 = plan_mixer_kernels(model("sigma4", 128, 2), "auto", train, eval);
-  CHECK(e4.at(256) == "gemm");
+  CHECK(e4.at(256) == "gemm-psi");
   CHECK(e4.at(512) == "chunked-eval");
   CHECK(e4.at(1024) == "chunked-eval");
   CHECK(e4.at(4096) == "chunked-eval");
-  CHECK(e4.name == "gemm+chunked-eval");
+  CHECK(e4.name == "gemm-psi+chunked-eval");
   CHECK(plan_mixer_kernels(model("softmax", 128, 2), "auto", train, eval).name == "gemm");
   CHECK(plan_mixer_kernels(model("delta-m2", 128, 2), "auto", train, eval).name == "gemm");
   CHECK(plan_mixer_kernels(model("orthant", 128, 2), "auto", train, eval).name == "tiled+chunked-eval");
@@ -1039,22 +1045,34 @@ TEST_CASE("GPU mixer-core variant table: auto picks the first that applies; unkn
   CHECK(resolve_mixer_kernel(model("sigma2", 128, 2), "auto", 1024, true) == "gemm");
   CHECK(resolve_mixer_kernel(model("sigma2", 128, 2), "auto", 2048, true) == "chunked-eval");
   CHECK(resolve_mixer_kernel(model("m4", 128, 2), "auto", 2048, true) == "chunked-eval");
-  CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto", 256, false) == "gemm");  // trained: never chunked-eval
+  CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto", 256, false) == "gemm-psi");  // trained: not chunked-eval
   CHECK(plan_mixer_kernels(model("m2", 128, 2), "auto", train, eval).name == "gemm");
   CHECK_THROWS_AS(resolve_mixer_kernel(model("softmax", 128, 2), "chunked-eval", 4096, true), UserError);
   CHECK_THROWS_AS(resolve_mixer_kernel(model("delta-m2", 128, 2), "chunked-eval"), UserError);
-  // gemm-psi: only when named (in_auto false), KATA with the PSD maps only.
+  // gemm-psi: KATA with the PSD maps only; auto takes it where it pays (Σ4 at d_head 64, by the H200 timings),
+  // the block-product gemm for M1, M2, M4, Σ2.
   CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "gemm-psi") == "gemm-psi");
   CHECK(resolve_mixer_kernel(model("m2", 256, 1), "gemm-psi", 4096, true) == "gemm-psi");
   CHECK(plan_mixer_kernels(model("sigma4", 128, 2), "gemm-psi", train, eval).name == "gemm-psi");
   CHECK_THROWS_AS(resolve_mixer_kernel(model("orthant", 128, 2), "gemm-psi"), UserError);
   CHECK_THROWS_AS(resolve_mixer_kernel(model("softmax", 128, 2), "gemm-psi"), UserError);
   CHECK_THROWS_AS(resolve_mixer_kernel(model("delta-m2", 128, 2), "gemm-psi"), UserError);
-  for (const char* mx : {"m1", "m2", "m4", "sigma2", "sigma4"})
-    for (const std::int64_t T : {std::int64_t(0), std::int64_t(256), std::int64_t(4096), std::int64_t(16384)}) {
+  CHECK(gemm_psi_pays(model("sigma4", 128, 2)));
+  for (const char* mx : {"m1", "m2", "m4", "sigma2"}) {
+    CHECK_FALSE(gemm_psi_pays(model(mx, 128, 2)));
+    for (const std::int64_t T : {std::int64_t(0), std::int64_t(256), std::int64_t(4096), std::int64_t(16384)})
       CHECK(resolve_mixer_kernel(model(mx, 128, 2), "auto", T) != "gemm-psi");
-      CHECK(resolve_mixer_kernel(model(mx, 256, 1), "auto", T) != "gemm-psi");
-    }
+  }
+  CHECK_FALSE(gemm_psi_pays(model("softmax", 128, 2)));
+  CHECK_FALSE(gemm_psi_pays(model("orthant", 128, 2)));
+  CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto", 256) == "gemm-psi");
+  CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto") == "gemm-psi");
+  // the Σ4 row of Table 2: trained lengths on gemm-psi, the evaluation lengths on chunked-eval
+  CHECK(plan_mixer_kernels(model("sigma4", 128, 2), "auto", train, eval).name == "gemm-psi+chunked-eval");
+  // T² beyond kGemmAutoBytes: neither gemm variant, the tiled core (trained at that length)
+  CHECK(resolve_mixer_kernel(model("sigma4", 128, 2), "auto", 16384) == "tiled");
+  CHECK(mqar_psi_gemm_bytes_per_sequence(model("sigma4", 128, 2), 256) ==
+        doctest::Approx(2.0 * (3.0 * 256 * 256 + 4.0 * 136 * 256) * 4.0));
 }
 
 TEST_CASE("kata bench --shapes table9 plan: the mixer kernel from the trainer's table, gemm only where T x T fits") {

@@ -328,10 +328,11 @@ void add_train(CLI::App* mqar) {
                   "up to 512 tokens solved in kernel space, longer ones on the chunked tiled core), tiled "
                   "(shared-memory tiles; every mixer, d_head <= 128), chunked-eval (O(T) chunked KATA, forward "
                   "only: the evaluation lengths; trained lengths take auto's choice) or gemm-psi (gemm with the "
-                  "scores from explicit features, one product of depth n_psi; m<g>/sigma<g>; only when named). "
+                  "scores from explicit features, one product of depth n_psi; m<g>/sigma<g>). "
                   "auto: chunked-eval for KATA evaluation lengths where it is the faster (H200 cost model: sigma4 "
-                  "from T ~ 170, sigma2 and m4 from ~ 1500, m2 from ~ 4400), else gemm where one sequence's T x T "
-                  "buffers fit in 1 GiB, else tiled. What ran is the summary's mixer_kernel (e.g. "
+                  "from T ~ 170, sigma2 and m4 from ~ 1500, m2 from ~ 4400), else gemm-psi where it beats gemm "
+                  "(sigma4: 5x at the training shape), else gemm where one sequence's T x T buffers fit in 1 GiB, "
+                  "else tiled. What ran is the summary's mixer_kernel (e.g. "
                   "gemm+chunked-eval)")
       ->capture_default_str();
   sub->add_option("--micro-tokens", c.micro_tokens, "Tokens per micro-batch (parallel unit; results do not depend on "

@@ -60,6 +60,14 @@ void MqarModelConfig::require_cuda_support() const {
 
 const std::vector<MixerKernelVariant>& mqar_mixer_kernels() {
   static const std::vector<MixerKernelVariant> table = {
+      {"gemm-psi",
+       "the gemm variant with scores from explicit features psi(q) psi(k)^T, one cuBLAS product of depth n_psi per "
+       "head instead of g or g^2 block products (KATA with m<g> / sigma<g>, any d_head); auto where it pays "
+       "(sigma4 at d_head 64: 5.1x faster fwd + bwd)",
+       [](const MqarModel& m) {
+         return m.kind == MixerKind::kata && m.map.params().is_psd() && m.d_head % m.map.params().g == 0;
+       },
+       true, true},
       {"gemm",
        "scores in memory, cuBLAS products (softmax, KATA with m<g> / sigma<g>, any d_head; DeltaKATA with m<g> / "
        "sigma<g>, d_head <= 128: each sequence of up to 512 tokens solved in kernel space, longer ones on the chunked "
@@ -81,13 +89,6 @@ const std::vector<MixerKernelVariant>& mqar_mixer_kernels() {
        "O(T) chunked KATA on cuBLAS products (KATA with any map that has a device psi, any d_head); forward only: "
        "the evaluation lengths (trained lengths take auto's choice)",
        [](const MqarModel& m) { return m.kind == MixerKind::kata && m.map.params().has_device_psi(); }, false, true},
-      {"gemm-psi",
-       "the gemm variant with scores from explicit features psi(q) psi(k)^T, one cuBLAS product of depth n_psi per "
-       "head instead of g or g^2 block products (KATA with m<g> / sigma<g>, any d_head); only when named",
-       [](const MqarModel& m) {
-         return m.kind == MixerKind::kata && m.map.params().is_psd() && m.d_head % m.map.params().g == 0;
-       },
-       true, false},
   };
   return table;
 }
@@ -120,6 +121,21 @@ bool chunked_eval_pays(const MqarModel& model, std::int64_t T) {
   return chunked_ms < quadratic_ms;
 }
 
+bool gemm_psi_pays(const MqarModel& model) {
+  if (model.kind != MixerKind::kata || !model.map.params().is_psd()) return false;
+  const MapParams p = model.map.params();
+  const double pairs = p.kind == MapKind::SumPsd ? p.g * p.g : p.g;
+  const double psi_ms = 1.16 + 0.0039 * static_cast<double>(p.n_features);
+  const double gemm_ms = 0.45 + 0.51 * pairs;
+  return psi_ms < gemm_ms;
+}
+
+double mqar_psi_gemm_bytes_per_sequence(const MqarModel& model, std::int64_t T) {
+  const double nf = static_cast<double>(model.map.params().n_features);
+  const double t = static_cast<double>(T);
+  return static_cast<double>(model.heads) * (3.0 * t * t + 4.0 * nf * t) * 4.0;  // A, P, dA; ψ(q), ψ(k), dψ's
+}
+
 std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want, std::int64_t max_T,
                                  bool forward_only) {
   const auto& table = mqar_mixer_kernels();
@@ -130,6 +146,9 @@ std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want
     const char* fallback = nullptr;
     for (const auto& v : table) {
       if (!v.backward || !v.in_auto || !v.applies(model)) continue;
+      if (std::string(v.name) == "gemm-psi" &&
+          (!gemm_psi_pays(model) || mqar_psi_gemm_bytes_per_sequence(model, max_T) > kGemmAutoBytes))
+        continue;  // the block-product gemm is faster for this map (or T² does not fit): a later variant
       if (std::string(v.name) == "gemm" && mqar_gemm_bytes_per_sequence(model, max_T) > kGemmAutoBytes) {
         fallback = v.name;  // too much T² memory at this length: take a later variant if one applies
         continue;

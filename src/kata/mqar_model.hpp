@@ -89,7 +89,8 @@ struct MqarModel {
 // chunked-eval: the O(T) chunked form of KATA on cuBLAS (kernels/kata_mqar_chunked.cuh; every map with a device
 // ψ, any d_head), forward only: it runs evaluation lengths, never a length that is trained. gemm-psi: the gemm
 // variant with the scores from explicit features ψ (kernels/kata_mqar_psi_gemm.cuh; KATA with m<g> / sigma<g>),
-// one product of depth n_ψ instead of g or g² block products; runs only when named (not yet measured on a GPU).
+// one product of depth n_ψ instead of g or g² block products; first in the table, so auto takes it where
+// gemm_psi_pays() (Σ4 at d_head 64) and the gemm variant elsewhere.
 struct MixerKernelVariant {
   const char* name;
   const char* what;
@@ -98,14 +99,14 @@ struct MixerKernelVariant {
   bool in_auto;   // false: runs only when named (--mixer-kernel NAME)
 };
 const std::vector<MixerKernelVariant>& mqar_mixer_kernels();
-// "auto|gemm|tiled|chunked-eval|gemm-psi" (for --help and messages).
+// "auto|gemm-psi|gemm|tiled|chunked-eval" (for --help and messages).
 std::string mqar_mixer_kernel_names();
 // The variant `want` ("auto" or a table name) resolves to for `model` at sequences of up to max_T tokens that
 // run forward only (forward_only: evaluation lengths) or forward and backward: UserError (exit 2) for an unknown
 // name or a variant that does not apply to this mixer / head width. `auto`: at a forward-only length the
 // chunked-eval variant where it applies and chunked_eval_pays(); otherwise the first variant of the table with a
-// backward that applies and is in_auto, passing over gemm when one
-// sequence's scores would exceed kGemmAutoBytes (long sequences: the tiled cores need no T² memory), unless no
+// backward that applies and is in_auto, passing over gemm-psi where !gemm_psi_pays() and over gemm-psi or gemm when
+// one sequence's scores would exceed kGemmAutoBytes (long sequences: the tiled cores need no T² memory), unless no
 // other variant applies. A named forward-only variant (chunked-eval) runs the forward-only lengths and leaves the
 // trained ones to auto. max_T = 0: no length given (training lengths).
 inline constexpr double kGemmAutoBytes = 1024.0 * 1024.0 * 1024.0;
@@ -116,6 +117,14 @@ inline constexpr double kGemmAutoBytes = 1024.0 * 1024.0 * 1024.0;
 // T ≈ 170, Σ2 and M4 ≈ 1500, orthant ≈ 1000, M2 ≈ 4400, M1 ≈ 12,000 (measured: Σ4 faster from 512 on, Σ2 / M4
 // from 2048, M2 on par at 4096, M1 slower at every length up to 4096).
 bool chunked_eval_pays(const MqarModel& model, std::int64_t T);
+// Whether gemm-psi (scores from explicit ψ, one product of depth n_ψ) beats the block-product gemm variant for a
+// KATA PSD map, forward + backward: from the H200 timings at the training shape (B 256, T 256, H 2, d_head 64,
+// TF32; seventeenth session, docs/perf.md) gemm-psi takes ≈ 1.16 + 0.0039 n_ψ ms and gemm ≈ 0.45 + 0.51 · pairs
+// ms (pairs = g for M_g, g² for Σ_g): measured Σ4 1.69 against 8.64 ms (pays), M4 3.09 / 2.17, Σ2 3.55 / 2.26,
+// M2 5.30 / 1.47 (do not). Both are quadratic in T, so the choice does not depend on the length.
+bool gemm_psi_pays(const MqarModel& model);
+// Device memory of gemm-psi's T × T buffers and feature rows for one sequence (the auto limit kGemmAutoBytes).
+double mqar_psi_gemm_bytes_per_sequence(const MqarModel& model, std::int64_t T);
 std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want, std::int64_t max_T = 0,
                                  bool forward_only = false);
 // The variant of each sequence length of one job: resolve_mixer_kernel per length, so that `auto` runs the
