@@ -15,6 +15,7 @@
 #include "kata_feature_map.cuh"
 #include "kata_mqar_chunked.cuh"
 #include "kata_mqar_psi.cuh"
+#include "kata_mqar_workspace.cuh"
 #include "nn_layers.cuh"
 
 namespace memcap::kata::mqar::cuda {
@@ -24,7 +25,6 @@ namespace kc = ::memcap::kata::cuda;
 namespace nc = ::memcap::nn::cuda;
 
 constexpr std::int64_t kC = kChunkedEvalChunk;
-constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;
 constexpr int kThreadsPerBlock = 256;
 
 // Geometry of one group of nb sequences.
@@ -138,9 +138,7 @@ bool kata_chunked_applies(const MapParams& map, const HeadShape& s) {
 
 std::size_t kata_chunked_workspace_bytes(const MapParams& map, const HeadShape& s, std::size_t elem) {
   if (!kata_chunked_applies(map, s) || s.T < 1) return 0;
-  const std::size_t per_seq = per_seq_elems(geo_of(map, s, 1)) * elem;
-  const std::size_t all = per_seq * static_cast<std::size_t>(std::max<std::int64_t>(s.B, 1));
-  return std::max(per_seq, std::min(all, kMaxWorkspace / per_seq * per_seq));
+  return wsp::capped(s, per_seq_elems(geo_of(map, s, 1)) * elem);
 }
 
 template <class T>
@@ -151,12 +149,8 @@ void kata_heads_forward_chunked(T* o, std::int64_t ldo, T* den, const MapParams&
   check_args(map, s, what);
   if (s.B == 0 || s.T == 0) return;
   nc::check_handle_stream(h, stream);
-  const std::size_t per_seq = per_seq_elems(geo_of(map, s, 1)) * sizeof(T);
-  const std::int64_t nb_max = std::min<std::int64_t>(static_cast<std::int64_t>(ws_bytes / per_seq), s.B);
-  if (nb_max < 1)
-    cuda_detail::throw_user_error(std::string(what) + ": the workspace holds " + std::to_string(ws_bytes) +
-                                  " bytes but one sequence at T = " + std::to_string(s.T) + " needs " +
-                                  std::to_string(per_seq));
+  const std::int64_t nb_max =
+      wsp::group_size(s, per_seq_elems(geo_of(map, s, 1)) * sizeof(T), ws_bytes, what);
   const kc::DeviceMap dm = kc::device_map(map);
   for (std::int64_t b0 = 0; b0 < s.B; b0 += nb_max) {
     const Geo g = geo_of(map, s, std::min(nb_max, s.B - b0));

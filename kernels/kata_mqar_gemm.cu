@@ -17,6 +17,7 @@
 #include "kata_mqar_common.cuh"
 #include "kata_mqar_gemm.cuh"
 #include "kata_mqar_rows.cuh"
+#include "kata_mqar_workspace.cuh"
 #include "nn_layers.cuh"
 
 namespace memcap::kata::mqar::cuda {
@@ -28,7 +29,8 @@ using detail::neg_inf;
 namespace nc = ::memcap::nn::cuda;
 
 using namespace rowk;  // warp_row, warp_sum, warp_max, warp_dot, Rows, row_blocks, kWarps
-constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;  // the largest workspace the queries ask for
+using wsp::capped;
+using wsp::group_size;
 
 // ---------------------------------------------------------------------------------------------- softmax rows
 
@@ -190,22 +192,6 @@ void check_shape(const HeadShape& s, const char* what) {
   if (s.B < 0 || s.T < 0 || s.H < 1 || s.dh < 1)
     cuda_detail::throw_user_error(std::string(what) + ": head shape needs H >= 1 and d_head >= 1 (got H = " +
                                   std::to_string(s.H) + ", d_head = " + std::to_string(s.dh) + ")");
-}
-
-// Sequences per group for a workspace of `bytes` when one sequence needs `per_seq` bytes.
-std::int64_t group_size(const HeadShape& s, std::size_t per_seq, std::size_t bytes, const char* what) {
-  if (per_seq == 0) return std::max<std::int64_t>(s.B, 1);
-  const std::int64_t n = static_cast<std::int64_t>(bytes / per_seq);
-  if (n < 1)
-    cuda_detail::throw_user_error(std::string(what) + ": the workspace holds " + std::to_string(bytes) +
-                                  " bytes but one sequence at T = " + std::to_string(s.T) + " needs " +
-                                  std::to_string(per_seq));
-  return std::min<std::int64_t>(n, std::max<std::int64_t>(s.B, 1));
-}
-
-std::size_t capped(const HeadShape& s, std::size_t per_seq) {
-  const std::size_t all = per_seq * static_cast<std::size_t>(std::max<std::int64_t>(s.B, 1));
-  return std::max(per_seq, std::min(all, kMaxWorkspace / per_seq * per_seq));
 }
 
 template <class T>

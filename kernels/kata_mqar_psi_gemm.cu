@@ -13,6 +13,7 @@
 #include "kata_mqar_psi.cuh"
 #include "kata_mqar_psi_gemm.cuh"
 #include "kata_mqar_rows.cuh"
+#include "kata_mqar_workspace.cuh"
 #include "nn_layers.cuh"
 
 namespace memcap::kata::mqar::cuda {
@@ -23,7 +24,6 @@ namespace nc = ::memcap::nn::cuda;
 
 using namespace rowk;  // warp_row, warp_sum, warp_dot, Rows, row_blocks, kWarps
 constexpr int kThreadsPerBlock = 256;
-constexpr std::size_t kMaxWorkspace = std::size_t(1) << 30;
 
 // S → P = S / den on s <= t, 0 above (and 0 where den = 0); den = Σ_{s<=t} S_ts computed and stored (den_in null)
 // or read.
@@ -88,13 +88,7 @@ void check_args(const MapParams& map, const HeadShape& s, const char* what) {
 
 std::int64_t group_of(const MapParams& map, const HeadShape& s, std::size_t elem, std::size_t ws_bytes,
                       const char* what) {
-  const std::size_t per_seq = per_seq_elems(map, s) * elem;
-  const std::int64_t n = std::min<std::int64_t>(static_cast<std::int64_t>(ws_bytes / per_seq), s.B);
-  if (n < 1)
-    cuda_detail::throw_user_error(std::string(what) + ": the workspace holds " + std::to_string(ws_bytes) +
-                                  " bytes but one sequence at T = " + std::to_string(s.T) + " needs " +
-                                  std::to_string(per_seq));
-  return n;
+  return wsp::group_size(s, per_seq_elems(map, s) * elem, ws_bytes, what);
 }
 
 // Φq, Φk of the group's nb sequences (rows = nb·H·T, np columns).
@@ -128,9 +122,7 @@ bool kata_psi_gemm_applies(const MapParams& map, const HeadShape& s) {
 
 std::size_t kata_psi_gemm_workspace_bytes(const MapParams& map, const HeadShape& s, std::size_t elem) {
   if (!kata_psi_gemm_applies(map, s) || s.T < 1) return 0;
-  const std::size_t per_seq = per_seq_elems(map, s) * elem;
-  const std::size_t all = per_seq * static_cast<std::size_t>(std::max<std::int64_t>(s.B, 1));
-  return std::max(per_seq, std::min(all, kMaxWorkspace / per_seq * per_seq));
+  return wsp::capped(s, per_seq_elems(map, s) * elem);
 }
 
 template <class T>

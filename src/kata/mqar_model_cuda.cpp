@@ -166,9 +166,13 @@ struct MqarDeviceModel<T>::Impl {
   gpu::Tensor g_s, g_a, g_b, g_c, g_d, g_e, g_f, g_g, g_m;
   gpu::Tensor mixer_ws, embed_ws, col_scratch;
   MixerKernelPlan kplan;  // mixer-core variant per sequence length; kplan.name for the results
-  bool gemm = false;      // the variant of the shape being run (set by forward): gemm, chunked-eval or tiled
-  bool chunked = false;
-  bool psi = false;       // gemm-psi (KATA only)
+  // The variant of the shape being run (set by forward / backward from kplan): tiled, gemm, gemm-psi (KATA) or
+  // chunked-eval (KATA, forward only).
+  enum class Core { tiled, gemm, psi, chunked } core = Core::tiled;
+  void select_core(std::int64_t len) {
+    const std::string& v = kplan.at(len);
+    core = v == "gemm" ? Core::gemm : v == "gemm-psi" ? Core::psi : v == "chunked-eval" ? Core::chunked : Core::tiled;
+  }
 
   Impl(const MqarModel& model, const std::vector<MqarShape>& shapes, gpu::Handles& handles, const std::string& want,
        bool tf32)
@@ -299,7 +303,7 @@ struct MqarDeviceModel<T>::Impl {
       }
       const T* qkv = d(l.qkv);
       const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-      if (gemm)
+      if (core == Core::gemm)
         mx::softmax_heads_forward_gemm<T>(d(l.att), D, d(l.lse), qkv, qkv + D, qkv + 2 * D, 3 * D, hs, scale, blas,
                                           mixer_ws.raw(), mixer_ws.bytes(), cs());
       else
@@ -319,13 +323,13 @@ struct MqarDeviceModel<T>::Impl {
       cu::rope_forward<T>(d(l.k), d(l.k), B, Tl, H, dh, m.cfg.rope_base, cs());
     }
     if (m.kind == MixerKind::kata) {
-      if (chunked)  // forward-only lengths (plan_mixer_kernels)
+      if (core == Core::chunked)  // forward-only lengths (plan_mixer_kernels)
         mx::kata_heads_forward_chunked<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, blas,
                                           mixer_ws.raw(), mixer_ws.bytes(), cs());
-      else if (psi)
+      else if (core == Core::psi)
         mx::kata_heads_forward_psi_gemm<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, blas,
                                            mixer_ws.raw(), mixer_ws.bytes(), cs());
-      else if (gemm)
+      else if (core == Core::gemm)
         mx::kata_heads_forward_gemm<T>(d(l.att), D, d(l.den), map, d(l.q), d(l.k), d(l.v), D, hs, blas, mixer_ws.raw(),
                                        mixer_ws.bytes(), cs());
       else
@@ -335,7 +339,7 @@ struct MqarDeviceModel<T>::Impl {
       cu::sigmoid_forward<T>(d(l.beta), d(l.beta), N * H, cs());
       cu::l2norm_rows_forward<T>(d(l.qn), d(l.q_rstd), d(l.q), N * H, dh, kL2Eps, cs());
       cu::l2norm_rows_forward<T>(d(l.kn), d(l.k_rstd), d(l.k), N * H, dh, kL2Eps, cs());
-      if (gemm && mx::delta_gemm_applies(map, hs, sizeof(T)))  // kernel space up to kDeltaGemmMaxT tokens
+      if (core == Core::gemm && mx::delta_gemm_applies(map, hs, sizeof(T)))  // kernel space up to kDeltaGemmMaxT tokens
         mx::delta_heads_forward_gemm<T>(d(l.att), D, map, d(l.qn), d(l.kn), d(l.v), D, d(l.beta), hs, blas,
                                         mixer_ws.raw(), mixer_ws.bytes(), cs());
       else
@@ -366,7 +370,7 @@ struct MqarDeviceModel<T>::Impl {
       linear_bwd(datt, Gl(i, "wo.w"), Gl(i, "wo.b"), dy, d(l.att), Pl(i, "wo.w"), N, D, D);
       const T* qkv = d(l.qkv);
       const double scale = 1.0 / std::sqrt(static_cast<double>(dh));
-      if (gemm)
+      if (core == Core::gemm)
         mx::softmax_heads_backward_gemm<T>(dqkv, dqkv + D, dqkv + 2 * D, 3 * D, datt, d(l.att), D, qkv, qkv + D,
                                            qkv + 2 * D, 3 * D, d(l.lse), hs, scale, blas, mixer_ws.raw(),
                                            mixer_ws.bytes(), cs());
@@ -391,10 +395,10 @@ struct MqarDeviceModel<T>::Impl {
     T* dv = dk + N * D;
     T* dbeta = d(g_g);
     if (m.kind == MixerKind::kata) {
-      if (psi)
+      if (core == Core::psi)
         mx::kata_heads_backward_psi_gemm<T>(dq, dk, dv, D, datt, d(l.att), D, map, d(l.q), d(l.k), d(l.v), D,
                                             d(l.den), hs, blas, mixer_ws.raw(), mixer_ws.bytes(), cs());
-      else if (gemm)
+      else if (core == Core::gemm)
         mx::kata_heads_backward_gemm<T>(dq, dk, dv, D, datt, d(l.att), D, map, d(l.q), d(l.k), d(l.v), D, d(l.den), hs,
                                         blas, mixer_ws.raw(), mixer_ws.bytes(), cs());
       else
@@ -403,7 +407,7 @@ struct MqarDeviceModel<T>::Impl {
     } else {
       T* dqn = d(g_f);
       T* dkn = dqn + N * D;
-      if (gemm && mx::delta_gemm_applies(map, hs, sizeof(T)))
+      if (core == Core::gemm && mx::delta_gemm_applies(map, hs, sizeof(T)))
         mx::delta_heads_backward_gemm<T>(dqn, dkn, dv, D, dbeta, datt, D, map, d(l.qn), d(l.kn), d(l.v), D, d(l.beta),
                                          hs, blas, mixer_ws.raw(), mixer_ws.bytes(), cs());
       else
@@ -439,10 +443,9 @@ struct MqarDeviceModel<T>::Impl {
 
   void forward(const MqarShape& sh, bool train) {
     check_shape(sh);
-    gemm = kplan.at(sh.T) == "gemm";
-    chunked = kplan.at(sh.T) == "chunked-eval";
-    psi = kplan.at(sh.T) == "gemm-psi";
-    MEMCAP_ASSERT(!(train && chunked), "MqarDeviceModel: a training forward at a forward-only (chunked-eval) length");
+    select_core(sh.T);
+    MEMCAP_ASSERT(!(train && core == Core::chunked),
+                  "MqarDeviceModel: a training forward at a forward-only (chunked-eval) length");
     const std::int64_t N = sh.B * sh.T, nl = sh.labelled;
     cu::embedding_forward<T>(d(layers[0].s_in), tokens.data<std::int32_t>(), P("embed"), N, V, D, cs());
     for (std::int64_t i = 0; i < m.cfg.n_layers; ++i) {
@@ -483,9 +486,8 @@ struct MqarDeviceModel<T>::Impl {
 
   void backward(const MqarShape& sh) {
     check_shape(sh);
-    gemm = kplan.at(sh.T) == "gemm";
-    MEMCAP_ASSERT(kplan.at(sh.T) != "chunked-eval", "MqarDeviceModel: a backward at a forward-only length");
-    psi = kplan.at(sh.T) == "gemm-psi";
+    select_core(sh.T);
+    MEMCAP_ASSERT(core != Core::chunked, "MqarDeviceModel: a backward at a forward-only length");
     const std::int64_t N = sh.B * sh.T, nl = sh.labelled, n = m.param_count();
     MEMCAP_CUDA_CHECK(cudaMemsetAsync(base() + n, 0, static_cast<std::size_t>(n) * sizeof(T), cs()));  // grads
     T* dlnf = d(g_a);
