@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "kata/mqar_train.hpp"
 #include "nn/layers.hpp"
+#include "mqar_test_util.hpp"
 
 using namespace memcap;
 using namespace memcap::kata;
@@ -92,6 +93,95 @@ TEST_CASE("early stop after the first evaluation that meets the threshold") {
   CHECK(r.steps == 3);
   c.early_stop = 2.0;  // never
   CHECK(!train_mqar(c).stopped_early);
+}
+
+TEST_CASE("early-stop screen between recorded evaluations: the same stop as evaluating every epoch") {
+  MqarTrainConfig c = tiny_config("softmax");
+  c.train[0].examples = 640;  // 20 steps per epoch: the accuracy climbs over the 10 epochs
+  c.epochs = 10;
+  c.lr = 3e-2;
+  TaskSlice longer = c.eval[0];
+  longer.seq_len = 32;
+  longer.keys = 4;
+  longer.examples = 24;
+  c.eval.push_back(longer);  // two slices: the screen's order and budgets per slice
+  memcap::test::check_early_stop_screen(c);
+}
+
+TEST_CASE("mqar_epoch_end: recorded epochs, the screen's order, budgets and first failure") {
+  MqarTrainConfig c = tiny_config("softmax");
+  c.epochs = 10;
+  c.eval_every = 4;
+  c.early_stop = 0.999;
+  TaskSlice a = c.eval[0];  // 40 examples × 2 keys = 80 positions
+  TaskSlice b = a;
+  b.seq_len = 32;
+  b.keys = 4;
+  b.examples = 500;  // 2000 positions: budget 2
+  c.eval = {a, b, a};
+  std::vector<std::pair<std::size_t, std::int64_t>> calls;
+  auto eval_with = [&](std::vector<double> acc) {
+    return [&calls, acc, &c](std::size_t i, std::int64_t max_errors) {
+      calls.emplace_back(i, max_errors);
+      SliceResult r;
+      r.labelled = c.eval[i].examples * c.eval[i].queries();
+      r.accuracy = acc[i];
+      return r;
+    };
+  };
+  MqarTrainResult res;
+  std::vector<SliceResult> ev;
+  // An --eval-every epoch and the last: every slice, no budget.
+  CHECK(mqar_epoch_end(c, res, 3, ev, eval_with({0.5, 0.5, 0.5})) == MqarEpochEnd::record);
+  CHECK(calls == std::vector<std::pair<std::size_t, std::int64_t>>{{0, -1}, {1, -1}, {2, -1}});
+  CHECK(ev.size() == 3);
+  calls.clear();
+  CHECK(mqar_epoch_end(c, res, 9, ev, eval_with({0.5, 0.5, 0.5})) == MqarEpochEnd::record);
+  CHECK(calls.size() == 3);
+  // Before any recorded evaluation the last slice first; the first failure ends the screen.
+  calls.clear();
+  CHECK(mqar_epoch_end(c, res, 0, ev, eval_with({1.0, 1.0, 0.5})) == MqarEpochEnd::screened);
+  CHECK(calls == std::vector<std::pair<std::size_t, std::int64_t>>{{2, 0}});
+  // After one: lowest last accuracy first (slice 1, then 0, then 2); all pass: a full evaluation to record.
+  res.eval_accuracy = {0.2, 0.1, 0.3, 0.9, 0.4, 0.95};
+  calls.clear();
+  CHECK(mqar_epoch_end(c, res, 4, ev, eval_with({1.0, 0.9995, 1.0})) == MqarEpochEnd::record);
+  CHECK(calls == std::vector<std::pair<std::size_t, std::int64_t>>{{1, 2}, {0, 0}, {2, 0}});
+  REQUIRE(ev.size() == 3);
+  CHECK(ev[1].accuracy == 0.9995);
+  // A slice cut short by its budget (fewer positions than planned) fails, whatever its accuracy so far.
+  calls.clear();
+  auto cut = [&](std::size_t i, std::int64_t max_errors) {
+    calls.emplace_back(i, max_errors);
+    SliceResult r;
+    r.labelled = 10;
+    r.accuracy = 1.0;
+    return r;
+  };
+  CHECK(mqar_epoch_end(c, res, 4, ev, cut) == MqarEpochEnd::screened);
+  CHECK(calls.size() == 1);
+  // Early stop off (> 1) or no evaluation slice: nothing between the recorded epochs.
+  c.early_stop = 2;
+  calls.clear();
+  CHECK(mqar_epoch_end(c, res, 4, ev, eval_with({1, 1, 1})) == MqarEpochEnd::none);
+  CHECK(calls.empty());
+}
+
+TEST_CASE("mqar_error_budget: the most wrong predictions that still reach the threshold") {
+  CHECK(mqar_error_budget(1000, 0.999) == 1);
+  CHECK(mqar_error_budget(1024000, 0.999) == 1024);
+  CHECK(mqar_error_budget(999, 0.999) == 0);  // 998/999 < 0.999
+  CHECK(mqar_error_budget(10, 1.0) == 0);
+  CHECK(mqar_error_budget(10, 0.0) == 10);
+  CHECK(mqar_error_budget(10, 1.5) == -1);
+  CHECK(mqar_error_budget(0, 0.5) == -1);  // no position: accuracy 0
+  for (std::int64_t n : {1, 7, 80, 1000, 4096}) {
+    for (double th : {0.5, 0.9, 0.99, 0.999, 0.123}) {
+      const std::int64_t e = mqar_error_budget(n, th);
+      CHECK(static_cast<double>(n - e) / static_cast<double>(n) >= th);
+      if (e < n) CHECK(static_cast<double>(n - e - 1) / static_cast<double>(n) < th);
+    }
+  }
 }
 
 TEST_CASE("float64 and float32 paths train the same model to float precision") {

@@ -313,7 +313,7 @@ void add_train(CLI::App* mqar) {
   sub->add_option("--weight-decay", c.weight_decay, "AdamW weight decay (every parameter)")->capture_default_str();
   sub->add_option("--beta2", c.beta2, "AdamW beta2")->capture_default_str();
   sub->add_option("--clip", c.clip, "Global gradient-norm clip (0 = none)")->capture_default_str();
-  sub->add_option("--eval-every", c.eval_every, "Epochs between evaluations (the last epoch always)")
+  sub->add_option("--eval-every", c.eval_every, kata_app::kEvalEveryHelp)
       ->capture_default_str();
   sub->add_option("--early-stop", c.early_stop, "Stop once every evaluation slice reaches this accuracy (>1 = never)")
       ->capture_default_str();

@@ -18,6 +18,12 @@
 
 namespace memcap::kata_app {
 
+// --eval-every of kata mqar train and table2.
+inline constexpr const char* kEvalEveryHelp =
+    "Epochs between recorded evaluations (the last epoch always). The early-stop check still runs after every\n"
+    "epoch, as a screen that stops counting a slice once --early-stop is out of reach: the same stop as\n"
+    "--eval-every 1 at a fraction of its cost; only the /runs/<job>/eval curves get fewer rows";
+
 using kata::MqarTrainConfig;
 using kata::TaskSlice;
 

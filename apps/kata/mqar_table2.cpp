@@ -141,7 +141,7 @@ void add_mqar_table2(CLI::App* mqar) {
       ->capture_default_str();
   sub->add_option("--epochs", st->cfg.epochs, "Passes over the training set (cosine over all steps)")
       ->capture_default_str();
-  sub->add_option("--eval-every", st->cfg.eval_every, "Epochs between evaluations (the last epoch always)")
+  sub->add_option("--eval-every", st->cfg.eval_every, kEvalEveryHelp)
       ->capture_default_str();
   sub->add_option("--train-slices", st->train_slices, "MQAR training slices T:K:N,... (default: the §4.1 mixture)");
   sub->add_option("--eval-slices", st->eval_slices, "MQAR evaluation slices T:K[:N],... (default: the §4.1 diagonal)");

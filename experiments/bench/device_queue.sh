@@ -165,8 +165,12 @@ case "$STAGE" in
       exe=$(find build-gpu -name "$bin" -type f -perm -u+x | head -1)
       f=$C/$bin$(printf '%s' "$filter" | tr -cd 'a-zA-Z0-9').txt
       if [ -z "$exe" ]; then log "$bin: not built"; continue; fi
-      if [ -n "$filter" ]; then timeout 150 "$exe" -tc="$filter" > "$f" 2>&1; else timeout 150 "$exe" > "$f" 2>&1; fi
-      log "$bin [${filter:-all}] rc=$?: $(grep -E 'test cases|assertions' "$f" | tr -s ' ' | tr '\n' ' ')"
+      ts=$(date +%s)
+      # TEST_TIMEOUT: seconds per test binary (default 150)
+      if [ -n "$filter" ]; then timeout "${TEST_TIMEOUT:-150}" "$exe" -tc="$filter" > "$f" 2>&1
+      else timeout "${TEST_TIMEOUT:-150}" "$exe" > "$f" 2>&1; fi
+      rc=$?
+      log "$bin [${filter:-all}] rc=$rc $(( $(date +%s) - ts )) s: $(grep -E 'test cases|assertions' "$f" | tr -s ' ' | tr '\n' ' ')"
       grep -E "ERROR|values:" "$f" | head -6 | while IFS= read -r line; do log "  $line"; done
       pack
     done
@@ -226,12 +230,15 @@ case "$STAGE" in
     # ROW: one mixer or a comma list, run one after another while the call has time, each row a sweep of its own
     # (table2-row-MIXER-PRECISION, -sSEED for SEED != 0) so that every row finished in a call comes back whole;
     # OW=MIXER adds that row's overwrite trainings (§4.2; default none)
+    # EVAL_EVERY=N overrides the preset's --eval-every (a partial run made with another value resumes only with it)
     R=${ROW:-softmax}
+    EVARG=()
+    [ -n "${EVAL_EVERY:-}" ] && EVARG=(--eval-every "$EVAL_EVERY")
     for row in ${R//,/ }; do
       sname="table2-row-$row-${PRECISION:-tf32}"
       [ "${SEED:-0}" != 0 ] && sname="$sname-s$SEED"
       run_sweep "$sname" build-gpu/kata mqar table2 --preset table2 --mixers "$row" --ow-mixers "${OW:-none}" \
-        --precision "${PRECISION:-tf32}" --seed "${SEED:-0}" --device cuda --jobs "${JOBS:-3}"
+        --precision "${PRECISION:-tf32}" --seed "${SEED:-0}" "${EVARG[@]}" --device cuda --jobs "${JOBS:-3}"
     done
     ;;
   h13) run_sweep h13 build-gpu/kata mqar table2 --preset h13 --device cuda --jobs 3 ;;

@@ -28,6 +28,7 @@ namespace {
 constexpr std::uint64_t kShuffleStream = rng::kUser + 121;  // epoch permutations (stream id | epoch, slice)
 constexpr std::int64_t kSumChunk = 1 << 14;                  // fixed chunking of the float64 reductions
 constexpr std::int64_t kSlots = 16;                          // gradient buffers per step (fixed: determinism)
+constexpr std::int64_t kScreenBlock = 16;                    // micro-batches between early-stop screen checks
 
 std::int64_t micro_size(std::int64_t micro_tokens, std::int64_t T) { return std::max<std::int64_t>(1, micro_tokens / T); }
 
@@ -169,25 +170,34 @@ struct Trainer {
     return {mean_loss, acc, gn};
   }
 
-  SliceResult evaluate(const TaskSlice& s, std::uint64_t sseed) {
+  // max_errors >= 0 (the early-stop screen): stops after the block of micro-batches in which more than
+  // max_errors predictions were wrong; the result then covers fewer positions than the slice.
+  SliceResult evaluate(const TaskSlice& s, std::uint64_t sseed, std::int64_t max_errors = -1) {
     const std::int64_t mb = micro_size(cfg.micro_tokens, s.seq_len), nu = (s.examples + mb - 1) / mb;
     std::vector<double> loss(static_cast<std::size_t>(nu), 0.0);
     std::vector<std::int64_t> correct(static_cast<std::size_t>(nu), 0), labelled(static_cast<std::size_t>(nu), 0);
-    ErrorSlot err;
+    const std::int64_t block = max_errors < 0 ? nu : kScreenBlock;
+    std::int64_t done = 0, wrong = 0;
+    for (; done < nu && (max_errors < 0 || wrong <= max_errors); done = std::min(nu, done + block)) {
+      const std::int64_t u1 = std::min(nu, done + block);
+      ErrorSlot err;
 #pragma omp parallel for schedule(dynamic, 1)
-    for (std::int64_t u = 0; u < nu; ++u) {
-      if (err.failed()) continue;
-      try {
-        const std::int64_t e0 = u * mb, ne = std::min(s.examples, e0 + mb) - e0;
-        const MqarForward f = micro(s, sseed, nullptr, e0, ne, nullptr, 0.0);
-        loss[static_cast<std::size_t>(u)] = f.loss_sum;
-        correct[static_cast<std::size_t>(u)] = f.correct;
-        labelled[static_cast<std::size_t>(u)] = f.labelled;
-      } catch (...) {
-        err.capture();
+      for (std::int64_t u = done; u < u1; ++u) {
+        if (err.failed()) continue;
+        try {
+          const std::int64_t e0 = u * mb, ne = std::min(s.examples, e0 + mb) - e0;
+          const MqarForward f = micro(s, sseed, nullptr, e0, ne, nullptr, 0.0);
+          loss[static_cast<std::size_t>(u)] = f.loss_sum;
+          correct[static_cast<std::size_t>(u)] = f.correct;
+          labelled[static_cast<std::size_t>(u)] = f.labelled;
+        } catch (...) {
+          err.capture();
+        }
       }
+      err.rethrow();
+      for (std::int64_t u = done; u < u1; ++u)
+        wrong += labelled[static_cast<std::size_t>(u)] - correct[static_cast<std::size_t>(u)];
     }
-    err.rethrow();
     SliceResult r;
     r.labelled = std::accumulate(labelled.begin(), labelled.end(), std::int64_t(0));
     const double nl = static_cast<double>(std::max<std::int64_t>(1, r.labelled));
@@ -266,12 +276,14 @@ struct Trainer {
       res.train_s += seconds_since(t0);
       res.epochs_run = epoch + 1;
       const bool last = epoch + 1 == cfg.epochs;
-      if (!last && (epoch + 1) % cfg.eval_every != 0) continue;
       const auto te = std::chrono::steady_clock::now();
       std::vector<SliceResult> ev;
-      for (std::size_t i = 0; i < cfg.eval.size(); ++i) ev.push_back(evaluate(cfg.eval[i], eseed[i]));
+      const MqarEpochEnd end = mqar_epoch_end(cfg, res, epoch, ev, [&](std::size_t i, std::int64_t max_errors) {
+        return evaluate(cfg.eval[i], eseed[i], max_errors);
+      });
       res.eval_s += seconds_since(te);
-      if (record_mqar_evaluation(res, cfg, epoch + 1, t, std::move(ev)) && !last) {
+      if (end == MqarEpochEnd::none) continue;
+      if (end == MqarEpochEnd::record && record_mqar_evaluation(res, cfg, epoch + 1, t, std::move(ev)) && !last) {
         res.stopped_early = true;
         break;
       }
@@ -386,6 +398,49 @@ bool record_mqar_evaluation(MqarTrainResult& res, const MqarTrainConfig& cfg, st
   res.final_eval = std::move(ev);
   if (cfg.on_eval) cfg.on_eval(epochs_done, accs);
   return !accs.empty() && *std::min_element(accs.begin(), accs.end()) >= cfg.early_stop;
+}
+
+std::int64_t mqar_error_budget(std::int64_t labelled, double threshold) {
+  const double nl = static_cast<double>(std::max<std::int64_t>(1, labelled));
+  auto reaches = [&](std::int64_t wrong) { return static_cast<double>(labelled - wrong) / nl >= threshold; };
+  if (!reaches(0)) return -1;
+  auto e = std::clamp<std::int64_t>(static_cast<std::int64_t>(std::floor((1.0 - threshold) * nl)), 0, labelled);
+  while (e > 0 && !reaches(e)) --e;  // the same division as SliceResult::accuracy decides
+  while (e < labelled && reaches(e + 1)) ++e;
+  return e;
+}
+
+MqarEpochEnd mqar_epoch_end(const MqarTrainConfig& cfg, const MqarTrainResult& res, std::int64_t epoch,
+                            std::vector<SliceResult>& ev,
+                            const std::function<SliceResult(std::size_t, std::int64_t)>& eval) {
+  ev.clear();
+  const bool last = epoch + 1 == cfg.epochs;
+  if (last || (epoch + 1) % cfg.eval_every == 0) {
+    for (std::size_t i = 0; i < cfg.eval.size(); ++i) ev.push_back(eval(i, -1));
+    return MqarEpochEnd::record;
+  }
+  if (cfg.eval.empty() || cfg.early_stop > 1) return MqarEpochEnd::none;
+  // The slice that failed last time first; before any evaluation the last listed (the diagonal's longest).
+  const std::size_t ns = cfg.eval.size();
+  std::vector<std::size_t> order(ns);
+  std::iota(order.begin(), order.end(), std::size_t{0});
+  std::reverse(order.begin(), order.end());
+  if (res.eval_accuracy.size() >= ns) {
+    const double* prev = res.eval_accuracy.data() + (res.eval_accuracy.size() - ns);
+    std::stable_sort(order.begin(), order.end(), [&](std::size_t a, std::size_t b) { return prev[a] < prev[b]; });
+  }
+  ev.resize(ns);
+  for (const std::size_t i : order) {
+    const TaskSlice& s = cfg.eval[i];
+    const std::int64_t total = s.examples * s.queries();
+    const std::int64_t budget = mqar_error_budget(total, cfg.early_stop);
+    if (budget < 0) return MqarEpochEnd::screened;
+    SliceResult r = eval(i, budget);
+    if (r.labelled < total || r.accuracy < cfg.early_stop) return MqarEpochEnd::screened;
+    MEMCAP_ASSERT(r.labelled == total, "MQAR early-stop screen: a slice's labelled positions differ from the plan");
+    ev[i] = r;
+  }
+  return MqarEpochEnd::record;  // every slice reached the threshold: a full evaluation, recorded, then stop
 }
 
 MqarTrainResult train_mqar(const MqarTrainConfig& cfg) {

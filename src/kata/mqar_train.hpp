@@ -29,7 +29,9 @@ struct MqarTrainConfig {
   double lr = 1e-3, lr_min = 0.0;
   double weight_decay = 0.1, beta1 = 0.9, beta2 = 0.95, adam_eps = 1e-8;
   double clip = 1.0;              // global gradient-norm clip (0 = none)
-  std::int64_t eval_every = 1;    // epochs between evaluations (the last epoch is always evaluated)
+  // Epochs between recorded evaluations (the last epoch always); the early-stop check runs after every epoch
+  // regardless (mqar_epoch_end: a screen that stops counting once the threshold is out of reach).
+  std::int64_t eval_every = 1;
   double early_stop = 0.999;      // stop once every evaluation slice reaches this accuracy (> 1 = never)
   std::int64_t micro_tokens = 1024;  // tokens per micro-batch (>= one sequence)
   // f32 | f64 forward/backward; tf32 (GPU only): f32 storage and master weights, cuBLAS products on TF32
@@ -101,6 +103,27 @@ MqarTrainResult train_mqar(const MqarTrainConfig& cfg);
 // cfg.early_stop (the caller stops early unless it was the last epoch).
 bool record_mqar_evaluation(MqarTrainResult& res, const MqarTrainConfig& cfg, std::int64_t epochs_done,
                             std::int64_t step, std::vector<SliceResult> ev);
+
+// What ends an epoch (both trainers, mqar_epoch_end).
+enum class MqarEpochEnd {
+  none,      // no evaluation (between two of --eval-every, early stop off)
+  screened,  // the early-stop screen ran and some slice cannot reach cfg.early_stop: nothing recorded
+  record,    // ev holds a full evaluation to record (an --eval-every epoch, the last, or a passed screen)
+};
+
+// After epoch `epoch` (0-based): on an evaluation epoch (every cfg.eval_every and the last) ev receives every
+// slice's full evaluation. Between them, when early stop is on, the §4.4 check runs as a screen: slices from the
+// lowest last recorded accuracy up (before any, the last listed first), each through eval(slice, max_errors),
+// which may stop counting once more than max_errors predictions are wrong (mqar_error_budget: the threshold is
+// then out of reach). Exact: record is returned exactly when a full evaluation would stop the training, with
+// ev equal to that full evaluation; otherwise nothing is recorded, and the cost is a fraction of an evaluation.
+MqarEpochEnd mqar_epoch_end(const MqarTrainConfig& cfg, const MqarTrainResult& res, std::int64_t epoch,
+                            std::vector<SliceResult>& ev,
+                            const std::function<SliceResult(std::size_t, std::int64_t)>& eval);
+
+// The most wrong predictions among `labelled` positions that still reach accuracy `threshold` (the division
+// of SliceResult::accuracy); -1 when even none wrong misses it.
+std::int64_t mqar_error_budget(std::int64_t labelled, double threshold);
 
 // The batches of one epoch in training order (both trainers): example order perm[slice] and the
 // (slice, batch index) list `batches`, visited in `order`; batch b of slice s holds the examples

@@ -202,11 +202,15 @@ struct CudaTrainer {
     g->launch(stream);
   }
 
-  SliceResult evaluate(const TaskSlice& s, std::uint64_t sseed) {
+  // max_errors >= 0 (the early-stop screen): stops after the batch in which more than max_errors predictions
+  // were wrong; the result then covers fewer positions than the slice.
+  SliceResult evaluate(const TaskSlice& s, std::uint64_t sseed, std::int64_t max_errors = -1) {
     const std::int64_t eb = eval_batch(s, plan.eval_tokens);  // the planned evaluation shapes
     acc_loss.fill_zero(stream);
     acc_correct.fill_zero(stream);
     std::int64_t labelled = 0;
+    double loss = 0;
+    long long correct = 0;
     for (std::int64_t e0 = 0; e0 < s.examples; e0 += eb) {
       const std::int64_t ne = std::min(s.examples, e0 + eb) - e0;
       const MqarShape sh = stage_batch(s, sseed, nullptr, e0, ne);
@@ -214,9 +218,12 @@ struct CudaTrainer {
       mc::eval_accumulate(acc_loss.data<double>(), static_cast<long long*>(acc_correct.raw()), dm->loss_mean(),
                           dm->n_correct(), sh.labelled, stream.get());
       labelled += sh.labelled;
+      if (max_errors < 0) continue;
+      MEMCAP_CUDA_CHECK(
+          cudaMemcpyAsync(&correct, acc_correct.raw(), sizeof correct, cudaMemcpyDeviceToHost, stream.get()));
+      stream.synchronize();
+      if (labelled - correct > max_errors) break;
     }
-    double loss = 0;
-    long long correct = 0;
     MEMCAP_CUDA_CHECK(cudaMemcpyAsync(&loss, acc_loss.raw(), sizeof loss, cudaMemcpyDeviceToHost, stream.get()));
     MEMCAP_CUDA_CHECK(
         cudaMemcpyAsync(&correct, acc_correct.raw(), sizeof correct, cudaMemcpyDeviceToHost, stream.get()));
@@ -337,12 +344,14 @@ struct CudaTrainer {
       res.train_s += seconds_since(t0);
       res.epochs_run = epoch + 1;
       const bool last = epoch + 1 == cfg.epochs;
-      if (!last && (epoch + 1) % cfg.eval_every != 0) continue;
       const auto te = Clock::now();
       std::vector<SliceResult> ev;
-      for (std::size_t i = 0; i < cfg.eval.size(); ++i) ev.push_back(evaluate(cfg.eval[i], eseed[i]));
+      const MqarEpochEnd end = mqar_epoch_end(cfg, res, epoch, ev, [&](std::size_t i, std::int64_t max_errors) {
+        return evaluate(cfg.eval[i], eseed[i], max_errors);
+      });
       res.eval_s += seconds_since(te);
-      if (record_mqar_evaluation(res, cfg, epoch + 1, t, std::move(ev)) && !last) {
+      if (end == MqarEpochEnd::none) continue;
+      if (end == MqarEpochEnd::record && record_mqar_evaluation(res, cfg, epoch + 1, t, std::move(ev)) && !last) {
         res.stopped_early = true;
         break;
       }

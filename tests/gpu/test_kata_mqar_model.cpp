@@ -37,6 +37,7 @@
 #include "nn/layernorm.hpp"
 #include "nn/rmsnorm_gain.hpp"
 #include "nn_seq_layers.cuh"
+#include "../mqar_test_util.hpp"
 
 using namespace memcap;
 using namespace memcap::kata;
@@ -513,7 +514,8 @@ TEST_CASE("MQAR GPU training: 100 steps follow the CPU trainer; runs are bit-ide
       c.device = "cuda";
       c.mixer_kernel = kern;
       const MqarTrainResult gpu = train_mqar(c);
-      CHECK(gpu.mixer_kernel == (kern != "auto" ? kern : std::string("gemm")));
+      // auto: the quadratic core the variant table picks for this model (gemm, or gemm-psi where it pays)
+      CHECK(gpu.mixer_kernel == (kern != "auto" ? kern : resolve_mixer_kernel(MqarModel::build(c.model), "auto")));
       CHECK(cpu.mixer_kernel.empty());
       REQUIRE(cpu.steps == 100);
       REQUIRE(gpu.steps == 100);
@@ -564,11 +566,12 @@ TEST_CASE("MQAR GPU training with chunked-eval: the evaluation length runs on th
     c.eval[0].seq_len = 70;  // not trained: a forward-only length (two chunks of 64, the second partial)
     const MqarTrainResult cpu = train_mqar(c);
     c.device = "cuda";
-    const MqarTrainResult gemm = train_mqar(c);  // auto: at T = 70 chunked-eval does not pay: gemm
+    const MqarTrainResult gemm = train_mqar(c);  // auto: at T = 70 chunked-eval does not pay: a quadratic core
     c.mixer_kernel = "chunked-eval";
     const MqarTrainResult ch = train_mqar(c);
-    CHECK(gemm.mixer_kernel == "gemm");
-    CHECK(ch.mixer_kernel == "gemm+chunked-eval");
+    const std::string quadratic = resolve_mixer_kernel(MqarModel::build(c.model), "auto");  // gemm or gemm-psi
+    CHECK(gemm.mixer_kernel == quadratic);
+    CHECK(ch.mixer_kernel == quadratic + "+chunked-eval");
     CHECK(ch.loss == gemm.loss);  // the training lengths run the same core
     REQUIRE(ch.final_eval.size() == 1);
     REQUIRE(cpu.final_eval.size() == 1);
@@ -580,6 +583,17 @@ TEST_CASE("MQAR GPU training with chunked-eval: the evaluation length runs on th
     CHECK(ch.final_eval[0].loss == doctest::Approx(gemm.final_eval[0].loss).epsilon(1e-4));
     CHECK(std::abs(ch.final_eval[0].accuracy - cpu.final_eval[0].accuracy) <= kTolAccF32);
   }
+}
+
+TEST_CASE("MQAR GPU training: the early-stop screen takes the same stop as evaluating every epoch") {
+  MqarTrainConfig c = train_config("m2", "f32");
+  c.device = "cuda";
+  TaskSlice longer = c.eval[0];
+  longer.seq_len = 40;
+  longer.keys = 6;
+  longer.examples = 7000;  // 280,000 tokens: two evaluation batches (2^18 tokens each), a stop between them
+  c.eval.push_back(longer);
+  memcap::test::check_early_stop_screen(c);
 }
 
 TEST_CASE("MQAR GPU training in tf32 (TF32 tensor-core products) follows f32 over 100 steps") {
