@@ -170,7 +170,8 @@ case "$STAGE" in
       if [ -n "$filter" ]; then timeout "${TEST_TIMEOUT:-150}" "$exe" -tc="$filter" > "$f" 2>&1
       else timeout "${TEST_TIMEOUT:-150}" "$exe" > "$f" 2>&1; fi
       rc=$?
-      log "$bin [${filter:-all}] rc=$rc $(( $(date +%s) - ts )) s: $(grep -E 'test cases|assertions' "$f" | tr -s ' ' | tr '\n' ' ')"
+      summary=$(grep -E 'test cases|assertions' "$f" | tr -s ' ' | tr '\n' ' ')
+      log "$bin [${filter:-all}] rc=$rc $(( $(date +%s) - ts )) s: $summary"
       grep -E "ERROR|values:" "$f" | head -6 | while IFS= read -r line; do log "  $line"; done
       pack
     done
