@@ -41,6 +41,7 @@ struct SweepState {
   std::int64_t eval_examples = 1000;
   // table2
   std::vector<std::string> ow_mixers = {"softmax", "m2", "delta-m2"};
+  std::vector<std::string> tasks = {"mqar", "overwrite"};  // which of a row's trainings the plan holds
   std::string train_slices, eval_slices, ow_train_slices, ow_eval_slices;
   std::int64_t eval_max_len = 4096;
   // induction

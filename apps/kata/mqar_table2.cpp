@@ -30,8 +30,13 @@ std::vector<TaskSlice> slices_or(const std::string& text, TaskKind kind, std::in
 void run_table2(CLI::App* sub, SweepState& st) {
   Prepared p = prepare_sweep(sub, st, "kata mqar table2");
   if (p.done) return;
+  for (const auto& t : st.tasks)
+    require(t == "mqar" || t == "overwrite", "--tasks '{}': use mqar, overwrite or both (comma list)", t);
+  require(!st.tasks.empty(), "--tasks is empty: use mqar, overwrite or both");
+  sweep::require_distinct(st.tasks, "--tasks");
+  auto wanted = [&](const char* t) { return std::find(st.tasks.begin(), st.tasks.end(), t) != st.tasks.end(); };
   const bool no_ow = st.ow_mixers.size() == 1 && st.ow_mixers.front() == "none";
-  if (no_ow) st.ow_mixers.clear();
+  if (no_ow || !wanted("overwrite")) st.ow_mixers.clear();  // --tasks mqar: the overwrite rows are not planned
   for (const auto& m : st.ow_mixers) require(!m.empty(), "--ow-mixers has an empty item (none: no overwrite rows)");
   sweep::require_distinct(st.ow_mixers, "--ow-mixers");
   for (const auto& m : st.ow_mixers)
@@ -65,12 +70,15 @@ void run_table2(CLI::App* sub, SweepState& st) {
     plan.jobs.push_back(j);
     specs.push_back(std::move(js));
   };
-  for (const auto& m : st.mixers)
-    for (double lr : st.lrs)
-      for (int s = 0; s < st.seeds; ++s) add("mqar", m, lr, s);
-  for (const auto& m : st.ow_mixers)
-    for (double lr : st.lrs)
-      for (int s = 0; s < st.seeds; ++s) add("overwrite", m, lr, s);
+  if (wanted("mqar"))
+    for (const auto& m : st.mixers)
+      for (double lr : st.lrs)
+        for (int s = 0; s < st.seeds; ++s) add("mqar", m, lr, s);
+  if (wanted("overwrite"))
+    for (const auto& m : st.ow_mixers)
+      for (double lr : st.lrs)
+        for (int s = 0; s < st.seeds; ++s) add("overwrite", m, lr, s);
+  require(!plan.jobs.empty(), "--tasks overwrite with --ow-mixers none plans no training");
   plan_models(st, p, specs, "kata mqar table2");
 
   // The state column of every row: the longest MQAR evaluation slice (Table 2: softmax's KV cache at T = 4096).
@@ -137,6 +145,11 @@ void add_mqar_table2(CLI::App* mqar) {
   add_shared(sub, *st, "table2.h5");
   sub->add_option("--ow-mixers", st->ow_mixers, "Mixers that also get the overwrite columns (comma list; none = no "
                                                 "overwrite trainings)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--tasks", st->tasks,
+                  "Trainings to plan: mqar (a row per --mixers), overwrite (per --ow-mixers) or both; e.g.\n"
+                  "--tasks overwrite --mixers m2 --ow-mixers m2 runs only M2's overwrite column")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--epochs", st->cfg.epochs, "Passes over the training set (cosine over all steps)")

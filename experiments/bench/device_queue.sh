@@ -84,7 +84,8 @@ if [ -n "${PREBUILT:-}" ]; then
   for b in $TARGET; do
     exe=$(find "$PREBUILT" -name "$b" -type f -perm -u+x 2>/dev/null | head -1)
     [ -n "$exe" ] || { echo "PREBUILT=$PREBUILT holds no executable '$b': carry it (or leave PREBUILT unset)" >&2; exit 2; }
-    cp "$exe" build-gpu/
+    # unchanged binaries stay (a second device_queue.sh running them at once: no "Text file busy")
+    cmp -s "$exe" "build-gpu/$b" || cp "$exe" build-gpu/
   done
   log "prebuilt $TARGET from $PREBUILT"
 else
@@ -232,14 +233,19 @@ case "$STAGE" in
     # (table2-row-MIXER-PRECISION, -sSEED for SEED != 0) so that every row finished in a call comes back whole;
     # OW=MIXER adds that row's overwrite trainings (§4.2; default none)
     # EVAL_EVERY=N overrides the preset's --eval-every (a partial run made with another value resumes only with it)
+    # TASKS=overwrite: only the OW trainings (the row's MQAR trainings done already; sweep name suffixed -ow)
     R=${ROW:-softmax}
     EVARG=()
     [ -n "${EVAL_EVERY:-}" ] && EVARG=(--eval-every "$EVAL_EVERY")
+    TARG=()
+    [ -n "${TASKS:-}" ] && TARG=(--tasks "$TASKS")
     for row in ${R//,/ }; do
       sname="table2-row-$row-${PRECISION:-tf32}"
       [ "${SEED:-0}" != 0 ] && sname="$sname-s$SEED"
+      [ "${TASKS:-}" = overwrite ] && sname="$sname-ow"
       run_sweep "$sname" build-gpu/kata mqar table2 --preset table2 --mixers "$row" --ow-mixers "${OW:-none}" \
-        --precision "${PRECISION:-tf32}" --seed "${SEED:-0}" "${EVARG[@]}" --device cuda --jobs "${JOBS:-3}"
+        --precision "${PRECISION:-tf32}" --seed "${SEED:-0}" "${EVARG[@]}" "${TARG[@]}" --device cuda \
+        --jobs "${JOBS:-3}"
     done
     ;;
   h13) run_sweep h13 build-gpu/kata mqar table2 --preset h13 --device cuda --jobs 3 ;;
