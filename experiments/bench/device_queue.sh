@@ -78,8 +78,8 @@ if [ "$STAGE" = checks ]; then
 fi
 if [ -n "${PREBUILT:-}" ]; then
   # PREBUILT=DIR: binaries built on the development machine (Debian 12, CUDA 13, sm_90a by default) and carried
-  # (e.g. carry ["build/kata"] with PREBUILT=build): no build on the device, which saves its ~3 min on a fresh
-  # machine. The carry limit is 64 MiB with the working tree: kata alone (~52 MB) fits, kata with hebb does not.
+  # (experiments/bench/pack_binaries.sh packs kata, hebb, ramnet and every GPU test into ~25 MB of .deps/bin; unpack
+  # into build/ and give PREBUILT=build): no build on the device, which saves its ~3 min on a fresh machine.
   mkdir -p build-gpu
   for b in $TARGET; do
     exe=$(find "$PREBUILT" -name "$b" -type f -perm -u+x 2>/dev/null | head -1)
