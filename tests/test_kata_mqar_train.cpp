@@ -12,6 +12,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "kata/mqar_checkpoint.hpp"
 #include "kata/mqar_train.hpp"
 #include "nn/layers.hpp"
 #include "mqar_test_util.hpp"
@@ -165,6 +166,28 @@ TEST_CASE("mqar_epoch_end: recorded epochs, the screen's order, budgets and firs
   calls.clear();
   CHECK(mqar_epoch_end(c, res, 4, ev, eval_with({1, 1, 1})) == MqarEpochEnd::none);
   CHECK(calls.empty());
+}
+
+TEST_CASE("fresh examples: epoch 0 is the fixed set, every later epoch a new one; fingerprints differ") {
+  MqarTrainConfig c = tiny_config("softmax");
+  const MqarTrainResult fixed = train_mqar(c);
+  for (std::int64_t e = 0; e < c.epochs; ++e) CHECK(mqar_epoch_plan(c, e).seed == mqar_epoch_plan(c, 0).seed);
+  c.fresh_examples = true;
+  CHECK(mqar_epoch_plan(c, 0).seed == mqar_epoch_plan(MqarTrainConfig(tiny_config("softmax")), 0).seed);
+  CHECK(mqar_epoch_plan(c, 1).seed != mqar_epoch_plan(c, 0).seed);
+  CHECK(mqar_epoch_plan(c, 2).seed != mqar_epoch_plan(c, 1).seed);
+  CHECK(mqar_epoch_plan(c, 1).perm == mqar_epoch_plan(tiny_config("softmax"), 1).perm);  // same order, new examples
+  const MqarTrainResult fresh = train_mqar(c);
+  const std::size_t spe = static_cast<std::size_t>(c.steps_per_epoch());
+  REQUIRE(fresh.loss.size() == fixed.loss.size());
+  // The first epoch's steps are the fixed run's; the second epoch's batches differ (so do the losses).
+  CHECK(std::vector<double>(fresh.loss.begin(), fresh.loss.begin() + static_cast<std::ptrdiff_t>(spe)) ==
+        std::vector<double>(fixed.loss.begin(), fixed.loss.begin() + static_cast<std::ptrdiff_t>(spe)));
+  CHECK(fresh.loss[spe] != fixed.loss[spe]);
+  CHECK(fresh.final_params != fixed.final_params);
+  // Deterministic, and a checkpoint of one mode is not resumed by the other.
+  CHECK(train_mqar(c).final_params == fresh.final_params);
+  CHECK(mqar_fingerprint(c, "cpu") != mqar_fingerprint(tiny_config("softmax"), "cpu"));
 }
 
 TEST_CASE("mqar_error_budget: the most wrong predictions that still reach the threshold") {

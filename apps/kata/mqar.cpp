@@ -103,8 +103,9 @@ void print_plan(const MqarState& st, const MqarModel& model, std::int64_t state,
   fmt::print("  eval      {}\n", fmt_slices(c.eval));
   fmt::print("  optimizer AdamW lr {} -> {} cosine, betas ({}, {}), weight decay {}, clip {}\n", c.lr, c.lr_min, c.beta1,
              c.beta2, c.weight_decay, c.clip);
-  fmt::print("  schedule  batch {}  epochs {}  steps/epoch {}  steps {}  eval every {} epoch(s)  early stop {}\n",
-             c.batch, c.epochs, c.steps_per_epoch(), c.steps_per_epoch() * c.epochs, c.eval_every, c.early_stop);
+  fmt::print("  schedule  batch {}  epochs {}  steps/epoch {}  steps {}  eval every {} epoch(s)  early stop {}  {}\n",
+             c.batch, c.epochs, c.steps_per_epoch(), c.steps_per_epoch() * c.epochs, c.eval_every, c.early_stop,
+             c.fresh_examples ? "new training examples every epoch" : "one fixed training set");
   if (c.device == "cuda")
     fmt::print("  compute   cuda:{}  one CUDA graph per batch shape  GPU memory ~{:.0f} MB\n", c.precision, bytes / 1e6);
   else
@@ -238,6 +239,8 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
                                   st.cfg.beta1, st.cfg.beta2, st.cfg.adam_eps, st.cfg.weight_decay, st.cfg.clip,
                                   st.cfg.lr, st.cfg.lr_min, res.planned_steps)},
         {"micro_tokens", st.cfg.micro_tokens},
+        {"training_set", st.cfg.fresh_examples ? "new examples every epoch (--fresh-examples)"
+                                               : "one fixed set per slice, repeated every epoch"},
         {"rope", st.cfg.model.rope ? fmt::format("RoPE base {} on q, k after the short convs", st.cfg.model.rope_base)
                                    : std::string("none")},
         {"gate", model.kind == MixerKind::gated ? "GatedKATA: log gamma = log sigmoid(W_alpha x + b_alpha), unnormalized"
@@ -317,6 +320,7 @@ void add_train(CLI::App* mqar) {
       ->capture_default_str();
   sub->add_option("--early-stop", c.early_stop, "Stop once every evaluation slice reaches this accuracy (>1 = never)")
       ->capture_default_str();
+  sub->add_flag("--fresh-examples", c.fresh_examples, kata_app::kFreshExamplesHelp);
   sub->add_option("--precision", c.precision,
                   "Forward/backward precision: f32 or f64 (float64 reference; on the GPU f64 keeps float64 weights), "
                   "or tf32 (GPU only: f32 storage and master weights, cuBLAS products on TF32 tensor cores)")

@@ -99,6 +99,7 @@ void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out) {
   sub->add_option("--clip", c.clip, "Global gradient-norm clip (0 = none)")->capture_default_str();
   sub->add_option("--early-stop", c.early_stop, "Stop once every evaluation slice reaches this accuracy (>1 = never)")
       ->capture_default_str();
+  sub->add_flag("--fresh-examples", c.fresh_examples, kFreshExamplesHelp);
   sub->add_option("--precision", c.precision,
                   "Forward/backward precision: f32, f64 (float64 reference) or tf32 (GPU only: TF32 tensor-core products)")
       ->capture_default_str()

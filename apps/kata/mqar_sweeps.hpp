@@ -18,6 +18,11 @@
 
 namespace memcap::kata_app {
 
+// --fresh-examples of kata mqar train, table2 and induction.
+inline constexpr const char* kFreshExamplesHelp =
+    "Draw a new training set of each slice's size every epoch (no example seen twice) instead of one fixed set\n"
+    "repeated every epoch (Zoology's protocol, the default)";
+
 // --eval-every of kata mqar train and table2.
 inline constexpr const char* kEvalEveryHelp =
     "Epochs between recorded evaluations (the last epoch always). The early-stop check still runs after every\n"

@@ -41,6 +41,7 @@ std::string mqar_fingerprint(const MqarTrainConfig& c, const std::string& device
       {"early_stop", g17(c.early_stop)}, {"micro_tokens", c.micro_tokens}, {"precision", c.precision},
       {"seed", c.seed},           {"device", device}};
   if (m.rope) j["rope_base"] = g17(m.rope_base);  // only when on: fingerprints of runs without RoPE unchanged
+  if (c.fresh_examples) j["fresh_examples"] = true;  // likewise
   if (m.backbone != "zoology") j["backbone"] = m.backbone;  // likewise
   return j.dump();
 }

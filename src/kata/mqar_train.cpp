@@ -240,29 +240,18 @@ struct Trainer {
     res.params = model.param_count();
     const std::int64_t spe = cfg.steps_per_epoch();
     res.planned_steps = spe * cfg.epochs;
-    const std::uint64_t shuffle_seed = rng::derive_seed(cfg.seed, "mqar/shuffle");
-    std::vector<std::uint64_t> tseed, eseed;
-    for (std::size_t i = 0; i < cfg.train.size(); ++i) tseed.push_back(slice_seed(cfg.seed, "train", cfg.train[i], i));
+    std::vector<std::uint64_t> eseed;
     for (std::size_t i = 0; i < cfg.eval.size(); ++i) eseed.push_back(slice_seed(cfg.seed, "eval", cfg.eval[i], i));
     std::int64_t t = 0, epoch0 = 0, skip = 0;
     if (cfg.resume) restore(*cfg.resume, res, t, epoch0, skip);
     for (std::int64_t epoch = epoch0; epoch < cfg.epochs; ++epoch) {
       const auto t0 = std::chrono::steady_clock::now();
-      // This epoch's example order per slice and the order of all batches.
-      std::vector<std::vector<std::int64_t>> perm(cfg.train.size());
-      std::vector<std::pair<std::size_t, std::int64_t>> batches;
-      for (std::size_t s = 0; s < cfg.train.size(); ++s) {
-        const auto stream = kShuffleStream ^ ((static_cast<std::uint64_t>(epoch) << 20) | (s << 4));
-        perm[s] = permutation(shuffle_seed, stream, cfg.train[s].examples);
-        for (std::int64_t b = 0; b * cfg.batch < cfg.train[s].examples; ++b) batches.emplace_back(s, b);
-      }
-      const auto order = permutation(shuffle_seed, kShuffleStream ^ ((static_cast<std::uint64_t>(epoch) << 20) | 0xF),
-                                     static_cast<std::int64_t>(batches.size()));
-      for (auto pos = epoch == epoch0 ? skip : 0; pos < static_cast<std::int64_t>(order.size()); ++pos) {
-        const auto [s, b] = batches[static_cast<std::size_t>(order[static_cast<std::size_t>(pos)])];
+      const MqarEpochPlan ep = mqar_epoch_plan(cfg, epoch);  // example order, batch order, example seeds
+      for (auto pos = epoch == epoch0 ? skip : 0; pos < static_cast<std::int64_t>(ep.order.size()); ++pos) {
+        const auto [s, b] = ep.batches[static_cast<std::size_t>(ep.order[static_cast<std::size_t>(pos)])];
         const std::int64_t e0 = b * cfg.batch, nb = std::min(cfg.train[s].examples, e0 + cfg.batch) - e0;
         const double lr = nn::cosine_lr(cfg.lr, cfg.lr_min, t, res.planned_steps);
-        const auto [loss, acc, gn] = step(cfg.train[s], tseed[s], perm[s].data() + e0, nb, lr, t + 1);
+        const auto [loss, acc, gn] = step(cfg.train[s], ep.seed[s], ep.perm[s].data() + e0, nb, lr, t + 1);
         ++t;
         res.step.push_back(t);
         res.loss.push_back(loss);
@@ -364,6 +353,11 @@ MqarEpochPlan mqar_epoch_plan(const MqarTrainConfig& cfg, std::int64_t epoch) {
   }
   p.order = permutation(shuffle_seed, kShuffleStream ^ ((static_cast<std::uint64_t>(epoch) << 20) | 0xF),
                         static_cast<std::int64_t>(p.batches.size()));
+  for (std::size_t s = 0; s < cfg.train.size(); ++s) {
+    const std::uint64_t base = slice_seed(cfg.seed, "train", cfg.train[s], s);
+    // epoch 0 draws the fixed set's examples in both modes
+    p.seed.push_back(cfg.fresh_examples && epoch > 0 ? rng::derive_seed(base, fmt::format("epoch/{}", epoch)) : base);
+  }
   return p;
 }
 

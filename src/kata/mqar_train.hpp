@@ -33,6 +33,9 @@ struct MqarTrainConfig {
   // regardless (mqar_epoch_end: a screen that stops counting once the threshold is out of reach).
   std::int64_t eval_every = 1;
   double early_stop = 0.999;      // stop once every evaluation slice reaches this accuracy (> 1 = never)
+  // false: one fixed training set per slice, the same examples every epoch (Zoology's protocol, §4.1); true: a new
+  // set of the slice's size every epoch (no example seen twice: nothing to memorize).
+  bool fresh_examples = false;
   std::int64_t micro_tokens = 1024;  // tokens per micro-batch (>= one sequence)
   // f32 | f64 forward/backward; tf32 (GPU only): f32 storage and master weights, cuBLAS products on TF32
   // tensor cores (the dense layers, the logits and the gemm mixer's scores).
@@ -127,11 +130,14 @@ std::int64_t mqar_error_budget(std::int64_t labelled, double threshold);
 
 // The batches of one epoch in training order (both trainers): example order perm[slice] and the
 // (slice, batch index) list `batches`, visited in `order`; batch b of slice s holds the examples
-// perm[s][b·batch .. min(examples, (b+1)·batch)).
+// perm[s][b·batch .. min(examples, (b+1)·batch)) drawn with seed[s]: the slice's training seed (slice_seed), the
+// same every epoch, or with cfg.fresh_examples one derived from it for every epoch after the first (a new
+// training set each epoch; epoch 0 is the fixed set's).
 struct MqarEpochPlan {
   std::vector<std::vector<std::int64_t>> perm;
   std::vector<std::pair<std::size_t, std::int64_t>> batches;
   std::vector<std::int64_t> order;
+  std::vector<std::uint64_t> seed;  // per training slice: the generator seed of this epoch's examples
 };
 MqarEpochPlan mqar_epoch_plan(const MqarTrainConfig& cfg, std::int64_t epoch);
 

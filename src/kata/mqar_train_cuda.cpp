@@ -242,8 +242,7 @@ struct CudaTrainer {
     res.mixer_kernel = dm->mixer_kernel();
     res.params = n;
     res.planned_steps = planned;
-    std::vector<std::uint64_t> tseed, eseed;
-    for (std::size_t i = 0; i < cfg.train.size(); ++i) tseed.push_back(slice_seed(cfg.seed, "train", cfg.train[i], i));
+    std::vector<std::uint64_t> eseed;
     for (std::size_t i = 0; i < cfg.eval.size(); ++i) eseed.push_back(slice_seed(cfg.seed, "eval", cfg.eval[i], i));
     std::int64_t t = 0, epoch0 = 0, skip = 0;
     if (cfg.resume) {
@@ -331,7 +330,7 @@ struct CudaTrainer {
         const auto [s, b] = ep.batches[static_cast<std::size_t>(ep.order[static_cast<std::size_t>(pos)])];
         const TaskSlice& sl = cfg.train[s];
         const std::int64_t e0 = b * cfg.batch, nb = std::min(sl.examples, e0 + cfg.batch) - e0;
-        const MqarShape sh = stage_batch(sl, tseed[s], ep.perm[s].data() + e0, 0, nb);
+        const MqarShape sh = stage_batch(sl, ep.seed[s], ep.perm[s].data() + e0, 0, nb);
         launch_step(sh);
         nb_of.push_back(nb * sl.queries());
         lr_of.push_back(nn::cosine_lr(cfg.lr, cfg.lr_min, t, planned));
