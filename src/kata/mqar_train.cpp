@@ -414,7 +414,7 @@ MqarEpochEnd mqar_epoch_end(const MqarTrainConfig& cfg, const MqarTrainResult& r
     return MqarEpochEnd::record;
   }
   if (cfg.eval.empty() || cfg.early_stop > 1) return MqarEpochEnd::none;
-  // The slice that failed last time first; before any evaluation the last listed (the diagonal's longest).
+  // The lowest last recorded accuracy first; before any evaluation the last slice listed (the diagonal's longest).
   const std::size_t ns = cfg.eval.size();
   std::vector<std::size_t> order(ns);
   std::iota(order.begin(), order.end(), std::size_t{0});
