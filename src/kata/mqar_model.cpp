@@ -67,7 +67,8 @@ const std::vector<MixerKernelVariant>& mqar_mixer_kernels() {
        [](const MqarModel& m) {
          return m.kind == MixerKind::kata && m.map.params().is_psd() && m.d_head % m.map.params().g == 0;
        },
-       true, true},
+       true, true, [](const MqarModel& m, std::int64_t) { return gemm_psi_pays(m); },
+       mqar_psi_gemm_bytes_per_sequence},
       {"gemm",
        "scores in memory, cuBLAS products (softmax, KATA with m<g> / sigma<g>, any d_head; DeltaKATA with m<g> / "
        "sigma<g>, d_head <= 128: each sequence of up to 512 tokens solved in kernel space, longer ones on the chunked "
@@ -78,7 +79,7 @@ const std::vector<MixerKernelVariant>& mqar_mixer_kernels() {
                 ((m.kind == MixerKind::kata || (m.kind == MixerKind::delta && m.d_head <= 128)) &&
                  m.map.params().is_psd() && m.d_head % m.map.params().g == 0);
        },
-       true, true},
+       true, true, nullptr, mqar_gemm_bytes_per_sequence},
       {"tiled", "32-row shared-memory tiles on the CUDA cores (every mixer; d_head <= 128)",
        [](const MqarModel& m) {
          return m.d_head <= 128 &&
@@ -88,7 +89,8 @@ const std::vector<MixerKernelVariant>& mqar_mixer_kernels() {
       {"chunked-eval",
        "O(T) chunked KATA on cuBLAS products (KATA with any map that has a device psi, any d_head); forward only: "
        "the evaluation lengths (trained lengths take auto's choice)",
-       [](const MqarModel& m) { return m.kind == MixerKind::kata && m.map.params().has_device_psi(); }, false, true},
+       [](const MqarModel& m) { return m.kind == MixerKind::kata && m.map.params().has_device_psi(); }, false, true,
+       chunked_eval_pays},
   };
   return table;
 }
@@ -140,17 +142,17 @@ std::string resolve_mixer_kernel(const MqarModel& model, const std::string& want
                                  bool forward_only) {
   const auto& table = mqar_mixer_kernels();
   if (want == "auto") {
-    if (forward_only && chunked_eval_pays(model, max_T))
+    const auto candidate = [&](const MixerKernelVariant& v) {
+      return v.in_auto && v.applies(model) && (!v.pays || v.pays(model, max_T));
+    };
+    if (forward_only)
       for (const auto& v : table)
-        if (!v.backward && v.in_auto && v.applies(model)) return v.name;
+        if (!v.backward && candidate(v)) return v.name;
     const char* fallback = nullptr;
     for (const auto& v : table) {
-      if (!v.backward || !v.in_auto || !v.applies(model)) continue;
-      if (std::string(v.name) == "gemm-psi" &&
-          (!gemm_psi_pays(model) || mqar_psi_gemm_bytes_per_sequence(model, max_T) > kGemmAutoBytes))
-        continue;  // the block-product gemm is faster for this map (or T² does not fit): a later variant
-      if (std::string(v.name) == "gemm" && mqar_gemm_bytes_per_sequence(model, max_T) > kGemmAutoBytes) {
-        fallback = v.name;  // too much T² memory at this length: take a later variant if one applies
+      if (!v.backward || !candidate(v)) continue;
+      if (v.seq_bytes && v.seq_bytes(model, max_T) > kGemmAutoBytes) {
+        fallback = v.name;  // too much T² memory at this length: a later variant if one applies, else the last such
         continue;
       }
       return v.name;

@@ -97,17 +97,21 @@ struct MixerKernelVariant {
   bool (*applies)(const MqarModel&);
   bool backward;  // false: forward only (the evaluation lengths of a job)
   bool in_auto;   // false: runs only when named (--mixer-kernel NAME)
+  // auto's two tests at a length T (null: none): whether it beats the variants after it for this model, and the
+  // T × T memory of one sequence (auto passes over it above kGemmAutoBytes unless no later variant applies).
+  bool (*pays)(const MqarModel&, std::int64_t T) = nullptr;
+  double (*seq_bytes)(const MqarModel&, std::int64_t T) = nullptr;
 };
 const std::vector<MixerKernelVariant>& mqar_mixer_kernels();
 // "auto|gemm-psi|gemm|tiled|chunked-eval" (for --help and messages).
 std::string mqar_mixer_kernel_names();
 // The variant `want` ("auto" or a table name) resolves to for `model` at sequences of up to max_T tokens that
 // run forward only (forward_only: evaluation lengths) or forward and backward: UserError (exit 2) for an unknown
-// name or a variant that does not apply to this mixer / head width. `auto`: at a forward-only length the
-// chunked-eval variant where it applies and chunked_eval_pays(); otherwise the first variant of the table with a
-// backward that applies and is in_auto, passing over gemm-psi where !gemm_psi_pays() and over gemm-psi or gemm when
-// one sequence's scores would exceed kGemmAutoBytes (long sequences: the tiled cores need no T² memory), unless no
-// other variant applies. A named forward-only variant (chunked-eval) runs the forward-only lengths and leaves the
+// name or a variant that does not apply to this mixer / head width. `auto` takes the first variant of the table
+// that applies, is in_auto and pays at this length (`pays`: chunked-eval where chunked_eval_pays(), gemm-psi where
+// gemm_psi_pays()): a forward-only one at a forward-only length, else one with a backward, passing over those whose
+// T × T memory per sequence (`seq_bytes`) exceeds kGemmAutoBytes (long sequences: the tiled cores need none) unless
+// no other variant applies. A named forward-only variant (chunked-eval) runs the forward-only lengths and leaves the
 // trained ones to auto. max_T = 0: no length given (training lengths).
 inline constexpr double kGemmAutoBytes = 1024.0 * 1024.0 * 1024.0;
 // Whether the O(T) chunked-eval core is expected to beat the quadratic cores for `model` at length T: from the
