@@ -33,7 +33,8 @@
 #               a row, training and every evaluation slice, in <= 2 min); its wall time is the sum of its calls.
 #               ROW=m4,sigma4 runs rows one after another (each its own sweep and result file); SEED=1 the
 #               second seed (sweep name suffixed -s1); OW=m2 that row's overwrite trainings too; JOBS trainings
-#               at once (3)
+#               at once (3); TOGETHER=1 runs the rows of ROW as one sweep (e.g. ROW=m2,softmax OW=m2,softmax
+#               TASKS=overwrite JOBS=6: six overwrite trainings at once); LRS=0.01 only those rates of the grid
 #   h13         kata mqar table2 --preset h13 --jobs 3 (orthant / Lorentz / M2 recall at T = 1024, K = 16 ... 256:
 #               the collapse past K = d_head, claim H13; issue 12 acceptance 2)
 #   induction   kata induction --preset induction --jobs 5 (softmax and Sigma2 at T = 128 ... 2048, E.2; issue 12
@@ -239,10 +240,16 @@ case "$STAGE" in
     [ -n "${EVAL_EVERY:-}" ] && EVARG=(--eval-every "$EVAL_EVERY")
     TARG=()
     [ -n "${TASKS:-}" ] && TARG=(--tasks "$TASKS")
-    for row in ${R//,/ }; do
-      sname="table2-row-$row-${PRECISION:-tf32}"
+    # LRS=0.01 (a comma list): only those learning rates of the preset's grid (sweep name suffixed -lr0.01)
+    [ -n "${LRS:-}" ] && TARG+=(--lrs "$LRS")
+    # TOGETHER=1: the rows of ROW as one sweep (table2-row-M1-M2-...), their trainings sharing the JOBS slots
+    ROWS=${R//,/ }
+    [ "${TOGETHER:-0}" = 1 ] && ROWS=$R
+    for row in $ROWS; do
+      sname="table2-row-${row//,/-}-${PRECISION:-tf32}"
       [ "${SEED:-0}" != 0 ] && sname="$sname-s$SEED"
       [ "${TASKS:-}" = overwrite ] && sname="$sname-ow"
+      [ -n "${LRS:-}" ] && sname="$sname-lr${LRS//,/-}"
       run_sweep "$sname" build-gpu/kata mqar table2 --preset table2 --mixers "$row" --ow-mixers "${OW:-none}" \
         --precision "${PRECISION:-tf32}" --seed "${SEED:-0}" "${EVARG[@]}" "${TARG[@]}" --device cuda \
         --jobs "${JOBS:-3}"

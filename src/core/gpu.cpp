@@ -194,13 +194,18 @@ void Tensor::download(void* host, const Stream& s) const {
   MEMCAP_CUDA_CHECK(cudaMemcpyAsync(host, buf_.get(), bytes(), cudaMemcpyDeviceToHost, s.get()));
 }
 
+// The legacy default stream does not order against our non-blocking streams, and a pageable host-to-device
+// cudaMemcpy may return before its DMA ends: the streamless copies wait for the whole device on both sides.
 void Tensor::upload(const void* host) {
   if (empty()) return;
+  MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());
   MEMCAP_CUDA_CHECK(cudaMemcpy(buf_.get(), host, bytes(), cudaMemcpyHostToDevice));
+  MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());
 }
 
 void Tensor::download(void* host) const {
   if (empty()) return;
+  MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());
   MEMCAP_CUDA_CHECK(cudaMemcpy(host, buf_.get(), bytes(), cudaMemcpyDeviceToHost));
 }
 

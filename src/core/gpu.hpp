@@ -132,7 +132,7 @@ class Tensor {
   // Host <-> device copies of the whole tensor (host array in the same row-major order and dtype).
   void upload(const void* host, const Stream& s);
   void download(void* host, const Stream& s) const;
-  // Synchronous convenience copies (on the legacy default stream).
+  // Synchronous convenience copies: they wait for all work on the device (every stream) before and after.
   void upload(const void* host);
   void download(void* host) const;
   // Fill with NaN (floating dtypes; tests use it so an unwritten output cannot pass) or zero.

@@ -69,11 +69,15 @@ struct Dev {
   std::size_t n = 0;
   explicit Dev(std::size_t n_) : buf(std::max<std::size_t>(n_, 1) * sizeof(T)), n(n_) {
     MEMCAP_CUDA_CHECK(cudaMemset(buf.get(), 0xFF, std::max<std::size_t>(n_, 1) * sizeof(T)));
+    // cudaMemset and cudaMemcpy run on the legacy default stream, which does not order against the cores'
+    // non-blocking streams: wait for them here, or a busy GPU lets a core read NaN fill or a half-copied input.
+    MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());
   }
   T* p() const { return static_cast<T*>(buf.get()); }
   void up(const std::vector<double>& x) {
     std::vector<T> h(x.begin(), x.end());
     MEMCAP_CUDA_CHECK(cudaMemcpy(p(), h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
+    MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies return before the DMA ends
   }
   std::vector<double> down() const {
     std::vector<T> h(n);
@@ -696,6 +700,7 @@ TEST_CASE("mixer cores: CUDA-graph capture replays bit-identically; repeated cal
     CHECK(b.dqkv.down() == d1);  // deterministic: same bits
     MEMCAP_CUDA_CHECK(cudaMemset(b.o.p(), 0xFF, b.o.n * sizeof(float)));
     MEMCAP_CUDA_CHECK(cudaMemset(b.dqkv.p(), 0xFF, b.dqkv.n * sizeof(float)));
+    MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());  // legacy-stream fills: done before the graph's stream starts
     gpu::Graph g;
     g.capture(st, body);
     g.launch(st);
