@@ -167,6 +167,31 @@ assert n > 80, n
 print(f"kata_table2.py over {len(sys.argv) - 3} file(s) = /best of {sys.argv[2]}: {n} cells")
 PYEOF
 py "$T/best.py" "$SRC/experiments/plots" "$T/t2.h5" "$T/t2.h5"
+# The ordering rule (cells the paper has in (0.1, 0.9)): rows that keep the paper's order pass, a swapped pair is
+# named, near-ties of the paper (gap <= 0.01) are not judged.
+cat >"$T/order.py" <<'PYEOF'
+import math, sys
+sys.path.insert(0, sys.argv[1])
+import kata_table2 as kt
+cols = [(K, 8 * K, f"ow_acc_T{8 * K}_K{K}") for K in kt.PAPER_OW_K]
+def row(name, vals):
+    r = {"row": name, "mixer": name, "ow_seeds": 1, "mqar_seeds": 0}
+    r.update({c: v for (_, _, c), v in zip(cols, vals)})
+    return r
+# paper: M2 0.521 / 0.509 / 0.492 / 0.436, softmax 0.513 / 0.506 / 0.499 / 0.491, sigma4 0.517 / 0.493 / 0.364 / 0.226
+good = [row("m2", [0.52, 0.40, 0.40, 0.30]), row("softmax", [0.51, 0.50, 0.49, 0.49]),
+        row("sigma4", [0.50, 0.39, 0.35, 0.20])]
+checked, wrong = kt.ordering(good, cols, True)
+# judged pairs: M2-sigma4 at K = 64 (0.004: tie) no, 128 / 256 / 384 yes; softmax-sigma4 at 128 / 256 / 384;
+# M2-softmax at 384 only (0.008 / 0.003 / 0.007 are ties)
+assert (checked, wrong) == (7, []), (checked, wrong)
+bad = [dict(good[0]), good[1], good[2]]
+bad[0][cols[3][2]] = 0.10  # M2 below sigma4 (0.20) at K = 384, where the paper has 0.436 > 0.226
+checked, wrong = kt.ordering(bad, cols, True)
+assert checked == 7 and len(wrong) == 1 and "K384" in wrong[0] and wrong[0].startswith("m2 "), wrong
+print(f"kata_table2.py ordering: {checked} pairs judged, a swapped pair named: {wrong[0]}")
+PYEOF
+py "$T/order.py" "$SRC/experiments/plots"
 py "$T/best.py" "$SRC/experiments/plots" "$T/t2.h5" "$T/sh.shard0of2.h5" "$T/sh.shard1of2.h5"
 bash "$PY" "$SRC/experiments/plots/kata_table2.py" "$T/t2.h5" "$T/sh.shard0of2.h5" -o "$T/dup.png" >"$T/dup.txt" 2>&1
 rc=$?
