@@ -214,7 +214,7 @@ def print_table(table, mq, ow):
                 note += f"; overwrite {verdict(ours_ow, po)}"
             print(note)
     for cols, is_ow, name in ((mq, False, "MQAR"), (ow, True, "overwrite")):
-        checked, wrong = ordering(table, cols, is_ow) if cols else (0, [])
+        checked, wrong = ordering(table, cols, is_ow)
         if checked:
             print(f"{name} ordering where the paper's cells lie in (0.1, 0.9): "
                   f"{'ok' if not wrong else 'DIFFERS'} ({checked - len(wrong)} of {checked} pairs as the paper)")
