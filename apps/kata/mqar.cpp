@@ -295,7 +295,9 @@ void add_train(CLI::App* mqar) {
                   "gated-<map> (GatedKATA) | convex-<map> (convex gate) | gated-delta-<map> (GatedDeltaKATA); the "
                   "gated ones run on the CPU only")
       ->capture_default_str();
-  sub->add_option("--task", st->task, "mqar (§4.1) or overwrite (§4.2, T = 8K)")
+  sub->add_option("--task", st->task,
+                  "mqar (§4.1) or overwrite (§4.2, T = 8K; add --fresh-examples as table2 does: a fixed overwrite\n"
+                  "set is memorized and the model then fails past the training K)")
       ->capture_default_str()
       ->check(CLI::IsMember({"mqar", "overwrite"}));
   kata_app::add_model_options(sub, c.model, "Vocabulary V (keys from [1, V/2), values from [V/2, V))");

@@ -47,6 +47,9 @@ struct SweepState {
   // table2
   std::vector<std::string> ow_mixers = {"softmax", "m2", "delta-m2"};
   std::vector<std::string> tasks = {"mqar", "overwrite"};  // which of a row's trainings the plan holds
+  // Training set of the overwrite trainings: fresh (a new set every epoch) or fixed (Zoology's one set; a fixed
+  // set is memorized there, docs/kata-mqar.md "The overwrite columns and memorization")
+  std::string ow_examples = "fresh";
   std::string train_slices, eval_slices, ow_train_slices, ow_eval_slices;
   std::int64_t eval_max_len = 4096;
   // induction

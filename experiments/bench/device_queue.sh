@@ -34,7 +34,8 @@
 #               ROW=m4,sigma4 runs rows one after another (each its own sweep and result file); SEED=1 the
 #               second seed (sweep name suffixed -s1); OW=m2 that row's overwrite trainings too; JOBS trainings
 #               at once (3); TOGETHER=1 runs the rows of ROW as one sweep (e.g. ROW=m2,softmax OW=m2,softmax
-#               TASKS=overwrite JOBS=6: six overwrite trainings at once); LRS=0.01 only those rates of the grid
+#               TASKS=overwrite JOBS=6: six overwrite trainings at once); LRS=0.01 only those rates of the grid;
+#               FRESH=1 a new training set every epoch (--fresh-examples; sweep name suffixed -fresh)
 #   h13         kata mqar table2 --preset h13 --jobs 3 (orthant / Lorentz / M2 recall at T = 1024, K = 16 ... 256:
 #               the collapse past K = d_head, claim H13; issue 12 acceptance 2)
 #   induction   kata induction --preset induction --jobs 5 (softmax and Sigma2 at T = 128 ... 2048, E.2; issue 12
@@ -42,7 +43,8 @@
 #               PRECISION=tf32 TF32 products (fp32 Sigma2 at 2048 takes ~15 min: more than one call);
 #               BACKBONE=transformer E.2's backbone as read (preset induction-e2), BACKBONE=zoology-mlp its other
 #               reading (the same preset with zoology's BaseConv layers; sweep suffix -e2z); JOBS trainings at once (5);
-#               ROPE=BASE RoPE on the mixer's q, k with that base (e.g. ROPE=10000; sweep name suffixed -ropeBASE)
+#               ROPE=BASE RoPE on the mixer's q, k with that base (e.g. ROPE=10000; sweep name suffixed -ropeBASE);
+#               FRESH=1 a new training set every epoch (--fresh-examples, suffix -fresh); LRS=0.003 only those rates
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
 #   checks      GPU tests and a benchmark before the long stages: builds `kata` and every test binary named in
 #               TESTS ("BINARY[:DOCTEST_FILTER];…", e.g. "gpu_test_kata_mqar_mixers:*chunked KATA backward*;
@@ -242,6 +244,8 @@ case "$STAGE" in
     [ -n "${TASKS:-}" ] && TARG=(--tasks "$TASKS")
     # LRS=0.01 (a comma list): only those learning rates of the preset's grid (sweep name suffixed -lr0.01)
     [ -n "${LRS:-}" ] && TARG+=(--lrs "$LRS")
+    # FRESH=1: a new training set every epoch (--fresh-examples; sweep name suffixed -fresh)
+    [ "${FRESH:-0}" = 1 ] && TARG+=(--fresh-examples)
     # TOGETHER=1: the rows of ROW as one sweep (table2-row-M1-M2-...), their trainings sharing the JOBS slots
     ROWS=${R//,/ }
     [ "${TOGETHER:-0}" = 1 ] && ROWS=$R
@@ -250,6 +254,7 @@ case "$STAGE" in
       [ "${SEED:-0}" != 0 ] && sname="$sname-s$SEED"
       [ "${TASKS:-}" = overwrite ] && sname="$sname-ow"
       [ -n "${LRS:-}" ] && sname="$sname-lr${LRS//,/-}"
+      [ "${FRESH:-0}" = 1 ] && sname="$sname-fresh"
       run_sweep "$sname" build-gpu/kata mqar table2 --preset table2 --mixers "$row" --ow-mixers "${OW:-none}" \
         --precision "${PRECISION:-tf32}" --seed "${SEED:-0}" "${EVARG[@]}" "${TARG[@]}" --device cuda \
         --jobs "${JOBS:-3}"
@@ -273,6 +278,10 @@ case "$STAGE" in
     esac
     ROPEARG=()
     [ -n "${ROPE:-}" ] && { ROPEARG=(--rope --rope-base "$ROPE"); SUF="$SUF-rope$ROPE"; }
+    # FRESH=1: a new training set every epoch (--fresh-examples; sweep name suffixed -fresh)
+    [ "${FRESH:-0}" = 1 ] && { ROPEARG+=(--fresh-examples); SUF="$SUF-fresh"; }
+    # LRS=0.003 (a comma list): only those learning rates
+    [ -n "${LRS:-}" ] && { ROPEARG+=(--lrs "$LRS"); SUF="$SUF-lr${LRS//,/-}"; }
     if [ -n "${MIXERS:-}${LENGTHS:-}" ]; then
       M=${MIXERS:-softmax,sigma2} L=${LENGTHS:-128,256,512,1024,2048}
       run_sweep "induction-${M//,/-}-${L//,/-}$SUF" build-gpu/kata induction --preset $PRE --mixers "$M" \

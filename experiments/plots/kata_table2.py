@@ -16,6 +16,7 @@ Usage: experiments/plots/with_python.sh experiments/plots/kata_table2.py RESULT.
        [-o kata_table2.png]
 """
 import argparse
+import json
 import math
 import re
 import sys
@@ -50,6 +51,14 @@ def read_summary(path):
         for k in s:
             v = s[k][()]
             cols[k] = np.array([text(x) for x in v]) if v.dtype.kind in "SOU" else np.asarray(v)
+        if "training_set" not in cols and "task" in cols:
+            # written before the training_set column: every training of the file used one set, fresh only with
+            # --fresh-examples (recorded in /config)
+            conf = {}
+            if "config" in f and "json" in f["config"].attrs:
+                conf = json.loads(text(f["config"].attrs["json"]))
+            fresh = str(conf.get("fresh-examples", "false")).lower() == "true"
+            cols["training_set"] = np.array(["fresh" if fresh else "fixed"] * len(cols["task"]))
     for need in ("task", "mixer", "lr", "seed", "status", "eval_avg"):
         if need not in cols:
             sys.exit(f"{path}: /summary has no '{need}' column (not a `kata mqar table2` result?)")
@@ -72,6 +81,11 @@ def combine(paths):
             r = {k: v[i] for k, v in c.items()}
             r["precision"] = precision_of(str(r.get("path", "")))
             r["row"] = r["mixer"] if r["precision"] == "f32" else f"{r['mixer']}/{r['precision']}"
+            # Training set: table2 trains overwrite on a fresh set every epoch and MQAR on one fixed set; a row
+            # trained otherwise (files written before the training_set column held fixed overwrite sets) is its own row
+            tset = str(r.get("training_set", "") or "fixed")
+            if tset != ("fresh" if r["task"] == "overwrite" else "fixed"):
+                r["row"] += f"/{tset}-set"
             key = (r["task"], r["row"], float(r["lr"]), int(r["seed"]))
             if key in seen:
                 sys.exit(f"the same training ({key[0]} {key[1]} lr {key[2]:g} seed {key[3]}) is in {seen[key]} and "

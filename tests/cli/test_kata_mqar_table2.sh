@@ -90,8 +90,11 @@ with h5py.File(sys.argv[1], "r") as f:
     assert task.count("mqar") == 16 and task.count("overwrite") == 6
     assert all(x in ("done", "diverged") for x in status), status
     for c in ["lr", "params", "state", "eval_avg", "ood_avg", "cap_0.99", "cap_0.90", "acc_T32_K8", "acc_T48_K12",
-              "ow_acc_T48_K6", "resumed_step", "steps", "path", "rope", "rope_base"]:
+              "ow_acc_T48_K6", "resumed_step", "steps", "path", "rope", "rope_base", "training_set"]:
         assert c in s and s[c].shape == (n,), c
+    # --ow-examples fresh (the default): a new training set every epoch for the overwrite trainings only
+    tset = [x.decode() for x in s["training_set"][()]]
+    assert all((t == "fresh") == (k == "overwrite") for t, k in zip(tset, task)), list(zip(task, tset))
     for i in range(n):
         mq = task[i] == "mqar"
         if status[i] != "done":
@@ -206,6 +209,49 @@ rc1=$?
 rc2=$?
 check '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ]' "--tasks mqar / overwrite: exit $rc1 / $rc2: $(tail -2 "$T/t2ow.err")"
 py "$T/best.py" "$SRC/experiments/plots" "$T/t2.h5" "$T/t2mq.h5" "$T/t2ow.h5"
+
+# --ow-examples fixed: the overwrite trainings repeat one set (the first epoch is the same set either way, the
+# second is not), recorded as training_set; an unknown value is refused before anything is written.
+"$KATA" mqar table2 "${SMOKE[@]}" --tasks overwrite --mixers m2 --ow-mixers m2 --lrs 1e-2 --ow-examples fixed \
+  --out "$T/t2fixed.h5" >/dev/null 2>"$T/t2fixed.err"
+rc=$?
+check '[ $rc -eq 0 ]' "--ow-examples fixed failed: $(tail -2 "$T/t2fixed.err")"
+cat >"$T/fixed.py" <<'PYEOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as a, h5py.File(sys.argv[2], "r") as b:
+    sa, sb = a["summary"], b["summary"]
+    assert [x.decode() for x in sa["training_set"][()]] == ["fixed"]
+    j = [k for k in range(len(sb["job"])) if sb["job"][k] == sa["job"][0]]
+    assert len(j) == 1 and sb["training_set"][j[0]] == b"fresh"
+    la = a["runs"][sa["job"][0].decode().replace("/", ",").replace(".", "p")]["loss"][()]
+    lb = b["runs"][sb["job"][j[0]].decode().replace("/", ",").replace(".", "p")]["loss"][()]
+    assert (la[:4] == lb[:4]).all() and (la[4:] != lb[4:]).any(), (la, lb)
+print("--ow-examples fixed: the first epoch as fresh, the second differs")
+PYEOF
+py "$T/fixed.py" "$T/t2fixed.h5" "$T/t2ow.h5"
+# kata_table2.py keeps trainings on another training set as rows of their own ("m2/fixed-set"), and reads a file
+# written before the training_set column from its /config (no --fresh-examples there: every training fixed).
+cat >"$T/tset.py" <<'PYEOF'
+import shutil, sys
+import h5py
+sys.path.insert(0, sys.argv[1])
+import kata_table2 as kt
+rows = {r["row"] for r in kt.combine([sys.argv[2], sys.argv[3]])}
+assert rows == {"m2", "softmax", "delta-m2", "m2/fixed-set"}, rows
+old = sys.argv[3] + ".old.h5"
+shutil.copy(sys.argv[3], old)
+with h5py.File(old, "r+") as f:
+    del f["summary"]["training_set"]
+rows = {r["row"] for r in kt.combine([old])}
+assert rows == {"m2/fixed-set"}, rows
+print("kata_table2.py: rows split by training set, old files read from /config")
+PYEOF
+py "$T/tset.py" "$SRC/experiments/plots" "$T/t2ow.h5" "$T/t2fixed.h5"
+"$KATA" mqar table2 "${SMOKE[@]}" --tasks overwrite --ow-examples sometimes --out "$T/t2bad.h5" >/dev/null \
+  2>"$T/t2bad.err"
+rc=$?
+check '[ $rc -eq 2 ] && [ ! -e "$T/t2bad.h5" ] && [ ! -e "$T/t2bad.h5.partial" ]' \
+  "--ow-examples sometimes: not exit 2, or a file was created: $(tail -1 "$T/t2bad.err")"
 
 # 4. Kill a training after its first checkpoint, resume: the same numbers as the uninterrupted run.
 ONE=("${SMOKE[@]}" --mixers delta-m2 --ow-mixers none --lrs 1e-2 --epochs 24 --checkpoint-every 4)
