@@ -30,6 +30,7 @@ struct MqarState {
   cli::CommonOptions common;
   MqarTrainConfig cfg;
   std::string task = "mqar";
+  std::string ow_examples = "fresh";  // overwrite's training set (as kata mqar table2's --ow-examples)
   std::int64_t seq_len = 0, keys = 0, train_examples = 20000;
   std::string train_slices, eval_slices;
   std::int64_t eval_examples = 1000, eval_max_len = 4096;
@@ -47,6 +48,11 @@ std::string fmt_slices(const std::vector<TaskSlice>& v) {
 void resolve_slices(CLI::App* sub, MqarState& st) {
   const TaskKind kind = parse_task(st.task);
   require(kind != TaskKind::induction, "--task induction is not trained by kata mqar train; use mqar or overwrite");
+  require(kind == TaskKind::overwrite || sub->get_option("--ow-examples")->count() == 0,
+          "--ow-examples sets the training set of --task overwrite; for mqar use --fresh-examples");
+  if (kind == TaskKind::overwrite && st.ow_examples == "fresh") st.cfg.fresh_examples = true;
+  require(!(kind == TaskKind::overwrite && st.ow_examples == "fixed" && st.cfg.fresh_examples),
+          "--ow-examples fixed and --fresh-examples contradict each other");
   const std::int64_t V = st.cfg.model.vocab;
   const bool have_T = sub->get_option("--seq-len")->count() > 0, have_K = sub->get_option("--keys")->count() > 0;
   require(have_T == have_K, "--seq-len and --keys go together (one training slice); give both or neither");
@@ -183,6 +189,7 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
       .set("rope", static_cast<std::int64_t>(st.cfg.model.rope))
       .set("rope_base", st.cfg.model.rope ? st.cfg.model.rope_base : nan)
       .set("task", st.task)
+      .set("training_set", st.cfg.fresh_examples ? "fresh" : "fixed")
       .set("d_model", st.cfg.model.d_model)
       .set("heads", model.heads)
       .set("d_head", model.d_head)
@@ -296,10 +303,14 @@ void add_train(CLI::App* mqar) {
                   "gated ones run on the CPU only")
       ->capture_default_str();
   sub->add_option("--task", st->task,
-                  "mqar (§4.1) or overwrite (§4.2, T = 8K; add --fresh-examples as table2 does: a fixed overwrite\n"
-                  "set is memorized and the model then fails past the training K)")
+                  "mqar (§4.1) or overwrite (§4.2, T = 8K; its training set: --ow-examples)")
       ->capture_default_str()
       ->check(CLI::IsMember({"mqar", "overwrite"}));
+  sub->add_option("--ow-examples", st->ow_examples,
+                  "Training set of --task overwrite: fresh (a new set every epoch, as kata mqar table2) or fixed (one\n"
+                  "set repeated every epoch; the model memorizes it and fails past the training K: docs/kata-mqar.md)")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"fresh", "fixed"}));
   kata_app::add_model_options(sub, c.model, "Vocabulary V (keys from [1, V/2), values from [V/2, V))");
   sub->add_option("--seq-len", st->seq_len, "Training slice length T (with --keys: one training slice)");
   sub->add_option("--keys", st->keys, "Training slice keys K (with --seq-len)");

@@ -58,8 +58,9 @@ path, params = sys.argv[1], int(sys.argv[2])
 with h5py.File(path, "r") as f:
     s = f["summary"]
     for c in ["mixer", "params", "state", "acc_T64_K4", "loss_T64_K4", "eval_avg", "ood_avg", "cap_0.99", "cap_0.90",
-              "steps", "train_s", "path", "lr"]:
+              "steps", "train_s", "path", "lr", "training_set"]:
         assert c in s and s[c].shape == (1,), f"/summary/{c} missing or not one row"
+    assert s["training_set"][0] == b"fixed", s["training_set"][0]  # MQAR: one fixed set without --fresh-examples
     acc = s["acc_T64_K4"][0]
     assert acc >= 0.9, f"accuracy {acc} < 0.9"
     assert s["train_s"][0] < 120, f"training took {s['train_s'][0]} s"
@@ -107,5 +108,14 @@ check 'bad --seq-len 64' "--seq-len without --keys accepted"
 check 'bad --seq-len 64 --keys 32' "4K > T accepted"
 check 'bad --seq-len 64 --keys 4 --train-slices 64:4:10' "--seq-len with --train-slices accepted"
 check 'bad --heads 3' "--heads 3 (not dividing 128) accepted"
+check 'bad --ow-examples fixed' "--ow-examples with --task mqar accepted"
+check 'bad --task overwrite --ow-examples fixed --fresh-examples' "--ow-examples fixed with --fresh-examples accepted"
+check 'bad --task overwrite --ow-examples often' "--ow-examples often accepted"
+
+# 5. --task overwrite draws a new training set every epoch unless --ow-examples fixed (the plan and /summary say so).
+"$KATA" mqar train --device cpu --task overwrite --dry-run >"$T/ow.txt" 2>&1
+"$KATA" mqar train --device cpu --task overwrite --ow-examples fixed --dry-run >"$T/owf.txt" 2>&1
+check 'grep -q "new training examples every epoch" "$T/ow.txt" && grep -q "one fixed training set" "$T/owf.txt"' \
+  "--task overwrite: the plan does not show the training set: $(grep schedule "$T/ow.txt" "$T/owf.txt")"
 
 exit $fail
