@@ -34,6 +34,8 @@ void run_table2(CLI::App* sub, SweepState& st) {
     require(t == "mqar" || t == "overwrite", "--tasks '{}': use mqar, overwrite or both (comma list)", t);
   require(!st.tasks.empty(), "--tasks is empty: use mqar, overwrite or both");
   sweep::require_distinct(st.tasks, "--tasks");
+  require(!(st.cfg.fresh_examples && st.ow_examples == "fixed"),
+          "--ow-examples fixed and --fresh-examples (a new set for every training) contradict each other");
   auto wanted = [&](const char* t) { return std::find(st.tasks.begin(), st.tasks.end(), t) != st.tasks.end(); };
   const bool no_ow = st.ow_mixers.size() == 1 && st.ow_mixers.front() == "none";
   if (no_ow || !wanted("overwrite")) st.ow_mixers.clear();  // --tasks mqar: the overwrite rows are not planned

@@ -252,6 +252,11 @@ py "$T/tset.py" "$SRC/experiments/plots" "$T/t2ow.h5" "$T/t2fixed.h5"
 rc=$?
 check '[ $rc -eq 2 ] && [ ! -e "$T/t2bad.h5" ] && [ ! -e "$T/t2bad.h5.partial" ]' \
   "--ow-examples sometimes: not exit 2, or a file was created: $(tail -1 "$T/t2bad.err")"
+"$KATA" mqar table2 "${SMOKE[@]}" --tasks overwrite --ow-examples fixed --fresh-examples --out "$T/t2bad.h5" \
+  >/dev/null 2>"$T/t2bad.err"
+rc=$?
+check '[ $rc -eq 2 ] && [ ! -e "$T/t2bad.h5" ] && [ ! -e "$T/t2bad.h5.partial" ]' \
+  "--ow-examples fixed --fresh-examples: not exit 2, or a file was created: $(tail -1 "$T/t2bad.err")"
 
 # 4. Kill a training after its first checkpoint, resume: the same numbers as the uninterrupted run.
 ONE=("${SMOKE[@]}" --mixers delta-m2 --ow-mixers none --lrs 1e-2 --epochs 24 --checkpoint-every 4)
