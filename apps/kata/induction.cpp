@@ -3,7 +3,9 @@
 // with held-out accuracy curves and the phase step; /induction = per (mixer, T) the best learning rate.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <cstdio>
 #include <limits>
 #include <memory>
 
@@ -17,6 +19,15 @@ namespace memcap::kata_app {
 using namespace memcap::kata;
 
 namespace {
+
+// Mean training loss of the last (up to) 50 steps: the end of the training curve, less noisy than one batch.
+double recent_train_loss(const MqarTrainResult& r) {
+  const std::size_t n = std::min<std::size_t>(50, r.loss.size());
+  if (n == 0) return std::numeric_limits<double>::quiet_NaN();
+  double s = 0;
+  for (std::size_t i = r.loss.size() - n; i < r.loss.size(); ++i) s += r.loss[i];
+  return s / static_cast<double>(n);
+}
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
@@ -88,10 +99,24 @@ void run_induction(CLI::App* sub, SweepState& st) {
         .set("resumed_step", run.resumed_step)
         .set("final_train_loss", ok && !r.loss.empty() ? r.loss.back() : kNaN)
         .set("final_acc", ok ? r.final_eval.front().accuracy : kNaN)
+        .set("final_eval_loss", ok ? r.final_eval.front().loss : kNaN)
+        .set("training_set", js.cfg.fresh_examples ? "fresh" : "fixed")
         .set("phase_step", ok ? mqar_phase_step(r, 1, st.phase_threshold) : -1)
         .set("phase_threshold", st.phase_threshold)
         .set("train_s", ok ? r.train_s : kNaN)
         .set("eval_s", ok ? r.eval_s : kNaN);
+    // A fixed training set the model learned by heart: training loss far under the held-out loss, and the task
+    // itself not learned. Said once per training, since the accuracy alone reads as "the mixer cannot do it".
+    const double tl = ok ? recent_train_loss(r) : kNaN;
+    if (ok && !js.cfg.fresh_examples && r.final_eval.front().accuracy < st.phase_threshold &&
+        tl < 0.5 * r.final_eval.front().loss && cli::verbosity() >= 0)
+      std::fprintf(stderr,
+                   "kata induction: note: %s T=%lld lr=%g seed=%llu: training loss %.3g against %.3g on held-out "
+                   "sequences (accuracy %.3f): the model memorized its fixed training set of %lld sequences; "
+                   "--fresh-examples draws a new set every epoch\n",
+                   js.cfg.model.mixer.c_str(), static_cast<long long>(T), js.cfg.lr,
+                   static_cast<unsigned long long>(js.cfg.seed), tl, r.final_eval.front().loss,
+                   r.final_eval.front().accuracy, static_cast<long long>(js.cfg.train.front().examples));
     return row;
   });
   if (rc != 0) throw UserError("kata induction failed", rc);
