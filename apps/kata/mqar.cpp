@@ -50,9 +50,8 @@ void resolve_slices(CLI::App* sub, MqarState& st) {
   require(kind != TaskKind::induction, "--task induction is not trained by kata mqar train; use mqar or overwrite");
   require(kind == TaskKind::overwrite || sub->get_option("--ow-examples")->count() == 0,
           "--ow-examples sets the training set of --task overwrite; for mqar use --fresh-examples");
-  if (kind == TaskKind::overwrite && st.ow_examples == "fresh") st.cfg.fresh_examples = true;
-  require(!(kind == TaskKind::overwrite && st.ow_examples == "fixed" && st.cfg.fresh_examples),
-          "--ow-examples fixed and --fresh-examples contradict each other");
+  if (kind == TaskKind::overwrite)
+    st.cfg.fresh_examples = kata_app::overwrite_fresh(st.ow_examples, st.cfg.fresh_examples);
   const std::int64_t V = st.cfg.model.vocab;
   const bool have_T = sub->get_option("--seq-len")->count() > 0, have_K = sub->get_option("--keys")->count() > 0;
   require(have_T == have_K, "--seq-len and --keys go together (one training slice); give both or neither");
@@ -306,11 +305,7 @@ void add_train(CLI::App* mqar) {
                   "mqar (§4.1) or overwrite (§4.2, T = 8K; its training set: --ow-examples)")
       ->capture_default_str()
       ->check(CLI::IsMember({"mqar", "overwrite"}));
-  sub->add_option("--ow-examples", st->ow_examples,
-                  "Training set of --task overwrite: fresh (a new set every epoch, as kata mqar table2) or fixed (one\n"
-                  "set repeated every epoch; the model memorizes it and fails past the training K: docs/kata-mqar.md)")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fresh", "fixed"}));
+  kata_app::add_ow_examples_option(sub, st->ow_examples, "--task overwrite");
   kata_app::add_model_options(sub, c.model, "Vocabulary V (keys from [1, V/2), values from [V/2, V))");
   sub->add_option("--seq-len", st->seq_len, "Training slice length T (with --keys: one training slice)");
   sub->add_option("--keys", st->keys, "Training slice keys K (with --seq-len)");

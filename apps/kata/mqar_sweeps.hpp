@@ -72,6 +72,13 @@ struct Prepared {
 // The model's flags (kata mqar train and both sweeps): --d-model, --layers, --backbone, --heads, --vocab, --chunk,
 // --map-eps, --rope, --rope-base.
 void add_model_options(CLI::App* sub, kata::MqarModelConfig& m, const std::string& vocab_help);
+
+// --ow-examples fresh|fixed of kata mqar train and table2: the training set of the overwrite trainings (`what`
+// names them in the help).
+void add_ow_examples_option(CLI::App* sub, std::string& ow_examples, const std::string& what);
+// Whether an overwrite training draws a new training set every epoch: --ow-examples fresh, or --fresh-examples
+// (every training). UserError (exit 2) when --ow-examples fixed contradicts --fresh-examples.
+bool overwrite_fresh(const std::string& ow_examples, bool fresh_examples);
 // --mixers, --lrs, --seeds, --devices, --jobs, the model and optimizer flags, --checkpoint-every.
 void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out);
 // Preset, common flags and the shared checks (nothing created yet); --device cuda needs the CUDA trainer,

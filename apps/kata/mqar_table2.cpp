@@ -34,8 +34,7 @@ void run_table2(CLI::App* sub, SweepState& st) {
     require(t == "mqar" || t == "overwrite", "--tasks '{}': use mqar, overwrite or both (comma list)", t);
   require(!st.tasks.empty(), "--tasks is empty: use mqar, overwrite or both");
   sweep::require_distinct(st.tasks, "--tasks");
-  require(!(st.cfg.fresh_examples && st.ow_examples == "fixed"),
-          "--ow-examples fixed and --fresh-examples (a new set for every training) contradict each other");
+  const bool ow_fresh = overwrite_fresh(st.ow_examples, st.cfg.fresh_examples);
   auto wanted = [&](const char* t) { return std::find(st.tasks.begin(), st.tasks.end(), t) != st.tasks.end(); };
   const bool no_ow = st.ow_mixers.size() == 1 && st.ow_mixers.front() == "none";
   if (no_ow || !wanted("overwrite")) st.ow_mixers.clear();  // --tasks mqar: the overwrite rows are not planned
@@ -64,7 +63,7 @@ void run_table2(CLI::App* sub, SweepState& st) {
     js.task = task;
     const bool mq = task == "mqar";
     js.cfg = job_config(st, mixer, lr, seed_of(st, si), mq ? mq_train : ow_train, mq ? mq_eval : ow_eval);
-    if (!mq && st.ow_examples == "fresh") js.cfg.fresh_examples = true;
+    if (!mq) js.cfg.fresh_examples = ow_fresh;
     sweep::Job j;
     j.index = static_cast<std::int64_t>(plan.jobs.size());
     j.seed = js.cfg.seed;
@@ -166,14 +165,7 @@ void add_mqar_table2(CLI::App* mqar) {
       ->capture_default_str();
   sub->add_option("--ow-train-slices", st->ow_train_slices,
                   "Overwrite training slices T:K:N,... (default: K = 4, 8, 16, 32 at T = 8K, 20000 each)");
-  sub->add_option("--ow-examples", st->ow_examples,
-                  "Training set of the overwrite trainings: fresh (a new set of each slice's size every epoch) or\n"
-                  "fixed (one set repeated every epoch, as the MQAR trainings without --fresh-examples). A fixed set\n"
-                  "is memorized (training loss ~1e-5, held-out loss ~7 at the training K) and KATA-M2 then falls far\n"
-                  "below Table 2 past K = 64; fresh reproduces it (docs/kata-mqar.md). --fresh-examples makes every\n"
-                  "training fresh")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"fresh", "fixed"}));
+  add_ow_examples_option(sub, st->ow_examples, "the overwrite trainings (--fresh-examples: every training fresh)");
   sub->add_option("--ow-eval-slices", st->ow_eval_slices,
                   "Overwrite evaluation slices T:K[:N],... (default: K = 64, 128, 256, 384 at T = 8K)");
   sub->callback([sub, st] { run_table2(sub, *st); });
