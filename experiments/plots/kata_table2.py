@@ -81,9 +81,9 @@ def combine(paths):
             r = {k: v[i] for k, v in c.items()}
             r["precision"] = precision_of(str(r.get("path", "")))
             r["row"] = r["mixer"] if r["precision"] == "f32" else f"{r['mixer']}/{r['precision']}"
-            # Training set: table2 trains overwrite on a fresh set every epoch and MQAR on one fixed set; a row
-            # trained otherwise (files written before the training_set column held fixed overwrite sets) is its own row
-            tset = str(r.get("training_set", "") or "fixed")
+            # Training set (read_summary fills it for older files): table2 trains overwrite on a fresh set every
+            # epoch and MQAR on one fixed set; a training on the other kind of set is a row of its own
+            tset = str(r["training_set"])
             if tset != ("fresh" if r["task"] == "overwrite" else "fixed"):
                 r["row"] += f"/{tset}-set"
             key = (r["task"], r["row"], float(r["lr"]), int(r["seed"]))
