@@ -62,28 +62,29 @@ double rel_err(const std::vector<double>& gpu, const std::vector<double>& cpu) {
   return den > 0 ? std::sqrt(num / den) : std::sqrt(num);
 }
 
-// A device array of n elements of T, NaN-poisoned on creation.
+// A device array of n elements of T (a gpu::Tensor of max(n, 1) elements), NaN-poisoned on creation. The fill is
+// waited for, and the copies are gpu::Tensor's streamless ones, which wait for the whole device: the cores run on
+// non-blocking streams that the legacy default stream does not order against.
 template <class T>
 struct Dev {
-  gpu::Buffer buf;
+  gpu::Tensor t;
   std::size_t n = 0;
-  explicit Dev(std::size_t n_) : buf(std::max<std::size_t>(n_, 1) * sizeof(T)), n(n_) {
-    MEMCAP_CUDA_CHECK(cudaMemset(buf.get(), 0xFF, std::max<std::size_t>(n_, 1) * sizeof(T)));
-    // cudaMemset and cudaMemcpy run on the legacy default stream, which does not order against the cores'
-    // non-blocking streams: wait for them here, or a busy GPU lets a core read NaN fill or a half-copied input.
-    MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());
+  explicit Dev(std::size_t n_) : t({static_cast<std::int64_t>(std::max<std::size_t>(n_, 1))}, gpu::dtype_of<T>()), n(n_) {
+    gpu::Stream s;
+    t.fill_nan(s);
+    s.synchronize();
   }
-  T* p() const { return static_cast<T*>(buf.get()); }
+  T* p() const { return t.data<T>(); }
   void up(const std::vector<double>& x) {
-    std::vector<T> h(x.begin(), x.end());
-    MEMCAP_CUDA_CHECK(cudaMemcpy(p(), h.data(), n * sizeof(T), cudaMemcpyHostToDevice));
-    MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());  // pageable copies return before the DMA ends
+    REQUIRE(x.size() == n);
+    std::vector<T> h(std::max<std::size_t>(n, 1), T{});
+    std::copy(x.begin(), x.end(), h.begin());
+    t.upload(h.data());
   }
   std::vector<double> down() const {
-    std::vector<T> h(n);
-    MEMCAP_CUDA_CHECK(cudaDeviceSynchronize());
-    MEMCAP_CUDA_CHECK(cudaMemcpy(h.data(), p(), n * sizeof(T), cudaMemcpyDeviceToHost));
-    return {h.begin(), h.end()};
+    std::vector<T> h(std::max<std::size_t>(n, 1));
+    t.download(h.data());
+    return {h.begin(), h.begin() + static_cast<std::ptrdiff_t>(n)};
   }
 };
 
