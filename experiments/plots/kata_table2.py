@@ -9,7 +9,8 @@ Several files are combined row by row: each run of /summary is one (task, mixer,
 training, and the best rate per (task, mixer, precision) is chosen again over all files exactly as `kata mqar
 table2` chooses its /best (the best mean eval_avg over finished seeds; ties: the rate met first). So rows run
 as separate sweeps (`device_queue.sh table2-row`, one file per row, a second seed in a file of its own) give
-one Table 2. The same training in two files is an error. Rows of another precision than f32 are labelled
+one Table 2; a row with two or more seeds at its best rate gets a "seed spread" line under it (max - min over
+those seeds, per cell). The same training in two files is an error. Rows of another precision than f32 are labelled
 (e.g. "sigma2/tf32") and not averaged with f32 ones.
 
 Usage: experiments/plots/with_python.sh experiments/plots/kata_table2.py RESULT.h5 [MORE.h5 ...]
@@ -146,6 +147,8 @@ def best_rows(runs):
                 v = sum(float(q.get(c, math.nan)) for q in b[1]) / len(b[1]) if b else math.nan
                 out[c] = v
                 vals.append(v)
+                seeds = [float(q.get(c, math.nan)) for q in b[1]] if b else []
+                out[c + ":spread"] = max(seeds) - min(seeds) if len(seeds) > 1 else math.nan
             out[avg_key] = sum(vals) / len(vals) if vals and b else math.nan
         caps = [(K, out[c]) for K, _, c in mq]
         out["cap_0.99"] = max([K for K, a in caps if a >= 0.99], default=0)
@@ -216,6 +219,12 @@ def print_table(table, mq, ow):
         if ow:
             line += f" | {lr(r['ow_lr'])}" + "".join(fmt(r[c]) for _, _, c in ow) + fmt(r["ow_avg"])
         print(line)
+        if r["mqar_seeds"] > 1 or (ow and r["ow_seeds"] > 1):  # max - min over the seeds of the best rate
+            line = f"{'  seed spread':<16} {'':>7} {'':>5}" + "".join(fmt(r[c + ':spread']) for _, _, c in mq)
+            line += f"{'':>8}"
+            if ow:
+                line += f" | {'':>7}" + "".join(fmt(r[c + ':spread']) for _, _, c in ow) + f"{'':>8}"
+            print(line)
         pm, po = paper_cells(r["mixer"], mq, False), paper_cells(r["mixer"], ow, True)
         if r["mixer"] in PAPER:
             line = f"{'  paper':<16} {'':>7} {'':>5}" + "".join(fmt(x) for x in pm) + f"{'':>8}"

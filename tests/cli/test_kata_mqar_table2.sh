@@ -195,6 +195,28 @@ assert checked == 7 and len(wrong) == 1 and "K384" in wrong[0] and wrong[0].star
 print(f"kata_table2.py ordering: {checked} pairs judged, a swapped pair named: {wrong[0]}")
 PYEOF
 py "$T/order.py" "$SRC/experiments/plots"
+# The seed spread under a row: max - min over the seeds of the best rate, per cell (none with one seed).
+cat >"$T/spread.py" <<'PYEOF'
+import contextlib, io, math, sys
+sys.path.insert(0, sys.argv[1])
+import kata_table2 as kt
+c = "acc_T1024_K256"
+def run(row, lr, seed, acc):
+    return {"row": row, "task": "mqar", "lr": lr, "seed": seed, "status": "done", "eval_avg": acc, c: acc}
+runs = [run("m2", 1e-3, 0, 0.90), run("m2", 1e-3, 1, 0.96), run("m2", 1e-2, 0, 0.50), run("m1", 1e-3, 0, 0.99)]
+table, mq, ow = kt.best_rows(runs)
+m2, m1 = table
+assert m2["mqar_lr"] == 1e-3 and m2["mqar_seeds"] == 2 and abs(m2[c] - 0.93) < 1e-12, m2
+assert abs(m2[c + ":spread"] - 0.06) < 1e-12 and math.isnan(m1[c + ":spread"]), (m2, m1)
+buf = io.StringIO()
+with contextlib.redirect_stdout(buf):
+    kt.print_table(table, mq, ow)
+lines = buf.getvalue().splitlines()
+spread = [l for l in lines if l.startswith("  seed spread")]
+assert len(spread) == 1 and spread[0].split()[-1] == "0.060", lines
+print("kata_table2.py seed spread: 0.060 under the two-seed row, none under the one-seed row")
+PYEOF
+py "$T/spread.py" "$SRC/experiments/plots"
 py "$T/best.py" "$SRC/experiments/plots" "$T/t2.h5" "$T/sh.shard0of2.h5" "$T/sh.shard1of2.h5"
 bash "$PY" "$SRC/experiments/plots/kata_table2.py" "$T/t2.h5" "$T/sh.shard0of2.h5" -o "$T/dup.png" >"$T/dup.txt" 2>&1
 rc=$?
