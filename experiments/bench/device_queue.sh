@@ -44,7 +44,8 @@
 #               BACKBONE=transformer E.2's backbone as read (preset induction-e2), BACKBONE=zoology-mlp its other
 #               reading (the same preset with zoology's BaseConv layers; sweep suffix -e2z); JOBS trainings at once (5);
 #               ROPE=BASE RoPE on the mixer's q, k with that base (e.g. ROPE=10000; sweep name suffixed -ropeBASE);
-#               FRESH=1 a new training set every epoch (--fresh-examples, suffix -fresh); LRS=0.003 only those rates
+#               FRESH=1 a new training set every epoch (--fresh-examples, suffix -fresh); LRS=0.003 only those rates;
+#               STEPS=16000 another training budget (--steps; suffix -steps16000)
 #   edit-torch  the PyTorch baseline of one training epoch and one evaluation beside hebb edit base (issue 15)
 #   checks      GPU tests and a benchmark before the long stages: builds `kata` and every test binary named in
 #               TESTS ("BINARY[:DOCTEST_FILTER];…", e.g. "gpu_test_kata_mqar_mixers:*chunked KATA backward*;
@@ -282,6 +283,8 @@ case "$STAGE" in
     [ "${FRESH:-0}" = 1 ] && { ROPEARG+=(--fresh-examples); SUF="$SUF-fresh"; }
     # LRS=0.003 (a comma list): only those learning rates
     [ -n "${LRS:-}" ] && { ROPEARG+=(--lrs "$LRS"); SUF="$SUF-lr${LRS//,/-}"; }
+    # STEPS=16000: another training budget than the preset's 8,000 steps (sweep name suffixed -stepsN)
+    [ -n "${STEPS:-}" ] && { ROPEARG+=(--steps "$STEPS"); SUF="$SUF-steps$STEPS"; }
     if [ -n "${MIXERS:-}${LENGTHS:-}" ]; then
       M=${MIXERS:-softmax,sigma2} L=${LENGTHS:-128,256,512,1024,2048}
       run_sweep "induction-${M//,/-}-${L//,/-}$SUF" build-gpu/kata induction --preset $PRE --mixers "$M" \
