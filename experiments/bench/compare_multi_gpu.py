@@ -45,7 +45,8 @@ def main():
             same = np.array_equal(x, y, equal_nan=True) if x.dtype.kind in "fc" else np.array_equal(x, y)
             if not same:
                 diff.append(c)
-        paths = sorted({(p.decode() if isinstance(p, bytes) else str(p)) for p in a["path"][...]}) if "path" in a else []
+        raw = a["path"][...] if "path" in a else []
+        paths = sorted({(p.decode() if isinstance(p, bytes) else str(p)) for p in raw})
         print(f"{name}: {n} rows, {cols} columns compared, differing: {', '.join(diff) or 'none'}; "
               f"paths (--devices all): {', '.join(paths) or '-'}")
         bad |= bool(diff)

@@ -12,7 +12,9 @@ set -u
 BIN=${1:-}
 OUTD=${2:-}
 [ -n "$BIN" ] && [ -n "$OUTD" ] || { echo "usage: multi_gpu_check.sh BIN_DIR OUT_DIR" >&2; exit 2; }
-for b in kata hebb ramnet; do [ -x "$BIN/$b" ] || { echo "multi_gpu_check.sh: no executable $BIN/$b" >&2; exit 2; }; done
+for b in kata hebb ramnet; do
+  [ -x "$BIN/$b" ] || { echo "multi_gpu_check.sh: no executable $BIN/$b" >&2; exit 2; }
+done
 [ -f experiments/presets/reduced.toml ] && [ -d data/edit ] || { echo "run from the repository root" >&2; exit 2; }
 command -v nvidia-smi > /dev/null || { echo "multi_gpu_check.sh: nvidia-smi not found" >&2; exit 2; }
 export MEMCAP_PRESETS=$PWD/experiments/presets
@@ -31,7 +33,8 @@ run() {
   local pid=$!
   : > "$W/$name-$dev.smi"
   while kill -0 $pid 2>/dev/null; do
-    nvidia-smi --query-compute-apps=pid,gpu_bus_id --format=csv,noheader 2>/dev/null | grep "^$pid," >> "$W/$name-$dev.smi"
+    nvidia-smi --query-compute-apps=pid,gpu_bus_id --format=csv,noheader 2>/dev/null |
+      grep "^$pid," >> "$W/$name-$dev.smi"
     sleep 0.2
   done
   wait $pid

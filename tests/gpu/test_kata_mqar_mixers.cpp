@@ -69,7 +69,8 @@ template <class T>
 struct Dev {
   gpu::Tensor t;
   std::size_t n = 0;
-  explicit Dev(std::size_t n_) : t({static_cast<std::int64_t>(std::max<std::size_t>(n_, 1))}, gpu::dtype_of<T>()), n(n_) {
+  explicit Dev(std::size_t n_)
+      : t({static_cast<std::int64_t>(std::max<std::size_t>(n_, 1))}, gpu::dtype_of<T>()), n(n_) {
     gpu::Stream s;
     t.fill_nan(s);
     s.synchronize();
