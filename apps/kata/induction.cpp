@@ -31,6 +31,27 @@ double recent_train_loss(const MqarTrainResult& r) {
 
 const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
+// How far the held-out loss fell over the last quarter of the training: the loss of the last evaluation at or
+// before 3/4 of the final evaluation's step minus the final one (one evaluation slice; NaN without two such
+// evaluations). A plateau that ends late shows as a clear drop while the accuracy is still under the phase
+// threshold: the budget, not the mixer, stopped it.
+struct LateDrop {
+  double drop = kNaN, from = kNaN;
+  std::int64_t from_step = -1;
+};
+LateDrop late_eval_loss_drop(const MqarTrainResult& r) {
+  LateDrop d;
+  if (r.eval_step.size() < 2 || r.eval_loss.size() != r.eval_step.size()) return d;
+  const double cut = 0.75 * static_cast<double>(r.eval_step.back());
+  for (std::size_t e = 0; e + 1 < r.eval_step.size(); ++e)
+    if (static_cast<double>(r.eval_step[e]) <= cut) {
+      d.from = r.eval_loss[e];
+      d.from_step = r.eval_step[e];
+    }
+  if (d.from_step >= 0) d.drop = d.from - r.eval_loss.back();
+  return d;
+}
+
 void run_induction(CLI::App* sub, SweepState& st) {
   Prepared p = prepare_sweep(sub, st, "kata induction");
   if (p.done) return;
@@ -100,6 +121,7 @@ void run_induction(CLI::App* sub, SweepState& st) {
         .set("final_train_loss", ok && !r.loss.empty() ? r.loss.back() : kNaN)
         .set("final_acc", ok ? r.final_eval.front().accuracy : kNaN)
         .set("final_eval_loss", ok ? r.final_eval.front().loss : kNaN)
+        .set("late_eval_loss_drop", ok ? late_eval_loss_drop(r).drop : kNaN)
         .set("training_set", js.cfg.fresh_examples ? "fresh" : "fixed")
         .set("phase_step", ok ? mqar_phase_step(r, 1, st.phase_threshold) : -1)
         .set("phase_threshold", st.phase_threshold)
@@ -117,6 +139,19 @@ void run_induction(CLI::App* sub, SweepState& st) {
                    js.cfg.model.mixer.c_str(), static_cast<long long>(T), js.cfg.lr,
                    static_cast<unsigned long long>(js.cfg.seed), tl, r.final_eval.front().loss,
                    r.final_eval.front().accuracy, static_cast<long long>(js.cfg.train.front().examples));
+    // Still learning when the budget ended: the held-out loss fell by more than 5% over the last quarter of the
+    // steps and the phase was not reached (a late plateau exit; E.2's softmax at T = 1024 does this on new sets).
+    const LateDrop late = ok ? late_eval_loss_drop(r) : LateDrop{};
+    if (ok && r.final_eval.front().accuracy < st.phase_threshold && late.drop > 0.05 * late.from &&
+        cli::verbosity() >= 0)
+      std::fprintf(stderr,
+                   "kata induction: note: %s T=%lld lr=%g seed=%llu: held-out loss fell from %.3g (step %lld) to %.3g "
+                   "(step %lld) with accuracy %.3f under the phase threshold %g: still learning when the budget "
+                   "ended; a larger --steps may reach the phase\n",
+                   js.cfg.model.mixer.c_str(), static_cast<long long>(T), js.cfg.lr,
+                   static_cast<unsigned long long>(js.cfg.seed), late.from, static_cast<long long>(late.from_step),
+                   r.final_eval.front().loss, static_cast<long long>(r.eval_step.back()),
+                   r.final_eval.front().accuracy, st.phase_threshold);
     return row;
   });
   if (rc != 0) throw UserError("kata induction failed", rc);

@@ -351,6 +351,27 @@ rc2=$?
 check '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] && grep -q "memorized its fixed training set of 16 sequences; --fresh-examples" \
   "$T/mem.err" && ! grep -q memorized "$T/memf.err"' \
   "memorization note (exit $rc1 / $rc2): $(cat "$T/mem.err" "$T/memf.err")"
+# A training whose held-out loss still falls over the last quarter of its steps (>5%) without reaching the phase is
+# named as cut short by the budget (Sigma2 at T = 16 stopped at 140 steps, mid-climb); one that learns nothing
+# (lr 1e-5) is not. /summary's late_eval_loss_drop holds the drop.
+LATE=(--preset induction-smoke --device cpu --progress none --mixers sigma2 --lengths 16 --batch 32
+  --eval-every-steps 10 --fresh-examples --steps 140)
+"$KATA" induction "${LATE[@]}" --out "$T/late.h5" >/dev/null 2>"$T/late.err"
+rc1=$?
+"$KATA" induction "${LATE[@]}" --lrs 1e-5 --out "$T/flat.h5" >/dev/null 2>"$T/flat.err"
+rc2=$?
+check '[ $rc1 -eq 0 ] && [ $rc2 -eq 0 ] &&
+  grep -q "still learning when the budget ended; a larger --steps" "$T/late.err" &&
+  ! grep -q "still learning" "$T/flat.err"' \
+  "late-learning note (exit $rc1 / $rc2): $(cat "$T/late.err" "$T/flat.err")"
+cat >"$T/late.py" <<'PYEOF'
+import sys, h5py
+late, flat = (h5py.File(f, "r")["summary"] for f in sys.argv[1:3])
+d, f = float(late["late_eval_loss_drop"][0]), float(flat["late_eval_loss_drop"][0])
+assert d > 0.05 * float(late["final_eval_loss"][0]) and abs(f) < 1e-3, (d, f)
+print(f"late_eval_loss_drop: {d:.3f} (still learning), {f:.1e} (lr 1e-5)")
+PYEOF
+py "$T/late.py" "$T/late.h5" "$T/flat.h5"
 
 # 6. The figure scripts.
 py "$SRC/experiments/plots/kata_table2.py" "$T/t2.h5" -o "$T/t2.png"
