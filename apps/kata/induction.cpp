@@ -20,16 +20,16 @@ using namespace memcap::kata;
 
 namespace {
 
+const double kNaN = std::numeric_limits<double>::quiet_NaN();
+
 // Mean training loss of the last (up to) 50 steps: the end of the training curve, less noisy than one batch.
 double recent_train_loss(const MqarTrainResult& r) {
   const std::size_t n = std::min<std::size_t>(50, r.loss.size());
-  if (n == 0) return std::numeric_limits<double>::quiet_NaN();
+  if (n == 0) return kNaN;
   double s = 0;
   for (std::size_t i = r.loss.size() - n; i < r.loss.size(); ++i) s += r.loss[i];
   return s / static_cast<double>(n);
 }
-
-const double kNaN = std::numeric_limits<double>::quiet_NaN();
 
 // How far the held-out loss fell over the last quarter of the training: the loss of the last evaluation at or
 // before 3/4 of the final evaluation's step minus the final one (one evaluation slice; NaN without two such
@@ -102,6 +102,7 @@ void run_induction(CLI::App* sub, SweepState& st) {
     const auto& r = run.res;
     const bool ok = !run.diverged;
     const std::int64_t T = js.cfg.eval.front().seq_len;
+    const LateDrop late = ok ? late_eval_loss_drop(r) : LateDrop{};
     io::Row row;
     row.set("task", js.task)
         .set("mixer", js.cfg.model.mixer)
@@ -121,7 +122,7 @@ void run_induction(CLI::App* sub, SweepState& st) {
         .set("final_train_loss", ok && !r.loss.empty() ? r.loss.back() : kNaN)
         .set("final_acc", ok ? r.final_eval.front().accuracy : kNaN)
         .set("final_eval_loss", ok ? r.final_eval.front().loss : kNaN)
-        .set("late_eval_loss_drop", ok ? late_eval_loss_drop(r).drop : kNaN)
+        .set("late_eval_loss_drop", late.drop)
         .set("training_set", js.cfg.fresh_examples ? "fresh" : "fixed")
         .set("phase_step", ok ? mqar_phase_step(r, 1, st.phase_threshold) : -1)
         .set("phase_threshold", st.phase_threshold)
@@ -141,7 +142,6 @@ void run_induction(CLI::App* sub, SweepState& st) {
                    r.final_eval.front().accuracy, static_cast<long long>(js.cfg.train.front().examples));
     // Still learning when the budget ended: the held-out loss fell by more than 5% over the last quarter of the
     // steps and the phase was not reached (a late plateau exit; E.2's softmax at T = 1024 does this on new sets).
-    const LateDrop late = ok ? late_eval_loss_drop(r) : LateDrop{};
     if (ok && r.final_eval.front().accuracy < st.phase_threshold && late.drop > 0.05 * late.from &&
         cli::verbosity() >= 0)
       std::fprintf(stderr,
