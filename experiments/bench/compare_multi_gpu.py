@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Compares the /summary tables of multi_gpu_check.sh's two runs of each command (NAME-all.h5, NAME-0.h5 in DIR):
 rows matched by their job key, every column compared exactly except times and the device path; prints one line per
-command with the device paths seen (columns named path that hold cuda:<ordinal>). Exit 1 when any differs.
+command with the device paths seen (the columns path or compute_path, which hold cuda:<ordinal>). Exit 1 when any
+differs.
 Usage: experiments/plots/with_python.sh experiments/bench/compare_multi_gpu.py DIR"""
 import os
 import re
@@ -10,7 +11,9 @@ import sys
 import h5py
 import numpy as np
 
-SKIP = re.compile(r"(_s$|^wall|^eta|^path$|time|^started|seconds)")
+SKIP = re.compile(r"(_s$|^wall|^eta|^path$|^compute_path$|time|^started|seconds)")
+# The device path column: path in hebb, kata and ramnet attn; compute_path in ramnet recall.
+PATHS = ("path", "compute_path")
 
 
 def main():
@@ -45,7 +48,7 @@ def main():
             same = np.array_equal(x, y, equal_nan=True) if x.dtype.kind in "fc" else np.array_equal(x, y)
             if not same:
                 diff.append(c)
-        raw = a["path"][...] if "path" in a else []
+        raw = [p for c in PATHS if c in a for p in a[c][...]]
         paths = sorted({(p.decode() if isinstance(p, bytes) else str(p)) for p in raw})
         print(f"{name}: {n} rows, {cols} columns compared, differing: {', '.join(diff) or 'none'}; "
               f"paths (--devices all): {', '.join(paths) or '-'}")
