@@ -329,9 +329,9 @@ io::Row job_row(const Spec& s, const edit::EditSet& set) {
   return r;
 }
 
-// eg / hd: the worker's GPU editors and handles (nullptr: the CPU path, float64).
+// eg / hd: the worker's GPU editors and handles (nullptr: the CPU path, float64); path: "cpu" or "cuda:<ordinal>".
 sweep::JobOutput run_job(Shared& sh, const Spec& s, std::uint64_t seed, int threads, edit::EditGpu* eg,
-                         gpu::Handles* hd) {
+                         gpu::Handles* hd, const std::string& path) {
   omp_set_num_threads(threads);
   const auto& corpus = sh.corpus;
   const edit::EditSet set = edit::select_edit_set(corpus.num_facts(), corpus.num_templates(), s.fraction, seed);
@@ -413,7 +413,7 @@ sweep::JobOutput run_job(Shared& sh, const Spec& s, std::uint64_t seed, int thre
       .set("dim", sh.base.config.d)
       .set("edit_s", edit_s)
       .set("eval_s", ok ? post.wall_s : 0.0)
-      .set("path", eg ? "cuda" : "cpu")
+      .set("path", path)
       .set("precision", eg ? "f32" : "f64")
       .set("status", status)
       .set("message", message);
@@ -604,7 +604,7 @@ void run_table1(CLI::App* sub, Table1State& st) {
                                          eg = slots.eg[w].get();
                                        }
                                        return run_job(*sh, specs[static_cast<std::size_t>(j.index)], j.seed, threads,
-                                                      eg, hd);
+                                                      eg, hd, path);
                                      });
   if (rc != 0) throw UserError(fmt::format("{} failed", kWhat), rc);
 }
