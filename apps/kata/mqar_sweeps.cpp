@@ -262,6 +262,8 @@ void plan_models(const SweepState& st, const Prepared& p, const std::vector<JobS
                  "{} steps\n",
                  st.cfg.beta1, st.cfg.beta2, st.cfg.weight_decay, st.cfg.clip, st.cfg.lr_min, st.cfg.batch,
                  st.cfg.precision, st.cfg.checkpoint_every);
+      fmt::print("  training  {}\n", st.cfg.fresh_examples ? "a new training set every epoch (--fresh-examples)"
+                                                              : "one training set, repeated every epoch");
       const std::int64_t have = sweep::available_memory();
       if (have > 0 && worst * st.jobs > 0.9 * static_cast<double>(have))
         std::fprintf(stderr, "kata: warning: %s needs about %.2f GiB of memory but %.2f GiB are available (a real run "

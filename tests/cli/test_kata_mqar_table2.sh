@@ -56,6 +56,15 @@ check 'grep -q "backbone zoology-mlp (BaseConv and mixer layers alternate, a 4x 
   "$T/e2z.txt"' "induction-e2 --backbone zoology-mlp dry run: $(cat "$T/e2z.txt")"
 check 'grep -Eq "^  induction +softmax +params +380544 " "$T/e2z.txt"' "zoology-mlp: softmax params not 380544"
 check '[ ! -e "$T/full.h5" ] && [ ! -e "$T/full.h5.partial" ]' "a dry run wrote a file"
+check 'grep -q "^  training  one training set, repeated every epoch" "$T/e2.txt"' "induction-e2: training set not fixed"
+# Past E.2's budget (preset induction-long): softmax and Σ2 at T = 1024 and 2048, two seeds, 16,000 steps, a new set
+# every epoch
+"$KATA" induction --preset induction-long --device cpu --dry-run --out "$T/long.h5" >"$T/long.txt" 2>&1
+check 'grep -q "kata induction plan: 8 trainings" "$T/long.txt" && [ ! -e "$T/long.h5" ]' \
+  "induction-long dry run: $(head -3 "$T/long.txt")"
+check 'grep -q "steps 16000 (64 epochs x 250)" "$T/long.txt"' "induction-long: not 16,000 steps"
+check 'grep -q "^  training  a new training set every epoch" "$T/long.txt"' "induction-long: training set not fresh"
+check 'grep -q "mixer=sigma2/T=2048/lr=0.001/seed=1" "$T/long.txt"' "induction-long: no second seed of Σ2 at 2048"
 
 # 1b. The H13 preset (orthant / Lorentz collapse past K = d_head): 3 mixers x 3 rates, evaluated at T = 1024,
 # K = 16 ... 256, no overwrite trainings; planned only.
