@@ -170,6 +170,7 @@ memcap::cli::Register reg_induction("kata", 75, [](CLI::App& tool) {
       "(0.99; -1 when never). Writes /summary (mixer, seq_len, lr, final_acc, phase_step, ...), /runs/<job>\n"
       "(loss and evaluation curves), /induction (per mixer and T: best learning rate, accuracy, mean phase\n"
       "step). Sweep engine as kata mqar table2. Presets: induction, induction-e2 (E.2's transformer backbone),\n"
+      "induction-long (T = 1024, 2048, 16,000 steps, new sets, two seeds: softmax's phase lies past E.2's 8k),\n"
       "induction-smoke. docs/kata-mqar.md.\n"
       "Example: kata induction --mixers softmax,sigma2 --lengths 128,256 --out induction.h5");
   auto st = std::make_shared<SweepState>();
