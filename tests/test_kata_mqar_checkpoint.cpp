@@ -225,4 +225,9 @@ TEST_CASE("phase step and averages") {
   MqarTrainConfig c = tiny("m2");
   c.eval.push_back(c.train.front());  // T = 16: not longer than the training slices
   CHECK(mqar_ood_avg(c, {{0.5, 0, 1}, {1.0, 0, 1}}) == 0.5);
+  // the printed /induction cell names a row where only some seeds reached the phase
+  CHECK(induction_phase_cell(-1, 0, 2) == "-");
+  CHECK(induction_phase_cell(6875, 2, 2) == "6875");
+  CHECK(induction_phase_cell(7000, 1, 2) == "7000 (1 of 2 seeds)");
+  CHECK(induction_phase_cell(250, 1, 1) == "250");
 }

@@ -256,6 +256,12 @@ std::string format_table2(const io::Table& b) {
   return txt;
 }
 
+std::string induction_phase_cell(double mean_phase, std::int64_t reached, std::int64_t seeds) {
+  if (reached <= 0 || !(mean_phase >= 0)) return "-";
+  if (reached >= seeds) return fmt::format("{:.0f}", mean_phase);
+  return fmt::format("{:.0f} ({} of {} seeds)", mean_phase, reached, seeds);
+}
+
 // ---------------------------------------------------------------- finalizers
 namespace {
 
@@ -278,7 +284,8 @@ void induction_finalizer(io::OutputFile& out, const io::Table& s, const nlohmann
   for (std::size_t i = 0; i < s.rows(); ++i)
     if (std::find(keys.begin(), keys.end(), std::make_pair(mixers[i], T[i])) == keys.end()) keys.emplace_back(mixers[i], T[i]);
   io::Table t;
-  std::string txt = fmt::format("{:<10} {:>6} {:>7} {:>6} {:>8} {:>11}\n", "mixer", "T", "lr", "seeds", "accuracy", "phase step");
+  std::string txt = fmt::format("{:<10} {:>6} {:>7} {:>6} {:>8}  {}\n", "mixer", "T", "lr", "seeds", "accuracy",
+                                "phase step (mean over the seeds that reached it)");
   for (const auto& [mixer, len] : keys) {
     double best_lr = kNaN, best_acc = -1, best_phase = -1;
     std::int64_t best_n = 0, best_reached = 0;
@@ -313,8 +320,8 @@ void induction_finalizer(io::OutputFile& out, const io::Table& s, const nlohmann
         .set("phase_step", best_phase)
         .set("phase_seeds", best_reached);
     t.append(r);
-    txt += fmt::format("{:<10} {:>6} {:>7.0e} {:>6} {:>8.3f} {:>11}\n", mixer, static_cast<std::int64_t>(len), best_lr, best_n,
-                       best_n > 0 ? best_acc : kNaN, best_phase < 0 ? std::string("-") : fmt::format("{:.0f}", best_phase));
+    txt += fmt::format("{:<10} {:>6} {:>7.0e} {:>6} {:>8.3f}  {}\n", mixer, static_cast<std::int64_t>(len), best_lr, best_n,
+                       best_n > 0 ? best_acc : kNaN, induction_phase_cell(best_phase, best_reached, best_n));
   }
   h5::Group g = out.root().child("induction");
   t.write(g);

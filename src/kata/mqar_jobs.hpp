@@ -55,4 +55,8 @@ io::Table table2_best(const io::Table& summary);
 // Text of that table (one line per mixer), as printed after a run.
 std::string format_table2(const io::Table& best);
 
+// The phase-step cell of the printed /induction table: "-" when no seed reached the threshold, the mean phase
+// step when all `seeds` did, else the mean over those that did and how many: "7000 (1 of 2 seeds)".
+std::string induction_phase_cell(double mean_phase, std::int64_t reached, std::int64_t seeds);
+
 }  // namespace memcap::kata
