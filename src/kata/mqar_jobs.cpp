@@ -320,8 +320,8 @@ void induction_finalizer(io::OutputFile& out, const io::Table& s, const nlohmann
         .set("phase_step", best_phase)
         .set("phase_seeds", best_reached);
     t.append(r);
-    txt += fmt::format("{:<10} {:>6} {:>7.0e} {:>6} {:>8.3f}  {}\n", mixer, static_cast<std::int64_t>(len), best_lr, best_n,
-                       best_n > 0 ? best_acc : kNaN, induction_phase_cell(best_phase, best_reached, best_n));
+    txt += fmt::format("{:<10} {:>6} {:>7.0e} {:>6} {:>8.3f}  {}\n", mixer, static_cast<std::int64_t>(len), best_lr,
+                       best_n, best_n > 0 ? best_acc : kNaN, induction_phase_cell(best_phase, best_reached, best_n));
   }
   h5::Group g = out.root().child("induction");
   t.write(g);
