@@ -2,7 +2,8 @@
 # Runs every sweep command that spreads jobs over GPUs (hebb capacity, kata mqar table2, kata induction, hebb ssfr
 # capacity, hebb edit table1, ramnet recall) at small sizes twice on a host with two or more GPUs: with --devices all
 # and with --devices 0. Samples, every 0.2 s, which GPUs each run's process holds memory on (nvidia-smi
-# --query-compute-apps), and compares the two runs' /summary tables (experiments/bench/compare_multi_gpu.py: every
+# --query-compute-apps; a run with --devices all must be seen on two GPUs or more, one with --devices 0 on one), and
+# compares the two runs' /summary tables (experiments/bench/compare_multi_gpu.py: every
 # column but times and the device path must be equal, since a job's numbers must not depend on the GPU it ran on).
 #   bash experiments/bench/multi_gpu_check.sh BIN_DIR OUT_DIR
 # BIN_DIR holds the kata, hebb and ramnet executables (a build folder, or pack_binaries.sh's archive unpacked);
@@ -21,7 +22,8 @@ export MEMCAP_PRESETS=$PWD/experiments/presets
 mkdir -p "$OUTD"
 W=$(cd "$OUTD" && pwd)
 nvidia-smi --query-gpu=index,pci.bus_id,name --format=csv,noheader | tee "$W/gpus.txt"
-[ "$(wc -l < "$W/gpus.txt")" -ge 2 ] || echo "note: fewer than two GPUs: --devices all is then --devices 0" >&2
+NGPU=$(wc -l < "$W/gpus.txt")
+[ "$NGPU" -ge 2 ] || echo "note: fewer than two GPUs: --devices all is then --devices 0" >&2
 fail=0
 # run NAME DEVICES CMD...: CMD --devices DEVICES --out W/NAME-DEVICES.h5, sampling the GPUs of its process
 run() {
@@ -44,6 +46,15 @@ run() {
   used=$(cut -d, -f2 "$W/$name-$dev.smi" | tr -d ' ' | sort -u | tr '\n' ' ')
   printf '%-5s --devices %-3s exit %d  %6d ms  GPUs seen (bus ids): %s\n' "$name" "$dev" $rc \
     $(( ($(date +%s%N) - t1) / 1000000 )) "${used:-none}" | tee -a "$W/summary.txt"
+  # --devices all must spread work over more than one GPU (a worker holds its context until the process exits, so
+  # the sampling sees it; not every GPU need get a job when there are more GPUs than jobs), --devices 0 on one GPU
+  local seen ok=1
+  seen=$(echo "$used" | wc -w)
+  if [ "$dev" = all ] && [ "$NGPU" -ge 2 ]; then [ "$seen" -ge 2 ] || ok=0; else [ "$seen" -eq 1 ] || ok=0; fi
+  if [ $ok -eq 0 ]; then
+    echo "FAIL: $name --devices $dev: work seen on $seen GPU(s) of $NGPU" | tee -a "$W/summary.txt"
+    fail=1
+  fi
 }
 "$BIN/hebb" edit base --device cuda --data data/edit --facts 64 --templates 4 --dim 32 --expert-hidden 24 \
   --expert-epochs 2000 --epochs 100 --lr 6e-3 --target-accuracy 1 --progress none --out "$W/base.h5" \
