@@ -1,7 +1,8 @@
 #!/usr/bin/env python3
 """Induction-head probe (KATA paper E.2) from a `kata induction` result: left, held-out accuracy
-against training step per (mixer, T) training with the phase step marked; right, the phase step
-(first evaluation with accuracy >= the threshold, /induction) against T per mixer.
+against training step per training (mixer, T, learning rate, seed) with the phase step marked; right, the phase
+step (first evaluation with accuracy >= the threshold; /induction: the mean over the seeds that reached it, with
+"k/n seeds" beside a point that not every seed reached) against T per mixer.
 
 Usage: experiments/plots/with_python.sh experiments/plots/kata_induction.py RESULT.h5 [-o kata_induction.png]
 """
@@ -33,17 +34,21 @@ def main():
         else:
             opts = json.loads(f["config"].attrs["json"]) if "config" in f else {}
             rope = [opts.get("rope-base", "10000") if opts.get("rope") == "true" else "none"]
+        # seed and learning rate of each training (several seeds of one row are told apart in the legend)
+        seeds = s["seed"][()] if "seed" in s else np.zeros(len(jobs), dtype=int)
+        lrs = s["lr"][()] if "lr" in s else np.full(len(jobs), np.nan)
         curves = []
-        for j, st, m, t, p in zip(jobs, status, mix, T, ph):
+        for j, st, m, t, p, sd, lr in zip(jobs, status, mix, T, ph, seeds, lrs):
             if st != "done":
                 continue
             g = f["runs"][j.replace("/", ",").replace(".", "p")]
-            curves.append((m, int(t), int(p), g["eval_step"][()], g["eval_accuracy"][()][:, 0]))
+            curves.append((f"{m} T={int(t)} lr={lr:g} seed {int(sd)}", int(p), g["eval_step"][()],
+                           g["eval_accuracy"][()][:, 0]))
         ind = f["induction"]
         table = {k: ind[k][()] for k in ind}
     fig, (a1, a2) = plt.subplots(1, 2, figsize=(11, 4.2))
-    for m, t, p, step, acc in curves:
-        line, = a1.plot(step, acc, label=f"{m} T={t}")
+    for label, p, step, acc in curves:
+        line, = a1.plot(step, acc, label=label)
         if p >= 0:
             a1.axvline(p, color=line.get_color(), ls=":", lw=0.8)
     a1.set_xlabel("training step")
@@ -59,8 +64,15 @@ def main():
         p[p < 0] = np.nan
         a2.plot(t, p, marker="o", label=m)
         for i in idx:
+            # /induction's phase step is the mean over the seeds that reached it (phase_seeds of seeds; files
+            # written before phase_seeds existed: not said)
+            n, k = int(table["seeds"][i]), int(table["phase_seeds"][i]) if "phase_seeds" in table else -1
+            part = f" ({k} of {n} seeds)" if 0 < k < n else ""
+            if part:
+                a2.annotate(f"{k}/{n} seeds", (table["seq_len"][i], table["phase_step"][i]), fontsize=7,
+                            textcoords="offset points", xytext=(4, 4))
             print(f"{m:<10} T={int(table['seq_len'][i]):<6} acc {table['final_acc'][i]:.3f}  phase step "
-                  f"{'-' if table['phase_step'][i] < 0 else int(table['phase_step'][i])}")
+                  f"{'-' if table['phase_step'][i] < 0 else int(table['phase_step'][i])}{part}")
     a2.set_xscale("log", base=2)
     a2.set_xlabel("sequence length T")
     a2.set_ylabel("phase step")

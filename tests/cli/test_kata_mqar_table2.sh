@@ -387,6 +387,19 @@ py "$SRC/experiments/plots/kata_table2.py" "$T/t2.h5" -o "$T/t2.png"
 check '[ -s "$T/t2.png" ] || grep -q "no python3" "$T/py.txt"' "kata_table2.py wrote no figure"
 py "$SRC/experiments/plots/kata_induction.py" "$T/ind.h5" -o "$T/ind.png"
 check '[ -s "$T/ind.png" ] || grep -q "no python3" "$T/py.txt"' "kata_induction.py wrote no figure"
+# A row that one of two seeds learned (its /induction cells edited so): the script says so.
+cat >"$T/split.py" <<'PYEOF'
+import shutil, sys, h5py
+shutil.copy(sys.argv[1], sys.argv[2])
+with h5py.File(sys.argv[2], "r+") as f:
+    t = f["induction"]
+    t["seeds"][0], t["phase_seeds"][0], t["phase_step"][0] = 2, 1, 30
+print("split row written")
+PYEOF
+py "$T/split.py" "$T/ind.h5" "$T/split.h5"
+py "$SRC/experiments/plots/kata_induction.py" "$T/split.h5" -o "$T/split.png"
+check 'grep -q "phase step 30 (1 of 2 seeds)" "$T/py.txt" || grep -q "no python3" "$T/py.txt"' \
+  "kata_induction.py: a row that one of two seeds learned not named: $(cat "$T/py.txt")"
 
 # 7. With a GPU (skipped otherwise): the smoke rows on the CUDA trainer, two trainings per GPU, and a GPU
 # training killed after a checkpoint and resumed.
