@@ -46,37 +46,56 @@ __device__ __forceinline__ float row_aux(const DeviceMap& mp, const E* x) {
 // MODE 0: sequential over all chunks; writes the state entering each chunk (S bf16, Z fp32) at [bh][c][np][D].
 // MODE 1: chunks [y * cpp, min(nc, y * cpp + cpp)) of program y; writes their summed local state (S, Z fp32)
 //         at [bh][y][np][D] (cpp = 1: the tree's chunk-local states; more: a segment's local state).
+// MODE 2: the chunks of segment y as MODE 1, starting from the state entering the segment (s_init, z_init fp32
+//         [bh][y][np][D] / [np], from the scan over segments); writes the state entering each chunk as MODE 0.
 // The next K tile is fetched once ψ(K_c) is built (one K stage: more programs per SM).
 template <int C, int MODE, MapKind KIND, int D>
 __global__ void __launch_bounds__(128) chunk_state_kernel(AttnMap mp, const bf16* __restrict__ k,
                                                           const bf16* __restrict__ v, void* __restrict__ s_out,
-                                                          float* __restrict__ z_out, int T, int nc, int cpp) {
-  constexpr int SD = D + 8;
+                                                          float* __restrict__ z_out, int T, int nc, int cpp,
+                                                          const float* __restrict__ s_init,
+                                                          const float* __restrict__ z_init) {
+  constexpr int SD = D + 8, NT = 128;
   extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   bf16* sK = reinterpret_cast<bf16*>(smem_raw);
   bf16* sV = sK + C * SD;
   bf16* sPsi = sV + 2 * C * SD;
   float* sNorm = reinterpret_cast<float*>(sPsi + C * kPS);
   float* sZ = sNorm + C;  // [128]: per-thread partial column sums
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int fb = blockIdx.x;
-  const std::int64_t bh = blockIdx.z;
   const int np = mp.n_padded;
+  const std::int64_t bh = blockIdx.z;
   k += bh * T * D;
   v += bh * T * D;
   const FeatureSlot slot = slot_of<KIND>(mp, fb * 64 + (tid & 63));
-  const int c_begin = MODE == 1 ? static_cast<int>(blockIdx.y) * cpp : 0;
-  const int c_end = MODE == 1 ? min(nc, c_begin + cpp) : nc;
-  load_tile<C, D>(sK, k, c_begin * C, T, tid, 128);
-  load_tile<C, D>(sV, v, c_begin * C, T, tid, 128);
+  const int c_begin = MODE != 0 ? static_cast<int>(blockIdx.y) * cpp : 0;
+  const int c_end = MODE != 0 ? min(nc, c_begin + cpp) : nc;
+  load_tile<C, D>(sK, k, c_begin * C, T, tid, NT);
+  load_tile<C, D>(sV, v, c_begin * C, T, tid, NT);
   cp_async_commit();
   float acc[D / 8][4] = {};
   float zrun = 0.f;  // this thread's share of Z (column tid & 63, rows of parity tid >> 6)
+  if (MODE == 2) {  // the state entering the segment
+    const std::int64_t base = (bh * static_cast<std::int64_t>(gridDim.y) + blockIdx.y) * np + fb * 64;
+    const float* S = s_init + base * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int col = j * 8 + 2 * tq;
+      const float2 a = *reinterpret_cast<const float2*>(S + (warp * 16 + g) * D + col);
+      const float2 b = *reinterpret_cast<const float2*>(S + (warp * 16 + g + 8) * D + col);
+      acc[j][0] = a.x;
+      acc[j][1] = a.y;
+      acc[j][2] = b.x;
+      acc[j][3] = b.y;
+    }
+    if (tid < 64) zrun = z_init[base + tid];
+  }
   for (int c = c_begin; c < c_end; ++c) {
     cp_async_wait_all();
     __syncthreads();
     const int st = (c - c_begin) & 1;
-    if (c + 1 < c_end) load_tile<C, D>(sV + (st ^ 1) * C * SD, v, (c + 1) * C, T, tid, 128);
+    if (c + 1 < c_end) load_tile<C, D>(sV + (st ^ 1) * C * SD, v, (c + 1) * C, T, tid, NT);
     const bf16* cV = sV + st * C * SD;
     const int t0 = c * C;
     if (KIND == MapKind::Linear && mp.kind == MapKind::Lorentz) {
@@ -89,12 +108,12 @@ __global__ void __launch_bounds__(128) chunk_state_kernel(AttnMap mp, const bf16
       sPsi[t * kPS + (tid & 63)] = x;
       zl += __bfloat162float(x);
     }
-    if (MODE == 0) sZ[tid] = zrun;  // this thread's share of the Z entering chunk c
+    if (MODE != 1) sZ[tid] = zrun;  // this thread's share of the Z entering chunk c
     zrun += zl;
     __syncthreads();
-    if (c + 1 < c_end) load_tile<C, D>(sK, k, (c + 1) * C, T, tid, 128);  // ψ(K_c) is built: K stage free
+    if (c + 1 < c_end) load_tile<C, D>(sK, k, (c + 1) * C, T, tid, NT);  // ψ(K_c) is built: K stage free
     cp_async_commit();
-    if (MODE == 0) {  // state entering chunk c
+    if (MODE != 1) {  // state entering chunk c
       const std::int64_t base = (bh * nc + c) * static_cast<std::int64_t>(np) + fb * 64;
       if (tid < 64) z_out[base + tid] = sZ[tid] + sZ[tid + 64];
       bf16* S = static_cast<bf16*>(s_out) + base * D;
@@ -141,6 +160,12 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
   constexpr bool PSD = KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd;
   constexpr int PW = PSD || D < 64 ? 64 : D;  // width of the ψ(Q) tile held at once (>= one 64-feature block)
   constexpr int M = PSD ? D / G : D;
+  // TQ (PSD maps, d <= 64): ψ(Q) of each feature block from a transposed Q tile, a lane per token pair and a warp
+  // per feature (conflict-free bf16x2 loads and stores), kept as [feature][token]; else one thread per feature
+  // walking the tokens (scalar loads).
+  constexpr bool TQ = PSD && D <= 64;
+  constexpr int CS = C + 8;  // stride of the transposed tiles (Q [D][CS] in sQ's place, ψ(Q) [64][CS] in sPQ's)
+  static_assert(!TQ || (D * CS <= C * SD && 64 * CS <= C * (PW + 8)), "transposed tiles must fit in place");
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* sQ = reinterpret_cast<bf16*>(smem_raw);
   bf16* sK = sQ + C * SD;
@@ -151,7 +176,7 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
   float* sZt = reinterpret_cast<float*>(sS + 2 * 64 * SD);   // 2 buffers of 64
   float* sNormQ = sZt + 2 * 64;
   float* sNormK = sNormQ + C;
-  float* sDen = sNormK + C;
+  uint32_t* sIJ = reinterpret_cast<uint32_t*>(sNormK + C);  // TQ: 2 x 64 packed slots (i, j, block, active)
   const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
   const int c = blockIdx.x;
   const std::int64_t bh = blockIdx.y;
@@ -168,7 +193,6 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
   __syncthreads();
   const bool use_eps = PSD && mp.eps != 0.f;
   if (tid < C) {
-    sDen[tid] = 0.f;
     if (!PSD) {
       sNormQ[tid] = row_aux(mp, sQ + tid * SD);
       sNormK[tid] = row_aux(mp, sK + tid * SD);
@@ -192,6 +216,32 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
       sPK[t * (PW + 8) + f] = __float2bfloat16(t0 + t < T ? slot_value<KIND>(mp, s, sK + t * SD, sNormK[t]) : 0.f);
     }
   }
+  // TQ: the intra-chunk Q fragments now, then Q transposed in place (sQ is not read again)
+  uint32_t qf[D / 16][4];
+  auto pack_slot = [&](int f) {
+    const FeatureSlot sl = make_slot<KIND>(mp, f);
+    return static_cast<uint32_t>(sl.i) | (static_cast<uint32_t>(sl.j) << 8) | (static_cast<uint32_t>(sl.a0) << 16) |
+           (sl.active ? (1u << 24) : 0u);
+  };
+  if constexpr (TQ) {
+#pragma unroll
+    for (int kk = 0; kk < D / 16; ++kk) load_a(qf[kk], sQ, SD, warp * 16, kk * 16, lane);
+    constexpr int PER = C * D / NT;
+    bf16 tq_tmp[PER];
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+      const int e = tid + u * NT;
+      tq_tmp[u] = sQ[(e / D) * SD + e % D];
+    }
+    if (tid < 64) sIJ[tid] = pack_slot(tid);
+    __syncthreads();
+#pragma unroll
+    for (int u = 0; u < PER; ++u) {
+      const int e = tid + u * NT;
+      sQ[(e % D) * CS + e / D] = tq_tmp[u];
+    }
+    __syncthreads();
+  }
   float acc[D / 8][4] = {};
   const std::int64_t cbase = (bh * nc + c) * static_cast<std::int64_t>(np);
   auto issue_state = [&](int fb, int buf) {  // S_pre and Z_pre tiles of feature block fb -> smem buffer
@@ -203,11 +253,46 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
     cp_async_commit();
   };
   issue_state(0, 0);
-  float den_part = 0.f;  // ψ(Q)·Z_pre over this thread's half of every feature block (row tid % C, half tid / C)
+  // ψ(Q)·Z_pre on the tensor cores beside the readout: Z as two bf16 columns (hi, lo: fp32 to about 2^-16) of
+  // an 8-column B tile, so den = C[row][0] + C[row][1]. A per-thread loop over ψ(Q) rows read shared memory with
+  // 4-way bank conflicts (by our count the largest share of the pass's shared-memory wavefronts; ncu had the pass
+  // at 77 % of its L1 throughput). With the transposed ψ(Q) below: output stage 34.5 -> 31.1 ms at M_2, B = 8,
+  // H = 16, T = 128K (docs/perf.md, twenty-third session).
+  float dacc[4] = {0.f, 0.f, 0.f, 0.f};
   for (int fb = 0; fb < nfb; ++fb) {  // inter-chunk: ψ(Q) S_pre, next tiles prefetched
     const int buf = fb & 1;
     if (fb + 1 < nfb) issue_state(fb + 1, buf ^ 1);
-    if constexpr (PSD) {
+    if constexpr (TQ) {  // warp w: features w * FPW ..; lane: tokens 2 (lane + 32 r), + 1
+      constexpr int FPW = 64 / (NT / 32);
+      const float scale = KIND == MapKind::SumPsd ? mp.scale : 1.f;
+#pragma unroll 4
+      for (int u = 0; u < FPW; ++u) {
+        const int ff = warp * FPW + u;
+        const uint32_t sl = sIJ[buf * 64 + ff];
+        const int i = sl & 255, j = (sl >> 8) & 255, a0 = (sl >> 16) & 255;
+        const float mult = (i != j ? kSqrt2f : 1.f) * scale, add = i == j ? mp.eps : 0.f;
+#pragma unroll
+        for (int r = 0; r < C / 64; ++r) {
+          const int t = 2 * (lane + 32 * r);
+          float v0 = 0.f, v1 = 0.f;
+          if (sl >> 24) {
+            float s0 = 0.f, s1 = 0.f;
+#pragma unroll
+            for (int a = 0; a < (KIND == MapKind::BlockPsd ? 1 : G); ++a) {
+              const int aa = KIND == MapKind::BlockPsd ? a0 : a;
+              const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sQ + (aa * M + i) * CS + t));
+              const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(sQ + (aa * M + j) * CS + t));
+              s0 += x.x * y.x;
+              s1 += x.y * y.y;
+            }
+            v0 = mult * s0 + add;
+            v1 = mult * s1 + add;
+          }
+          *reinterpret_cast<__nv_bfloat162*>(sPQ + ff * CS + t) = __floats2bfloat162_rn(v0, v1);
+        }
+      }
+      if (tid < 64 && fb + 1 < nfb) sIJ[(buf ^ 1) * 64 + tid] = pack_slot((fb + 1) * 64 + tid);
+    } else if constexpr (PSD) {
       const FeatureSlot slot = make_slot<KIND>(mp, fb * 64 + (tid & 63));
       for (int t = tid >> 6; t < C; t += NT / 64)
         sPQ[t * kPS + (tid & 63)] = __float2bfloat16(eval_slot<KIND>(mp, slot, sQ + t * SD, 0.f));
@@ -219,35 +304,33 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
     __syncthreads();
     const bf16* cS = sS + buf * 64 * SD;
     const int f0 = PSD ? 0 : fb * 64;  // column of this block in sPQ
-    if (mp.normalized) {
-      const int row = tid % C, half = tid / C;
-      const float* Z = sZt + buf * 64 + half * 32;
-      float part = 0.f;
-#pragma unroll 8
-      for (int f = 0; f < 32; ++f) part += __bfloat162float(sPQ[row * (PW + 8) + f0 + half * 32 + f]) * Z[f];
-      den_part += part;
-    }
 #pragma unroll
     for (int ks = 0; ks < 4; ++ks) {
       uint32_t a[4];
-      load_a(a, sPQ, PW + 8, warp * 16, f0 + ks * 16, lane);
+      if constexpr (TQ) load_a_trans(a, sPQ, CS, warp * 16, ks * 16, lane);
+      else load_a(a, sPQ, PW + 8, warp * 16, f0 + ks * 16, lane);
       mma_rows_x_tile<D>(acc, a, cS, SD, ks * 16, lane);
+      if (mp.normalized) {
+        uint32_t zb0 = 0u, zb1 = 0u;
+        if (g < 2) {  // B[k][n]: column 0 = bf16(Z), column 1 = bf16(Z - bf16(Z)), the others 0
+          const float* Z = sZt + buf * 64 + ks * 16 + 2 * tq;
+          auto part = [&](float z) {
+            const float hi = __bfloat162float(__float2bfloat16(z));
+            return g == 0 ? hi : z - hi;
+          };
+          zb0 = pack_bf16(part(Z[0]), part(Z[1]));
+          zb1 = pack_bf16(part(Z[8]), part(Z[9]));
+        }
+        mma_bf16(dacc, a, zb0, zb1);
+      }
     }
     __syncthreads();
   }
-  // the two halves' denominators summed in a fixed order: a shared-memory atomicAdd per feature block made a few
-  // outputs differ between runs in their last bf16 place (gpu_test_kata_attention, eleventh session: chunked/2pass,
-  // T = 1000, ε ≠ 0: 2 and 3 of 768,000)
-  if (mp.normalized) {
-    if (tid < C) sDen[tid] = den_part;
-    __syncthreads();
-    if (tid >= C) sDen[tid - C] += den_part;
-    __syncthreads();
-  }
   // intra-chunk: causal P V
-  uint32_t qf[D / 16][4];
+  if constexpr (!TQ) {
 #pragma unroll
-  for (int kk = 0; kk < D / 16; ++kk) load_a(qf[kk], PSD ? sQ : sPQ, PSD ? SD : PW + 8, warp * 16, kk * 16, lane);
+    for (int kk = 0; kk < D / 16; ++kk) load_a(qf[kk], PSD ? sQ : sPQ, PSD ? SD : PW + 8, warp * 16, kk * 16, lane);
+  }
   const float eps_lin = KIND == MapKind::SumPsd ? mp.eps * mp.scale : mp.eps;
   const float eps_const = KIND == MapKind::SumPsd ? mp.eps * mp.eps * mp.m : mp.eps * mp.eps * mp.m * mp.g;
   const float c2 = mp.scale * mp.scale;
@@ -305,7 +388,10 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
   rs1 += __shfl_xor_sync(0xffffffffu, rs1, 1);
   rs1 += __shfl_xor_sync(0xffffffffu, rs1, 2);
   const int l0 = warp * 16 + g, l1 = l0 + 8;
-  const float d0 = rs0 + sDen[l0], d1 = rs1 + sDen[l1];
+  // the inter-chunk denominators sit in columns 0 and 1 of the quad's first lane (tq = 0)
+  const float zd0 = __shfl_sync(0xffffffffu, dacc[0] + dacc[1], lane & ~3);
+  const float zd1 = __shfl_sync(0xffffffffu, dacc[2] + dacc[3], lane & ~3);
+  const float d0 = rs0 + zd0, d1 = rs1 + zd1;
   const float inv0 = mp.normalized ? (d0 != 0.f ? 1.f / d0 : 0.f) : 1.f;
   const float inv1 = mp.normalized ? (d1 != 0.f ? 1.f / d1 : 0.f) : 1.f;
 #pragma unroll

@@ -13,16 +13,30 @@ struct Sizes {
 inline Sizes sizes_of(const AttentionLaunch& p) {
   return {p.B * p.H, (p.T + p.chunk - 1) / p.chunk, device_map(p.map).n_padded};
 }
-// Workspace (chunk2_workspace): s_pre bf16 [bh][nc][np][D], z_pre fp32 [bh][nc][np]; tree adds s_loc, z_loc fp32.
+// Workspace (chunk2_workspace): s_pre bf16 [bh][nc][np][D], z_pre fp32 [bh][nc][np]; tree adds s_loc, z_loc fp32;
+// the split (segments > 1) adds s_loc, z_loc, s_seg, z_seg fp32 [bh][segments][np][D] / [np].
 template <int C, int D>
 constexpr int state_smem() {
   return 3 * C * (D + 8) * 2 + C * kPS * 2 + (C + 128) * 4;
+}
+// One launch of the state pass: MODE as chunk_state_kernel, `progs` programs along y (cpp chunks each).
+template <int C, int MODE, MapKind KIND, int D>
+void launch_state(const AttentionLaunch& p, const AttnMap& mp, const bf16* k, const bf16* v, void* s_out, float* z_out,
+                  int progs, int cpp, const float* s_init, const float* z_init, cudaStream_t stream) {
+  const Sizes z = sizes_of(p);
+  auto kern = chunk_state_kernel<C, MODE, KIND, D>;
+  constexpr int smem = state_smem<C, D>();
+  ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
+  kern<<<dim3(static_cast<unsigned>(z.np / 64), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)), 128, smem,
+         stream>>>(mp, k, v, s_out, z_out, static_cast<int>(p.T), static_cast<int>(z.nc), cpp, s_init, z_init);
+  MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
 }
 template <int C, MapKind KIND, int D>
 constexpr int output_smem() {
   constexpr bool PSD = KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd;
   constexpr int PW = PSD || D < 64 ? 64 : D;
-  return (3 * C * (D + 8) + C * (PW + 8) + (PSD ? 0 : C * (PW + 8)) + 2 * 64 * (D + 8)) * 2 + (2 * 64 + 3 * C) * 4;
+  return (3 * C * (D + 8) + C * (PW + 8) + (PSD ? 0 : C * (PW + 8)) + 2 * 64 * (D + 8)) * 2 + (2 * 64 + 2 * C) * 4 +
+         2 * 64 * 4;
 }
 
 // kind(std::integral_constant<MapKind, K>) for the state pass: BlockPsd, SumPsd or the family (Linear).
@@ -40,18 +54,18 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
   const Sizes z = sizes_of(p);
   const int progs = static_cast<int>((z.nc + cpp - 1) / cpp);
   by_state_kind(p.map, [&](auto kind) {
-    auto kern = chunk_state_kernel<C, 1, decltype(kind)::value, D>;
-    constexpr int smem = state_smem<C, D>();
-    ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
-    kern<<<dim3(static_cast<unsigned>(z.np / 64), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)), 128,
-           smem, stream>>>(attn_map(p), static_cast<const bf16*>(k), static_cast<const bf16*>(v), s_loc, z_loc,
-                           static_cast<int>(p.T), static_cast<int>(z.nc), cpp);
-    MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel (local)");
+    launch_state<C, 1, decltype(kind)::value, D>(p, attn_map(p), static_cast<const bf16*>(k),
+                                                 static_cast<const bf16*>(v), s_loc, z_loc, progs, cpp, nullptr,
+                                                 nullptr, stream);
   });
 }
 
+// segments == 1: the state pass walks all chunks of a head (MODE 0). segments > 1 (the `split` variant, small
+// B·H): local states of `segments` runs of chunks (MODE 1), an exclusive scan over the segments, then each
+// segment's walk from its entering state (MODE 2); stages: state = the local states, scan = the scan and the
+// walks, output = the output pass.
 template <int C, int D>
-void run(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, cudaStream_t stream) {
+void run(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a, cudaStream_t stream) {
   const Sizes z = sizes_of(p);
   const AttnMap mp = attn_map(p);
   const int T = static_cast<int>(p.T), nc = static_cast<int>(z.nc);
@@ -62,27 +76,33 @@ void run(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, c
   const auto* q = static_cast<const bf16*>(a.q);
   const auto* k = static_cast<const bf16*>(a.k);
   const auto* v = static_cast<const bf16*>(a.v);
-  constexpr int ssmem = state_smem<C, D>();
-  if (form == AttentionForm::chunked) {
+  if (form == AttentionForm::chunked && segments <= 1) {
     by_state_kind(p.map, [&](auto kind) {
-      auto kern = chunk_state_kernel<C, 0, decltype(kind)::value, D>;
-      ::memcap::cuda_detail::raise_dynamic_smem(kern, ssmem);
-      kern<<<dim3(static_cast<unsigned>(z.np / 64), 1, static_cast<unsigned>(z.bh)), 128, ssmem, stream>>>(
-          mp, k, v, s_pre, z_pre, T, nc, 1);
-      MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
+      launch_state<C, 0, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, 1, nc, nullptr, nullptr, stream);
     });
     if (p.stage_events) {
       MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
       MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
     }
+  } else if (form == AttentionForm::chunked) {
+    const int cps = (nc + segments - 1) / segments;
+    const std::int64_t nSs = z.bh * segments * z.np * D, nZs = z.bh * segments * z.np;
+    float* s_loc = reinterpret_cast<float*>(ws + nS * 2 + nZ * 4);
+    float* z_loc = s_loc + nSs;
+    float* s_seg = z_loc + nZs;
+    float* z_seg = s_seg + nSs;
+    launch_local_states<C, D>(p, cps, k, v, s_loc, z_loc, stream);
+    if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
+    launch_scan_sequential(s_loc, s_seg, gpu::DType::f32, z.bh, segments, z.np * D, stream);
+    launch_scan_sequential(z_loc, z_seg, gpu::DType::f32, z.bh, segments, z.np, stream);
+    by_state_kind(p.map, [&](auto kind) {
+      launch_state<C, 2, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, segments, cps, s_seg, z_seg, stream);
+    });
+    if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
   } else {
     float* s_loc = reinterpret_cast<float*>(ws + nS * 2 + nZ * 4);
     float* z_loc = s_loc + nS;
-    auto kern = chunk_state_kernel<C, 1, MapKind::Linear, D>;
-    ::memcap::cuda_detail::raise_dynamic_smem(kern, ssmem);
-    kern<<<dim3(static_cast<unsigned>(z.np / 64), static_cast<unsigned>(nc), static_cast<unsigned>(z.bh)), 128, ssmem,
-           stream>>>(mp, k, v, s_loc, z_loc, T, nc, 1);
-    MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
+    launch_state<C, 1, MapKind::Linear, D>(p, mp, k, v, s_loc, z_loc, nc, 1, nullptr, nullptr, stream);
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
     launch_scan_tree(s_loc, s_pre, gpu::DType::bf16, z.bh, z.nc, z.np * D, stream);
     if (p.normalized) launch_scan_tree(z_loc, z_pre, gpu::DType::f32, z.bh, z.nc, z.np, stream);

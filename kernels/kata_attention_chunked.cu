@@ -217,16 +217,38 @@ bool chunk2_supported(const AttentionLaunch& p, AttentionForm form) {
   return true;
 }
 
-std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form) {
-  const std::size_t nc = (p.T + p.chunk - 1) / p.chunk, np = device_map(p.map).n_padded;
-  const std::size_t nS = p.B * p.H * nc * np * p.d, nZ = p.B * p.H * nc * np;
-  return nS * 2 + nZ * 4 + (form == AttentionForm::tree ? nS * 4 + nZ * 4 : 0);
+int chunk2_segments(const AttentionLaunch& p) {
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  // about eight state programs per SM (one feature block each) over all segments, at least two chunks per walk
+  const std::int64_t nc = (p.T + p.chunk - 1) / p.chunk, nfb = device_map(p.map).n_padded / 64;
+  const std::int64_t per_seg = p.B * p.H * nfb;
+  std::int64_t segs = (8 * static_cast<std::int64_t>(sms) + per_seg - 1) / per_seg;
+  if (segs > nc / 2) segs = nc / 2;
+  if (segs > 65535) segs = 65535;
+  if (segs < 2) return 1;
+  const std::int64_t cps = (nc + segs - 1) / segs;
+  return static_cast<int>((nc + cps - 1) / cps);  // no empty segment
 }
 
-void launch_chunk2(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, cudaStream_t stream) {
-  if (p.d == 32) launch_chunk2_d32(p, form, a, stream);
-  else if (p.d == 64) launch_chunk2_d64(p, form, a, stream);
-  else launch_chunk2_d128(p, form, a, stream);
+std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int segments) {
+  const std::size_t nc = (p.T + p.chunk - 1) / p.chunk, np = device_map(p.map).n_padded;
+  const std::size_t nS = p.B * p.H * nc * np * p.d, nZ = p.B * p.H * nc * np;
+  std::size_t extra = form == AttentionForm::tree ? nS * 4 + nZ * 4 : 0;
+  if (form == AttentionForm::chunked && segments > 1)
+    extra = 2 * static_cast<std::size_t>(p.B * p.H) * static_cast<std::size_t>(segments) * np * (p.d + 1) * 4;
+  return nS * 2 + nZ * 4 + extra;
+}
+
+void launch_chunk2(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
+                   cudaStream_t stream) {
+  if (p.d == 32) launch_chunk2_d32(p, form, segments, a, stream);
+  else if (p.d == 64) launch_chunk2_d64(p, form, segments, a, stream);
+  else launch_chunk2_d128(p, form, segments, a, stream);
 }
 
 }  // namespace memcap::kata::cuda

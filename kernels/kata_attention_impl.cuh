@@ -39,12 +39,19 @@ void launch_quad_ws_d128(const AttentionLaunch& p, int nwg, const AttentionPtrs&
 // State pass writes every chunk's entering state (bf16 S, fp32 Z) to the workspace; the output pass reads it.
 // Tree: chunk-local fp32 states, Hillis-Steele scan, same output pass. bf16, d = d_v in {32, 64, 128},
 // C in {64, 128}; tree: linear / orthant / Lorentz.
+// segments > 1 (chunked form only, the `split` variant): T split into that many runs of chunks for small B·H: their
+// local states in parallel, an exclusive scan over them, then each run's walk writes its chunks' entering states.
 bool chunk2_supported(const AttentionLaunch& p, AttentionForm form);
-std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form);
-void launch_chunk2(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, cudaStream_t stream);
-void launch_chunk2_d32(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, cudaStream_t stream);
-void launch_chunk2_d64(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, cudaStream_t stream);
-void launch_chunk2_d128(const AttentionLaunch& p, AttentionForm form, const AttentionPtrs& a, cudaStream_t stream);
+int chunk2_segments(const AttentionLaunch& p);  // the split's segments: enough walks to fill the GPU, >= 2 chunks each
+std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int segments = 1);
+void launch_chunk2(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
+                   cudaStream_t stream);
+void launch_chunk2_d32(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
+                       cudaStream_t stream);
+void launch_chunk2_d64(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
+                       cudaStream_t stream);
+void launch_chunk2_d128(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
+                        cudaStream_t stream);
 // Scalar fallback (fp32 arithmetic, any d / d_v, C <= 64): chunk-local states, sequential or tree scan, output.
 int chunk_simt_smem_bytes(const AttentionLaunch& p);  // the larger of its two kernels
 std::size_t chunk_simt_workspace(const AttentionLaunch& p);

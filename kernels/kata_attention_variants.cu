@@ -22,12 +22,14 @@ const char* form_name(AttentionForm f) {
 
 // Preferences measured on the H200 (docs/perf.md, "kata attention kernels"): for Σ_g at d <= 64 the mma.sync kernel
 // with 16 rows per warp beats the Hopper kernel (4 or 16 score accumulators per element); the on-chip chunked
-// pass wins where it can split T (small B*H) or where one CTA holds the whole state (n_ψ = d maps).
+// pass wins where one CTA holds the whole state (n_ψ = d maps); for the PSD maps at small B*H the split pass
+// through memory beats it (B = H = 1, d = 64, T = 32K ... 128K: M_2 0.260 / 0.471 / 1.025 ms against 0.409 /
+// 0.859 / 1.634, M_1 0.526 / 0.991 / 1.905 against 0.829 / 1.580 / 3.101; twenty-third session).
 bool sum_psd_small(P p) { return p.map.kind == MapKind::SumPsd && p.d <= 64; }
 // 192 query rows per CTA (ws3) leave a small grid (B*H*T/192 CTAs, one per SM) with a ragged last wave: below
 // about four waves the 128-row CTAs of ws2 balance better (B = H = 1, T = 32K: 0.285 ms against 0.362 ms).
 bool many_waves(P p, A a) { return p.B * p.H * ((p.T + 191) / 192) >= 4 * static_cast<std::int64_t>(a.sms); }
-bool fused_pays(P p) { return p.map.is_linear_family() || fused_segments(p, true) > 1; }
+bool fused_pays(P p) { return p.map.is_linear_family(); }
 
 std::vector<KernelVariant> make_table() {
   using X = const AttentionPtrs&;
@@ -67,11 +69,17 @@ std::vector<KernelVariant> make_table() {
                [](P p, A a) { return a.cc >= 90 && fused_supported(p); },
                [](P p) { return fused_workspace(p, 1); },
                [](P p, X x, cudaStream_t s) { launch_fused(p, 1, x, s); }, [](P, A) { return false; }});
+  t.push_back({AttentionForm::chunked, "split", "tensor cores (mma.sync)",
+               "2pass with T split into segments for small B*H: local states, scan over segments, each segment's walk",
+               [](P p, A a) { return a.cc >= 80 && chunk2_supported(p, AttentionForm::chunked); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, chunk2_segments(p)); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, chunk2_segments(p), x, s); },
+               [](P p, A) { return chunk2_segments(p) >= 4; }});  // where a walk per head leaves SMs idle
   t.push_back({AttentionForm::chunked, "2pass", "tensor cores (mma.sync)",
                "every chunk's entering state through memory (bf16 S, fp32 Z), then the output pass",
                [](P p, A a) { return a.cc >= 80 && chunk2_supported(p, AttentionForm::chunked); },
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked); },
-               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, x, s); }});
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, x, s); }});
   t.push_back({AttentionForm::chunked, "simt", "scalar fallback",
                "fp32 CUDA-core kernels for any d, d_v and dtype, C <= 64 (reference-like, slow)",
                [](P p, A) { return p.chunk <= 64 && chunk_simt_smem_bytes(p) <= kMaxSmem; },
@@ -82,7 +90,7 @@ std::vector<KernelVariant> make_table() {
                "chunk-local fp32 states, Hillis-Steele scan over chunks, output pass",
                [](P p, A a) { return a.cc >= 80 && chunk2_supported(p, AttentionForm::tree); },
                [](P p) { return chunk2_workspace(p, AttentionForm::tree); },
-               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::tree, x, s); }});
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::tree, 1, x, s); }});
   t.push_back({AttentionForm::tree, "simt", "scalar fallback",
                "fp32 CUDA-core kernels for any d, d_v and dtype, C <= 64 (reference-like, slow)",
                [](P p, A) { return p.chunk <= 64 && chunk_simt_smem_bytes(p) <= kMaxSmem; },

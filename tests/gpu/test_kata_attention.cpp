@@ -233,6 +233,40 @@ TEST_CASE("the split chunked pass: many segments at B = H = 1 agree with the seq
     CHECK(check_case(c, 8000, &split, &v1, "fused") < kTolBf16);
     CHECK(check_case(c, 8000, &seq, &v2, "fused-seq") < kTolBf16);
     CHECK(relative_error(split, seq) < kTolBf16);
+    // the same through memory: T split into segments (local states, scan, each segment's walk) and one walk
+    std::vector<double> split2, walk;
+    CHECK(check_case(c, 8000, &split2, &v1, "split") < kTolBf16);
+    CHECK(check_case(c, 8000, &walk, &v2, "2pass") < kTolBf16);
+    CHECK(relative_error(split2, walk) < kTolBf16);
+    std::printf("split vs one walk (%s): fused %.3e, through memory %.3e\n", map, relative_error(split, seq),
+                relative_error(split2, walk));
+  }
+  // segments of one chunk's remainder: T not a multiple of the chunk, several heads, eps terms, d = 32 and 128
+  for (const AttentionShape& t : {AttentionShape{1, 2, 3001, 32, 32}, AttentionShape{2, 1, 2999, 128, 128}})
+    for (const char* map : {"m2:eps=1e-4", "sigma2:eps=1e-4", "orthant"}) {
+      CAPTURE(map);
+      CAPTURE(t.d);
+      const Case c{AttentionForm::chunked, map, GpuDType::bf16, t, 64};
+      CHECK(check_case(c, 8100, nullptr, nullptr, "split") < kTolBf16);
+    }
+}
+
+// Large B·H through the 2pass variant at small T (the grids of the acceptance benchmark's 128K row have B·H =
+// 128): M_1, M_2 and Σ_2 at d = 64, M_2 at d = 128, and C = 128, with and without ε.
+TEST_CASE("2pass at large B*H (d = 64 and 128, C = 128, eps terms) agrees with the float64 reference") {
+  struct W {
+    const char* map;
+    AttentionShape s;
+    std::int64_t chunk;
+  };
+  for (const W& w : {W{"m2", {4, 16, 333, 64, 64}, 64}, W{"m1", {2, 16, 200, 64, 64}, 64},
+                     W{"sigma2:eps=1e-4", {8, 16, 130, 64, 64}, 64}, W{"m2", {2, 16, 130, 128, 128}, 64},
+                     W{"m2:eps=1e-4", {4, 16, 300, 64, 64}, 128}}) {
+    CAPTURE(w.map);
+    CAPTURE(w.s.d);
+    CAPTURE(w.chunk);
+    CHECK(check_case({AttentionForm::chunked, w.map, GpuDType::bf16, w.s, w.chunk}, 8200, nullptr, nullptr, "2pass") <
+          kTolBf16);
   }
 }
 
