@@ -14,18 +14,23 @@ S="$OUT/summary.log"
 note() { echo "$*" | tee -a "$S"; }
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 t0=$(date +%s)
-cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DMEMCAP_ENABLE_CUDA=ON \
-  > "$OUT/cmake.log" 2>&1 || { tail -40 "$OUT/cmake.log"; exit 1; }
-cmake --build build-gpu -j16 --target kata gpu_test_kata_attention gpu_test_kata_capacity > "$OUT/build.log" 2>&1 ||
-  { grep -B2 -A12 -E "error" "$OUT/build.log" | head -120; exit 1; }
-note "build $(( $(date +%s) - t0 )) s"
-K=build-gpu/kata
+# PREBUILT=DIR: DIR/kata and DIR/tests/gpu_test_kata_{attention,capacity} built elsewhere (carried), no build here
+BD=${PREBUILT:-build-gpu}
+if [ -z "${PREBUILT:-}" ]; then
+  cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DMEMCAP_ENABLE_CUDA=ON \
+    > "$OUT/cmake.log" 2>&1 || { tail -40 "$OUT/cmake.log"; exit 1; }
+  cmake --build build-gpu -j16 --target kata gpu_test_kata_attention gpu_test_kata_capacity > "$OUT/build.log" 2>&1 ||
+    { grep -B2 -A12 -E "error" "$OUT/build.log" | head -120; exit 1; }
+  note "build $(( $(date +%s) - t0 )) s"
+fi
+K=$BD/kata
 if [ "${SKIP_TESTS:-}" = "" ]; then
   t1=$(date +%s)
-  timeout ${TEST_TIMEOUT:-240} ./build-gpu/tests/gpu_test_kata_attention > "$OUT/gputest.log" 2>&1; note "gpu_test_kata_attention rc=$? ($(( $(date +%s) - t1 )) s)"
+  timeout ${TEST_TIMEOUT:-240} "$BD"/tests/gpu_test_kata_attention > "$OUT/gputest.log" 2>&1
+  note "gpu_test_kata_attention rc=$? ($(( $(date +%s) - t1 )) s)"
   grep -E "test cases|assertions|matrix:|runs$|ERROR|FAILED|failed" "$OUT/gputest.log" | head -40 | tee -a "$S"
   grep -E "^psi " "$OUT/gputest.log" | tee -a "$S"
-  timeout 120 ./build-gpu/tests/gpu_test_kata_capacity > "$OUT/gpucap.log" 2>&1; note "gpu_test_kata_capacity rc=$?"
+  timeout 120 "$BD"/tests/gpu_test_kata_capacity > "$OUT/gpucap.log" 2>&1; note "gpu_test_kata_capacity rc=$?"
   grep -E "test cases|assertions" "$OUT/gpucap.log" | tee -a "$S"
   # refusals before any launch (exit 2) and the command that used to die with exit 5
   for args in "--forms tree --maps m2" "--variant nosuch" "--variant ws3 --d-head 128" "--dtype fp32 --chunk 100 --forms chunked"; do
