@@ -42,41 +42,44 @@ __device__ __forceinline__ float row_aux(const DeviceMap& mp, const E* x) {
   return mp.kind == MapKind::Lorentz ? psi_aux<MapKind::Lorentz>(mp, x) : 0.f;
 }
 
-// ---- state pass: S (64 features x D) per program, 4 warps x 16 feature rows ---------------------------------
+// ---- state pass: S (64 features x D) per feature block, 4 warps x 16 feature rows; FB blocks per program ---------
 // MODE 0: sequential over all chunks; writes the state entering each chunk (S bf16, Z fp32) at [bh][c][np][D].
 // MODE 1: chunks [y * cpp, min(nc, y * cpp + cpp)) of program y; writes their summed local state (S, Z fp32)
 //         at [bh][y][np][D] (cpp = 1: the tree's chunk-local states; more: a segment's local state).
 // MODE 2: the chunks of segment y as MODE 1, starting from the state entering the segment (s_init, z_init fp32
 //         [bh][y][np][D] / [np], from the scan over segments); writes the state entering each chunk as MODE 0.
+// FB feature blocks per program (FB groups of 4 warps) share one K / V tile (the launcher's choice, below).
 // The next K tile is fetched once ψ(K_c) is built (one K stage: more programs per SM).
-template <int C, int MODE, MapKind KIND, int D>
-__global__ void __launch_bounds__(128) chunk_state_kernel(AttnMap mp, const bf16* __restrict__ k,
-                                                          const bf16* __restrict__ v, void* __restrict__ s_out,
-                                                          float* __restrict__ z_out, int T, int nc, int cpp,
-                                                          const float* __restrict__ s_init,
-                                                          const float* __restrict__ z_init) {
-  constexpr int SD = D + 8, NT = 128;
+template <int C, int MODE, MapKind KIND, int D, int FB>
+__global__ void __launch_bounds__(128 * FB) chunk_state_kernel(AttnMap mp, const bf16* __restrict__ k,
+                                                               const bf16* __restrict__ v, void* __restrict__ s_out,
+                                                               float* __restrict__ z_out, int T, int nc, int cpp,
+                                                               const float* __restrict__ s_init,
+                                                               const float* __restrict__ z_init) {
+  constexpr int SD = D + 8, NT = 128 * FB;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  const int tid = threadIdx.x, warp = tid >> 5, lane = tid & 31, g = lane >> 2, tq = lane & 3;
+  const int tid = threadIdx.x, warp = (tid >> 5) & 3, grp = tid >> 7, lt = tid & 127, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
   bf16* sK = reinterpret_cast<bf16*>(smem_raw);
   bf16* sV = sK + C * SD;
-  bf16* sPsi = sV + 2 * C * SD;
-  float* sNorm = reinterpret_cast<float*>(sPsi + C * kPS);
-  float* sZ = sNorm + C;  // [128]: per-thread partial column sums
-  const int fb = blockIdx.x;
+  bf16* sPsi = sV + 2 * C * SD + grp * C * kPS;
+  float* sNorm = reinterpret_cast<float*>(sV + 2 * C * SD + FB * C * kPS);
+  float* sZ = sNorm + C + grp * 128;  // [128] per group: per-thread partial column sums
+  const int fb = blockIdx.x * FB + grp;
   const int np = mp.n_padded;
+  const bool active = fb * 64 < np;  // the last program's spare group only takes part in the barriers
   const std::int64_t bh = blockIdx.z;
   k += bh * T * D;
   v += bh * T * D;
-  const FeatureSlot slot = slot_of<KIND>(mp, fb * 64 + (tid & 63));
+  const FeatureSlot slot = slot_of<KIND>(mp, (active ? fb : 0) * 64 + (lt & 63));
   const int c_begin = MODE != 0 ? static_cast<int>(blockIdx.y) * cpp : 0;
   const int c_end = MODE != 0 ? min(nc, c_begin + cpp) : nc;
   load_tile<C, D>(sK, k, c_begin * C, T, tid, NT);
   load_tile<C, D>(sV, v, c_begin * C, T, tid, NT);
   cp_async_commit();
   float acc[D / 8][4] = {};
-  float zrun = 0.f;  // this thread's share of Z (column tid & 63, rows of parity tid >> 6)
-  if (MODE == 2) {  // the state entering the segment
+  float zrun = 0.f;  // this thread's share of Z (column lt & 63, rows of parity lt >> 6)
+  if (MODE == 2 && active) {  // the state entering the segment
     const std::int64_t base = (bh * static_cast<std::int64_t>(gridDim.y) + blockIdx.y) * np + fb * 64;
     const float* S = s_init + base * D;
 #pragma unroll
@@ -89,7 +92,7 @@ __global__ void __launch_bounds__(128) chunk_state_kernel(AttnMap mp, const bf16
       acc[j][2] = b.x;
       acc[j][3] = b.y;
     }
-    if (tid < 64) zrun = z_init[base + tid];
+    if (lt < 64) zrun = z_init[base + lt];
   }
   for (int c = c_begin; c < c_end; ++c) {
     cp_async_wait_all();
@@ -103,19 +106,21 @@ __global__ void __launch_bounds__(128) chunk_state_kernel(AttnMap mp, const bf16
       __syncthreads();
     }
     float zl = 0.f;
-    for (int t = tid >> 6; t < C; t += 2) {
-      const bf16 x = __float2bfloat16(t0 + t < T ? slot_value<KIND>(mp, slot, sK + t * SD, sNorm[t]) : 0.f);
-      sPsi[t * kPS + (tid & 63)] = x;
-      zl += __bfloat162float(x);
-    }
-    if (MODE != 1) sZ[tid] = zrun;  // this thread's share of the Z entering chunk c
+    if (active)
+      for (int t = lt >> 6; t < C; t += 2) {
+        const bf16 x = __float2bfloat16(t0 + t < T ? slot_value<KIND>(mp, slot, sK + t * SD, sNorm[t]) : 0.f);
+        sPsi[t * kPS + (lt & 63)] = x;
+        zl += __bfloat162float(x);
+      }
+    if (MODE != 1) sZ[lt] = zrun;  // this thread's share of the Z entering chunk c
     zrun += zl;
     __syncthreads();
     if (c + 1 < c_end) load_tile<C, D>(sK, k, (c + 1) * C, T, tid, NT);  // ψ(K_c) is built: K stage free
     cp_async_commit();
+    if (!active) continue;
     if (MODE != 1) {  // state entering chunk c
       const std::int64_t base = (bh * nc + c) * static_cast<std::int64_t>(np) + fb * 64;
-      if (tid < 64) z_out[base + tid] = sZ[tid] + sZ[tid + 64];
+      if (lt < 64) z_out[base + lt] = sZ[lt] + sZ[lt + 64];
       bf16* S = static_cast<bf16*>(s_out) + base * D;
 #pragma unroll
       for (int j = 0; j < D / 8; ++j) {
@@ -133,10 +138,11 @@ __global__ void __launch_bounds__(128) chunk_state_kernel(AttnMap mp, const bf16
     }
   }
   if (MODE == 1) {
-    sZ[tid] = zrun;
+    sZ[lt] = zrun;
     __syncthreads();
+    if (!active) return;
     const std::int64_t base = (bh * (static_cast<std::int64_t>(gridDim.y)) + blockIdx.y) * np + fb * 64;
-    if (tid < 64) z_out[base + tid] = sZ[tid] + sZ[tid + 64];
+    if (lt < 64) z_out[base + lt] = sZ[lt] + sZ[lt + 64];
     float* S = static_cast<float*>(s_out) + base * D;
 #pragma unroll
     for (int j = 0; j < D / 8; ++j) {

@@ -15,21 +15,42 @@ inline Sizes sizes_of(const AttentionLaunch& p) {
 }
 // Workspace (chunk2_workspace): s_pre bf16 [bh][nc][np][D], z_pre fp32 [bh][nc][np]; tree adds s_loc, z_loc fp32;
 // the split (segments > 1) adds s_loc, z_loc, s_seg, z_seg fp32 [bh][segments][np][D] / [np].
-template <int C, int D>
+template <int C, int D, int FB>
 constexpr int state_smem() {
-  return 3 * C * (D + 8) * 2 + C * kPS * 2 + (C + 128) * 4;
+  return 3 * C * (D + 8) * 2 + FB * C * kPS * 2 + (C + FB * 128) * 4;
+}
+// Feature blocks per state program. Two, sharing their K / V tiles, for the segment passes (MODE 1 and 2) on
+// grids of at least eight one-block programs per SM, as in the runs that measured the split variant (B = H = 1,
+// M_1 at T = 32K ... 128K, M_2 at 128K; docs/perf.md, twenty-third session); one otherwise. The per-head walk
+// (MODE 0) keeps one: with two it ran slower (state stage 11.48 ms against 10.30 ms at M_2, B = 8, H = 16,
+// T = 32K), though ncu had put that pass at 80 % of the L2 throughput.
+inline int state_fb(int mode, std::int64_t programs_fb1) {
+  int dev = 0, sms = 132;
+  if (cudaGetDevice(&dev) != cudaSuccess ||
+      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
+    cudaGetLastError();
+    sms = 132;
+  }
+  return mode != 0 && programs_fb1 >= 8 * static_cast<std::int64_t>(sms) ? 2 : 1;
 }
 // One launch of the state pass: MODE as chunk_state_kernel, `progs` programs along y (cpp chunks each).
 template <int C, int MODE, MapKind KIND, int D>
 void launch_state(const AttentionLaunch& p, const AttnMap& mp, const bf16* k, const bf16* v, void* s_out, float* z_out,
                   int progs, int cpp, const float* s_init, const float* z_init, cudaStream_t stream) {
   const Sizes z = sizes_of(p);
-  auto kern = chunk_state_kernel<C, MODE, KIND, D>;
-  constexpr int smem = state_smem<C, D>();
-  ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
-  kern<<<dim3(static_cast<unsigned>(z.np / 64), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)), 128, smem,
-         stream>>>(mp, k, v, s_out, z_out, static_cast<int>(p.T), static_cast<int>(z.nc), cpp, s_init, z_init);
-  MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
+  const std::int64_t nfb = z.np / 64;
+  auto go = [&](auto fbc) {
+    constexpr int FB = decltype(fbc)::value;
+    auto kern = chunk_state_kernel<C, MODE, KIND, D, FB>;
+    constexpr int smem = state_smem<C, D, FB>();
+    ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
+    kern<<<dim3(static_cast<unsigned>((nfb + FB - 1) / FB), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)),
+           128 * FB, smem, stream>>>(mp, k, v, s_out, z_out, static_cast<int>(p.T), static_cast<int>(z.nc), cpp, s_init,
+                                     z_init);
+    MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
+  };
+  if (nfb >= 2 && state_fb(MODE, nfb * progs * z.bh) == 2) go(std::integral_constant<int, 2>{});
+  else go(std::integral_constant<int, 1>{});
 }
 template <int C, MapKind KIND, int D>
 constexpr int output_smem() {
