@@ -32,7 +32,7 @@ struct RunState {
   std::string data, base, method = "swap";
   double fraction = 0.1;
   std::int64_t dim = 0;
-  std::uint64_t expert_seed = 0;  // swap / swap-constructed: the new expert's seed (unset: --seed)
+  std::uint64_t expert_seed = 0;  // swap / swap-constructed: the new expert's seed (unset: see --expert-seed)
   std::string progress = "auto";
   edit::LocalEditConfig local;  // memit | alphaedit | rome; unset flags take the method's §4.9 winner
 };
@@ -140,8 +140,11 @@ void run_edit(CLI::App* sub, RunState& st) {
 
   // ---- the editor ----
   // The edit set always comes from --seed; the swapped expert's init / random factors from --expert-seed if
-  // given (so the spread over experts can be measured on one edit set), else from --seed as well.
-  const std::uint64_t edit_seed = expert_seed_given ? st.expert_seed : st.common.seed;
+  // given (so the spread over experts can be measured on one edit set). Else: swap-constructed rebuilds the
+  // base's closed form with the base's own random factors (so a swap that changes no fact is the identity;
+  // new factors alone moved r_NF to 1.30 at paper scale, docs/hebb-edit.md), swap trains from --seed.
+  const std::uint64_t edit_seed =
+      expert_seed_given ? st.expert_seed : (constructed ? base.info.expert_seed : st.common.seed);
   ExpertBuild ex;
   edit::LocalEditResult le;
   if (local) {
@@ -296,8 +299,9 @@ void add_edit_run(CLI::App* edit) {
       ->capture_default_str();
   sub->add_option("--data", st->data, "Folder with book_authors.csv and author_templates.txt (as in hebb edit base)");
   sub->add_option("--expert-seed", st->expert_seed,
-                  "swap / swap-constructed: seed of the new expert (init, random factors); default --seed. The edit set "
-                  "always comes from --seed, so several --expert-seed values measure the spread over experts")
+                  "swap / swap-constructed: seed of the new expert (init, random factors); default: swap --seed, "
+                  "swap-constructed the base's expert seed (its own random factors). The edit set always comes from "
+                  "--seed, so several --expert-seed values measure the spread over experts")
       ->check(cli::Uint64);
   sub->add_option("--steps", st->local.steps, "Local editors: Adam steps of the residual optimization (memit 25, "
                                               "alphaedit 100, rome 100)");

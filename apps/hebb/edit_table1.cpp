@@ -355,8 +355,10 @@ sweep::JobOutput run_job(Shared& sh, const Spec& s, std::uint64_t seed, int thre
       ex.accuracy = expert_accuracy_on(ex.mlp, edit::expert_factset(model, corpus, set.target_fact), hd);
     } else {
       const mlp::FactSet fs = edit::expert_factset(model, corpus, set.target_fact);
-      ex = build_expert(sh.base.info.expert, sh.base.info.expert_method, fs, sh.base.config.fact_hidden, seed, {},
-                        eg != nullptr, hd);
+      // swap-constructed: the base's own random factors (as `hebb edit run`'s default); swap: trained from --seed
+      const std::uint64_t expert_seed = s.method == "swap-constructed" ? sh.base.info.expert_seed : seed;
+      ex = build_expert(sh.base.info.expert, sh.base.info.expert_method, fs, sh.base.config.fact_hidden, expert_seed,
+                        {}, eg != nullptr, hd);
     }
   } catch (const NumericError& e) {  // a diverged residual optimization (e.g. lr 0.5): recorded, the grid goes on
     status = "diverged";
@@ -632,8 +634,9 @@ void add_edit_table1(CLI::App* edit) {
   auto st = std::make_shared<Table1State>();
   st->common.seed = 42;
   cli::add_common(sub, st->common, "table1.h5");
-  sub->get_option("--seed")->description("Seed of the edit set (which facts change, and to what) and of the swapped "
-                                          "expert; every job of a fraction edits the same facts");
+  sub->get_option("--seed")->description("Seed of the edit set (which facts change, and to what) and of the swap's GD "
+                                          "expert (swap-constructed rebuilds with the base's own random factors); "
+                                          "every job of a fraction edits the same facts");
   cli::add_sweep(sub, st->sweep);
   sub->add_option("--preset", st->preset, "Named preset (experiments/presets/NAME.toml) or a .toml path; flags win")
       ->configurable(false);

@@ -2,7 +2,8 @@
 # End-to-end `hebb edit` on the CPU, the issue's acceptance item 4: a miniature of the whole pipeline
 # (256 facts, 4 templates, d = 48, a 32-wide expert) trains the base model, swaps the fact MLP at a 10%
 # edit and must score 1.0 with r_NF printed (measured 1.046); the result files have their /summary columns; a base file from another
-# vocabulary or d, and the wrong expert kind for swap-constructed, are refused (exit 2, no output).
+# vocabulary or d, and the wrong expert kind for swap-constructed, are refused (exit 2, no output); swap-constructed
+# rebuilds with the base's own random factors unless --expert-seed says otherwise.
 set -u
 : "${HEBB:?set HEBB to the hebb executable}"
 SRC=${MEMCAP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
@@ -87,6 +88,38 @@ PYEOF
 bash "$SRC/experiments/plots/with_python.sh" "$T/check.py" "$T/base.h5" "$T/e.h5" "$T/e7.h5" >"$T/py.txt" 2>&1
 rc=$?
 if [ $rc -eq 77 ]; then echo "note: no h5py, HDF5 layout checks skipped"; else check '[ $rc -eq 0 ]' "layout: $(cat "$T/py.txt")"; fi
+
+# swap-constructed on a data-dependent miniature base: by default it rebuilds the expert with the base's own random
+# factors, so a one-fact edit that leaves the map unchanged (F = 0.004) is the identity (r_NF 1.000000, the base's
+# expert bit for bit; twenty-second session); new factors (--expert-seed 42) alone move r_NF (1.146 measured).
+"$HEBB" edit base --device cpu --threads 1 --data "$DATA" --facts 256 --templates 4 --dim 48 --expert data-dependent \
+  --expert-hidden 128 --epochs 120 --lr 4e-3 --target-accuracy 1 --progress none --out "$T/dd.h5" >"$T/dd.txt" 2>"$T/dd.err"
+rc=$?
+check '[ $rc -eq 0 ] && [ -s "$T/dd.h5" ]' "hebb edit base --expert data-dependent failed: $(cat "$T/dd.err")"
+for s in base 42; do
+  extra=()
+  [ "$s" = base ] || extra=(--expert-seed "$s")
+  "$HEBB" edit run --device cpu --threads 1 --data "$DATA" --method swap-constructed --fraction 0.004 --base "$T/dd.h5" \
+    --progress none "${extra[@]}" --out "$T/c$s.h5" >"$T/c$s.txt" 2>"$T/c$s.err"
+  rc=$?
+  check '[ $rc -eq 0 ] && [ -s "$T/c$s.h5" ]' "swap-constructed ($s) failed: $(cat "$T/c$s.err")"
+done
+cat "$T/cbase.txt" "$T/c42.txt"
+check '[ "$(field r_NF "$T/cbase.txt")" = "1.000000" ]' "default swap-constructed is not the identity: $(cat "$T/cbase.txt")"
+check '[ "$(field r_NF "$T/c42.txt")" != "1.000000" ]' "--expert-seed 42 did not draw new factors: $(cat "$T/c42.txt")"
+cat >"$T/seeds.py" <<'PYEOF'
+import sys, h5py
+with h5py.File(sys.argv[1], "r") as b, h5py.File(sys.argv[2], "r") as f, h5py.File(sys.argv[3], "r") as g:
+    base_seed = int(b["model"].attrs["expert_seed"])
+    s, t = f["summary"], g["summary"]
+    assert s["seed"][0] == 42 and t["seed"][0] == 42, "edit set seed"
+    assert t["expert_seed"][0] == 42, "--expert-seed recorded"
+    assert s["expert_seed"][0] != 42, "default swap-constructed seed is the base's, not --seed"
+    assert s["expert_seed"][0] == base_seed, (s["expert_seed"][0], base_seed)
+PYEOF
+bash "$SRC/experiments/plots/with_python.sh" "$T/seeds.py" "$T/dd.h5" "$T/cbase.h5" "$T/c42.h5" >"$T/py2.txt" 2>&1
+rc=$?
+if [ $rc -eq 77 ]; then echo "note: no h5py, seed checks skipped"; else check '[ $rc -eq 0 ]' "seeds: $(cat "$T/py2.txt")"; fi
 
 # ---- bad input: exit 2, one message, no output file ----
 refused() {  # refused FRAGMENT ARGS...: exit 2, the fragment in stderr, no o.h5
