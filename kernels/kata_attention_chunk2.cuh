@@ -43,7 +43,8 @@ __device__ __forceinline__ float row_aux(const DeviceMap& mp, const E* x) {
 }
 
 // ---- state pass: S (64 features x D) per feature block, 4 warps x 16 feature rows; FB blocks per program ---------
-// MODE 0: sequential over all chunks; writes the state entering each chunk (S bf16, Z fp32) at [bh][c][np][D].
+// MODE 0: sequential over all chunks; writes the state entering each chunk (S bf16, Z fp32) at [bh][c][np][D], or
+//         with stride > 1 only the state entering chunks c = 0, stride, 2 stride, ... at [bh][c / stride].
 // MODE 1: chunks [y * cpp, min(nc, y * cpp + cpp)) of program y; writes their summed local state (S, Z fp32)
 //         at [bh][y][np][D] (cpp = 1: the tree's chunk-local states; more: a segment's local state).
 // MODE 2: the chunks of segment y as MODE 1, starting from the state entering the segment (s_init, z_init fp32
@@ -55,7 +56,7 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_kernel(AttnMap mp, const
                                                                const bf16* __restrict__ v, void* __restrict__ s_out,
                                                                float* __restrict__ z_out, int T, int nc, int cpp,
                                                                const float* __restrict__ s_init,
-                                                               const float* __restrict__ z_init) {
+                                                               const float* __restrict__ z_init, int stride) {
   constexpr int SD = D + 8, NT = 128 * FB;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   const int tid = threadIdx.x, warp = (tid >> 5) & 3, grp = tid >> 7, lt = tid & 127, lane = tid & 31;
@@ -118,8 +119,9 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_kernel(AttnMap mp, const
     if (c + 1 < c_end) load_tile<C, D>(sK, k, (c + 1) * C, T, tid, NT);  // ψ(K_c) is built: K stage free
     cp_async_commit();
     if (!active) continue;
-    if (MODE != 1) {  // state entering chunk c
-      const std::int64_t base = (bh * nc + c) * static_cast<std::int64_t>(np) + fb * 64;
+    if (MODE != 1 && c % stride == 0) {  // state entering chunk c
+      const std::int64_t slots = (nc + stride - 1) / stride;
+      const std::int64_t base = (bh * slots + c / stride) * static_cast<std::int64_t>(np) + fb * 64;
       if (lt < 64) z_out[base + lt] = sZ[lt] + sZ[lt + 64];
       bf16* S = static_cast<bf16*>(s_out) + base * D;
 #pragma unroll
@@ -161,7 +163,7 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
                                                              const bf16* __restrict__ k, const bf16* __restrict__ v,
                                                              const bf16* __restrict__ s_pre,
                                                              const float* __restrict__ z_pre, bf16* __restrict__ out,
-                                                             int T, int nc) {
+                                                             int T, int nc, int stride) {
   constexpr int NT = C * 2, SD = D + 8;
   constexpr bool PSD = KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd;
   constexpr int PW = PSD || D < 64 ? 64 : D;  // width of the ψ(Q) tile held at once (>= one 64-feature block)
@@ -249,7 +251,8 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
     __syncthreads();
   }
   float acc[D / 8][4] = {};
-  const std::int64_t cbase = (bh * nc + c) * static_cast<std::int64_t>(np);
+  // the stored state entering chunk c0 = stride * floor(c / stride): chunks c0 .. c - 1 are added below
+  const std::int64_t cbase = (bh * ((nc + stride - 1) / stride) + c / stride) * static_cast<std::int64_t>(np);
   auto issue_state = [&](int fb, int buf) {  // S_pre and Z_pre tiles of feature block fb -> smem buffer
     const bf16* S = s_pre + (cbase + fb * 64) * D;
     constexpr int CPR = D / 8;
@@ -342,6 +345,55 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
   const float c2 = mp.scale * mp.scale;
   const float qn0 = use_eps ? sNormQ[warp * 16 + g] : 0.f, qn1 = use_eps ? sNormQ[warp * 16 + g + 8] : 0.f;
   float rs0 = 0.f, rs1 = 0.f;
+  // stride > 1 (PSD maps, C = 64): the chunks between the stored state and this one, all keys earlier than every
+  // query row (no mask), by the closed form; K_j, V_j in the state buffers (free after the readout), ‖k‖² in sZt
+  if constexpr (PSD && C == 64) {
+    for (int j = (c / stride) * stride; j < c; ++j) {
+      bf16* sKj = sS;
+      bf16* sVj = sS + 64 * SD;
+      load_tile<C, D>(sKj, k, j * C, T, tid, NT);
+      load_tile<C, D>(sVj, v, j * C, T, tid, NT);
+      cp_async_commit();
+      cp_async_wait_all();
+      __syncthreads();
+      if (use_eps && tid < C) {
+        float b = 0.f;
+        for (int i = 0; i < D; ++i) {
+          const float y = __bfloat162float(sKj[tid * SD + i]);
+          b += y * y;
+        }
+        sZt[tid] = b;
+      }
+      __syncthreads();
+#pragma unroll
+      for (int kb = 0; kb < 4; ++kb) {
+        float p[2][4] = {};
+        psd_pair_squares<KIND, G, M>(p, qf, sKj, SD, kb * 16, lane);
+#pragma unroll
+        for (int nb = 0; nb < 2; ++nb) {
+          if (KIND == MapKind::SumPsd)
+#pragma unroll
+            for (int e = 0; e < 4; ++e) p[nb][e] *= c2;
+          if (use_eps) {
+            const float kn0 = sZt[kb * 16 + nb * 8 + 2 * tq], kn1 = sZt[kb * 16 + nb * 8 + 2 * tq + 1];
+            p[nb][0] += eps_lin * (qn0 + kn0) + eps_const;
+            p[nb][1] += eps_lin * (qn0 + kn1) + eps_const;
+            p[nb][2] += eps_lin * (qn1 + kn0) + eps_const;
+            p[nb][3] += eps_lin * (qn1 + kn1) + eps_const;
+          }
+        }
+        uint32_t pa[4];
+        pa[0] = pack_bf16(p[0][0], p[0][1]);
+        pa[1] = pack_bf16(p[0][2], p[0][3]);
+        pa[2] = pack_bf16(p[1][0], p[1][1]);
+        pa[3] = pack_bf16(p[1][2], p[1][3]);
+        rs0 += p[0][0] + p[0][1] + p[1][0] + p[1][1];
+        rs1 += p[0][2] + p[0][3] + p[1][2] + p[1][3];
+        mma_rows_x_tile<D>(acc, pa, sVj, SD, kb * 16, lane);
+      }
+      __syncthreads();  // every warp is done with K_j, V_j, the norms
+    }
+  }
   for (int kb = 0; kb <= warp; ++kb) {
     float p[2][4] = {};
     if constexpr (PSD) {

@@ -4,9 +4,9 @@
 
 namespace memcap::kata::cuda {
 
-void launch_chunk2_d32(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
-                       cudaStream_t stream) {
-  chunk2::run<64, 32>(p, form, segments, a, stream);
+void launch_chunk2_d32(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
+                       const AttentionPtrs& a, cudaStream_t stream) {
+  chunk2::run<64, 32>(p, form, segments, stride, a, stream);
 }
 
 }  // namespace memcap::kata::cuda

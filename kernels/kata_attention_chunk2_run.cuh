@@ -13,7 +13,8 @@ struct Sizes {
 inline Sizes sizes_of(const AttentionLaunch& p) {
   return {p.B * p.H, (p.T + p.chunk - 1) / p.chunk, device_map(p.map).n_padded};
 }
-// Workspace (chunk2_workspace): s_pre bf16 [bh][nc][np][D], z_pre fp32 [bh][nc][np]; tree adds s_loc, z_loc fp32;
+// Workspace (chunk2_workspace): s_pre bf16 [bh][ceil(nc / stride)][np][D], z_pre fp32 [bh][ceil(nc / stride)][np];
+// tree adds s_loc, z_loc fp32;
 // the split (segments > 1) adds s_loc, z_loc, s_seg, z_seg fp32 [bh][segments][np][D] / [np].
 template <int C, int D, int FB>
 constexpr int state_smem() {
@@ -36,7 +37,7 @@ inline int state_fb(int mode, std::int64_t programs_fb1) {
 // One launch of the state pass: MODE as chunk_state_kernel, `progs` programs along y (cpp chunks each).
 template <int C, int MODE, MapKind KIND, int D>
 void launch_state(const AttentionLaunch& p, const AttnMap& mp, const bf16* k, const bf16* v, void* s_out, float* z_out,
-                  int progs, int cpp, const float* s_init, const float* z_init, cudaStream_t stream) {
+                  int progs, int cpp, const float* s_init, const float* z_init, int stride, cudaStream_t stream) {
   const Sizes z = sizes_of(p);
   const std::int64_t nfb = z.np / 64;
   auto go = [&](auto fbc) {
@@ -46,7 +47,7 @@ void launch_state(const AttentionLaunch& p, const AttnMap& mp, const bf16* k, co
     ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
     kern<<<dim3(static_cast<unsigned>((nfb + FB - 1) / FB), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)),
            128 * FB, smem, stream>>>(mp, k, v, s_out, z_out, static_cast<int>(p.T), static_cast<int>(z.nc), cpp, s_init,
-                                     z_init);
+                                     z_init, stride);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
   };
   if (nfb >= 2 && state_fb(MODE, nfb * progs * z.bh) == 2) go(std::integral_constant<int, 2>{});
@@ -77,20 +78,23 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
   by_state_kind(p.map, [&](auto kind) {
     launch_state<C, 1, decltype(kind)::value, D>(p, attn_map(p), static_cast<const bf16*>(k),
                                                  static_cast<const bf16*>(v), s_loc, z_loc, progs, cpp, nullptr,
-                                                 nullptr, stream);
+                                                 nullptr, 1, stream);
   });
 }
 
 // segments == 1: the state pass walks all chunks of a head (MODE 0). segments > 1 (the `split` variant, small
 // B·H): local states of `segments` runs of chunks (MODE 1), an exclusive scan over the segments, then each
 // segment's walk from its entering state (MODE 2); stages: state = the local states, scan = the scan and the
-// walks, output = the output pass.
+// walks, output = the output pass. stride > 1 (chunked, one walk, PSD maps, C = 64): only every stride-th chunk's
+// entering state is stored; the output pass adds the chunks in between by the closed form.
 template <int C, int D>
-void run(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a, cudaStream_t stream) {
+void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
+         cudaStream_t stream) {
   const Sizes z = sizes_of(p);
   const AttnMap mp = attn_map(p);
   const int T = static_cast<int>(p.T), nc = static_cast<int>(z.nc);
-  const std::int64_t nS = z.bh * z.nc * z.np * D, nZ = z.bh * z.nc * z.np;
+  const std::int64_t slots = (z.nc + stride - 1) / stride;  // stored entering states per head
+  const std::int64_t nS = z.bh * slots * z.np * D, nZ = z.bh * slots * z.np;
   auto* ws = static_cast<unsigned char*>(a.workspace);
   bf16* s_pre = reinterpret_cast<bf16*>(ws);
   float* z_pre = reinterpret_cast<float*>(ws + nS * 2);
@@ -99,7 +103,7 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, const Atten
   const auto* v = static_cast<const bf16*>(a.v);
   if (form == AttentionForm::chunked && segments <= 1) {
     by_state_kind(p.map, [&](auto kind) {
-      launch_state<C, 0, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, 1, nc, nullptr, nullptr, stream);
+      launch_state<C, 0, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, 1, nc, nullptr, nullptr, stride, stream);
     });
     if (p.stage_events) {
       MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
@@ -117,13 +121,13 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, const Atten
     launch_scan_sequential(s_loc, s_seg, gpu::DType::f32, z.bh, segments, z.np * D, stream);
     launch_scan_sequential(z_loc, z_seg, gpu::DType::f32, z.bh, segments, z.np, stream);
     by_state_kind(p.map, [&](auto kind) {
-      launch_state<C, 2, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, segments, cps, s_seg, z_seg, stream);
+      launch_state<C, 2, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, segments, cps, s_seg, z_seg, 1, stream);
     });
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
   } else {
     float* s_loc = reinterpret_cast<float*>(ws + nS * 2 + nZ * 4);
     float* z_loc = s_loc + nS;
-    launch_state<C, 1, MapKind::Linear, D>(p, mp, k, v, s_loc, z_loc, nc, 1, nullptr, nullptr, stream);
+    launch_state<C, 1, MapKind::Linear, D>(p, mp, k, v, s_loc, z_loc, nc, 1, nullptr, nullptr, 1, stream);
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
     launch_scan_tree(s_loc, s_pre, gpu::DType::bf16, z.bh, z.nc, z.np * D, stream);
     if (p.normalized) launch_scan_tree(z_loc, z_pre, gpu::DType::f32, z.bh, z.nc, z.np, stream);
@@ -132,7 +136,7 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, const Atten
   auto launch_out = [&](auto kern, int smem) {
     ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
     kern<<<dim3(static_cast<unsigned>(nc), static_cast<unsigned>(z.bh)), C * 2, smem, stream>>>(
-        mp, q, k, v, s_pre, z_pre, static_cast<bf16*>(a.out), T, nc);
+        mp, q, k, v, s_pre, z_pre, static_cast<bf16*>(a.out), T, nc, stride);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_output_kernel");
   };
   auto psd = [&](auto kind) {

@@ -235,20 +235,21 @@ int chunk2_segments(const AttentionLaunch& p) {
   return static_cast<int>((nc + cps - 1) / cps);  // no empty segment
 }
 
-std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int segments) {
+std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int segments, int stride) {
   const std::size_t nc = (p.T + p.chunk - 1) / p.chunk, np = device_map(p.map).n_padded;
-  const std::size_t nS = p.B * p.H * nc * np * p.d, nZ = p.B * p.H * nc * np;
+  const std::size_t slots = (nc + stride - 1) / stride;
+  const std::size_t nS = p.B * p.H * slots * np * p.d, nZ = p.B * p.H * slots * np;
   std::size_t extra = form == AttentionForm::tree ? nS * 4 + nZ * 4 : 0;
   if (form == AttentionForm::chunked && segments > 1)
     extra = 2 * static_cast<std::size_t>(p.B * p.H) * static_cast<std::size_t>(segments) * np * (p.d + 1) * 4;
   return nS * 2 + nZ * 4 + extra;
 }
 
-void launch_chunk2(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
+void launch_chunk2(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
                    cudaStream_t stream) {
-  if (p.d == 32) launch_chunk2_d32(p, form, segments, a, stream);
-  else if (p.d == 64) launch_chunk2_d64(p, form, segments, a, stream);
-  else launch_chunk2_d128(p, form, segments, a, stream);
+  if (p.d == 32) launch_chunk2_d32(p, form, segments, stride, a, stream);
+  else if (p.d == 64) launch_chunk2_d64(p, form, segments, stride, a, stream);
+  else launch_chunk2_d128(p, form, segments, stride, a, stream);
 }
 
 }  // namespace memcap::kata::cuda

@@ -41,17 +41,19 @@ void launch_quad_ws_d128(const AttentionLaunch& p, int nwg, const AttentionPtrs&
 // C in {64, 128}; tree: linear / orthant / Lorentz.
 // segments > 1 (chunked form only, the `split` variant): T split into that many runs of chunks for small B·H: their
 // local states in parallel, an exclusive scan over them, then each run's walk writes its chunks' entering states.
+// stride > 1 (chunked, segments = 1, PSD maps, C = 64: `2pass-g4`): only every stride-th chunk's entering state
+// is stored; the output pass adds the chunks in between by the closed form (stride times less state traffic).
 bool chunk2_supported(const AttentionLaunch& p, AttentionForm form);
 int chunk2_segments(const AttentionLaunch& p);  // the split's segments: enough walks to fill the GPU, >= 2 chunks each
-std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int segments = 1);
-void launch_chunk2(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
+std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int segments = 1, int stride = 1);
+void launch_chunk2(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
                    cudaStream_t stream);
-void launch_chunk2_d32(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
-                       cudaStream_t stream);
-void launch_chunk2_d64(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
-                       cudaStream_t stream);
-void launch_chunk2_d128(const AttentionLaunch& p, AttentionForm form, int segments, const AttentionPtrs& a,
-                        cudaStream_t stream);
+void launch_chunk2_d32(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
+                       const AttentionPtrs& a, cudaStream_t stream);
+void launch_chunk2_d64(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
+                       const AttentionPtrs& a, cudaStream_t stream);
+void launch_chunk2_d128(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
+                        const AttentionPtrs& a, cudaStream_t stream);
 // Scalar fallback (fp32 arithmetic, any d / d_v, C <= 64): chunk-local states, sequential or tree scan, output.
 int chunk_simt_smem_bytes(const AttentionLaunch& p);  // the larger of its two kernels
 std::size_t chunk_simt_workspace(const AttentionLaunch& p);

@@ -73,13 +73,22 @@ std::vector<KernelVariant> make_table() {
                "2pass with T split into segments for small B*H: local states, scan over segments, each segment's walk",
                [](P p, A a) { return a.cc >= 80 && chunk2_supported(p, AttentionForm::chunked); },
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, chunk2_segments(p)); },
-               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, chunk2_segments(p), x, s); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, chunk2_segments(p), 1, x, s); },
                [](P p, A) { return chunk2_segments(p) >= 4; }});  // where a walk per head leaves SMs idle
   t.push_back({AttentionForm::chunked, "2pass", "tensor cores (mma.sync)",
                "every chunk's entering state through memory (bf16 S, fp32 Z), then the output pass",
                [](P p, A a) { return a.cc >= 80 && chunk2_supported(p, AttentionForm::chunked); },
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked); },
-               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, x, s); }});
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 1, x, s); }});
+  // opt-in (never the default): written in the twenty-third session without a GPU to measure it on
+  t.push_back({AttentionForm::chunked, "2pass-g4", "tensor cores (mma.sync)",
+               "2pass storing every 4th chunk's entering state; the output pass adds the 0-3 chunks in between by the "
+               "closed form (PSD maps, C = 64)",
+               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
+                                     chunk2_supported(p, AttentionForm::chunked); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, 1, 4); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 4, x, s); },
+               [](P, A) { return false; }});
   t.push_back({AttentionForm::chunked, "simt", "scalar fallback",
                "fp32 CUDA-core kernels for any d, d_v and dtype, C <= 64 (reference-like, slow)",
                [](P p, A) { return p.chunk <= 64 && chunk_simt_smem_bytes(p) <= kMaxSmem; },
@@ -90,7 +99,7 @@ std::vector<KernelVariant> make_table() {
                "chunk-local fp32 states, Hillis-Steele scan over chunks, output pass",
                [](P p, A a) { return a.cc >= 80 && chunk2_supported(p, AttentionForm::tree); },
                [](P p) { return chunk2_workspace(p, AttentionForm::tree); },
-               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::tree, 1, x, s); }});
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::tree, 1, 1, x, s); }});
   t.push_back({AttentionForm::tree, "simt", "scalar fallback",
                "fp32 CUDA-core kernels for any d, d_v and dtype, C <= 64 (reference-like, slow)",
                [](P p, A) { return p.chunk <= 64 && chunk_simt_smem_bytes(p) <= kMaxSmem; },
