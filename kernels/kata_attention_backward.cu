@@ -45,14 +45,7 @@ __device__ __forceinline__ void row_sq_norms(float (&n)[2], const __nv_bfloat16*
 // block barrier (every thread of the block must call it).
 template <int D>
 __device__ __forceinline__ void tile_sq_norms(float* dst, const __nv_bfloat16* tile, int tid) {
-  if (tid < kTile) {
-    float s = 0.f;
-    for (int c = 0; c < D; ++c) {
-      const float x = __bfloat162float(tile[tid * (D + 8) + c]);
-      s += x * x;
-    }
-    dst[tid] = s;
-  }
+  if (tid < kTile) dst[tid] = row_sq_norm(tile + tid * (D + 8), D);
   __syncthreads();
 }
 

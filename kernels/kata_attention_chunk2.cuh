@@ -205,14 +205,8 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
       sNormQ[tid] = row_aux(mp, sQ + tid * SD);
       sNormK[tid] = row_aux(mp, sK + tid * SD);
     } else if (use_eps) {
-      float a = 0.f, b = 0.f;
-      for (int i = 0; i < D; ++i) {
-        const float x = __bfloat162float(sQ[tid * SD + i]), y = __bfloat162float(sK[tid * SD + i]);
-        a += x * x;
-        b += y * y;
-      }
-      sNormQ[tid] = a;
-      sNormK[tid] = b;
+      sNormQ[tid] = row_sq_norm(sQ + tid * SD, D);
+      sNormK[tid] = row_sq_norm(sK + tid * SD, D);
     }
   }
   __syncthreads();
@@ -345,6 +339,38 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
   const float c2 = mp.scale * mp.scale;
   const float qn0 = use_eps ? sNormQ[warp * 16 + g] : 0.f, qn1 = use_eps ? sNormQ[warp * 16 + g + 8] : 0.f;
   float rs0 = 0.f, rs1 = 0.f;
+  // one 16-key block kb of a key tile (kt, vt; kn: the keys' ‖k‖²): scores, the causal mask on the query chunk's
+  // own block (diag), row sums, P·V
+  auto key_block = [&](const bf16* kt, const bf16* vt, const float* kn, int kb, bool diag) {
+    float p[2][4] = {};
+    if constexpr (PSD) {
+      psd_pair_squares<KIND, G, M>(p, qf, kt, SD, kb * 16, lane);
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < D / 16; ++ks) {
+        uint32_t bf[4];
+        load_b_nk(bf, sPK, PW + 8, kb * 16, ks * 16, lane);
+        mma_bf16(p[0], qf[ks], bf[0], bf[1]);
+        mma_bf16(p[1], qf[ks], bf[2], bf[3]);
+      }
+    }
+    psd_score_terms<KIND>(p, c2, use_eps, eps_lin, eps_const, qn0, qn1, kn + kb * 16, tq);
+    if (diag) {
+#pragma unroll
+      for (int nb = 0; nb < 2; ++nb) {
+        const int key = nb * 8 + 2 * tq;  // relative to the warp's first row
+        if (key > g) p[nb][0] = 0.f;
+        if (key + 1 > g) p[nb][1] = 0.f;
+        if (key > g + 8) p[nb][2] = 0.f;
+        if (key + 1 > g + 8) p[nb][3] = 0.f;
+      }
+    }
+    uint32_t pa[4];
+    pack_scores(pa, p);
+    rs0 += p[0][0] + p[0][1] + p[1][0] + p[1][1];
+    rs1 += p[0][2] + p[0][3] + p[1][2] + p[1][3];
+    mma_rows_x_tile<D>(acc, pa, vt, SD, kb * 16, lane);
+  };
   // stride > 1 (PSD maps, C = 64): the chunks between the stored state and this one, all keys earlier than every
   // query row (no mask), by the closed form; K_j, V_j in the state buffers (free after the readout), ‖k‖² in sZt
   if constexpr (PSD && C == 64) {
@@ -356,91 +382,14 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
       cp_async_commit();
       cp_async_wait_all();
       __syncthreads();
-      if (use_eps && tid < C) {
-        float b = 0.f;
-        for (int i = 0; i < D; ++i) {
-          const float y = __bfloat162float(sKj[tid * SD + i]);
-          b += y * y;
-        }
-        sZt[tid] = b;
-      }
+      if (use_eps && tid < C) sZt[tid] = row_sq_norm(sKj + tid * SD, D);
       __syncthreads();
 #pragma unroll
-      for (int kb = 0; kb < 4; ++kb) {
-        float p[2][4] = {};
-        psd_pair_squares<KIND, G, M>(p, qf, sKj, SD, kb * 16, lane);
-#pragma unroll
-        for (int nb = 0; nb < 2; ++nb) {
-          if (KIND == MapKind::SumPsd)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) p[nb][e] *= c2;
-          if (use_eps) {
-            const float kn0 = sZt[kb * 16 + nb * 8 + 2 * tq], kn1 = sZt[kb * 16 + nb * 8 + 2 * tq + 1];
-            p[nb][0] += eps_lin * (qn0 + kn0) + eps_const;
-            p[nb][1] += eps_lin * (qn0 + kn1) + eps_const;
-            p[nb][2] += eps_lin * (qn1 + kn0) + eps_const;
-            p[nb][3] += eps_lin * (qn1 + kn1) + eps_const;
-          }
-        }
-        uint32_t pa[4];
-        pa[0] = pack_bf16(p[0][0], p[0][1]);
-        pa[1] = pack_bf16(p[0][2], p[0][3]);
-        pa[2] = pack_bf16(p[1][0], p[1][1]);
-        pa[3] = pack_bf16(p[1][2], p[1][3]);
-        rs0 += p[0][0] + p[0][1] + p[1][0] + p[1][1];
-        rs1 += p[0][2] + p[0][3] + p[1][2] + p[1][3];
-        mma_rows_x_tile<D>(acc, pa, sVj, SD, kb * 16, lane);
-      }
+      for (int kb = 0; kb < 4; ++kb) key_block(sKj, sVj, sZt, kb, false);
       __syncthreads();  // every warp is done with K_j, V_j, the norms
     }
   }
-  for (int kb = 0; kb <= warp; ++kb) {
-    float p[2][4] = {};
-    if constexpr (PSD) {
-      psd_pair_squares<KIND, G, M>(p, qf, sK, SD, kb * 16, lane);
-      if (KIND == MapKind::SumPsd)
-#pragma unroll
-        for (int nb = 0; nb < 2; ++nb)
-#pragma unroll
-          for (int e = 0; e < 4; ++e) p[nb][e] *= c2;
-    } else {
-#pragma unroll
-      for (int ks = 0; ks < D / 16; ++ks) {
-        uint32_t bf[4];
-        load_b_nk(bf, sPK, PW + 8, kb * 16, ks * 16, lane);
-        mma_bf16(p[0], qf[ks], bf[0], bf[1]);
-        mma_bf16(p[1], qf[ks], bf[2], bf[3]);
-      }
-    }
-    if (use_eps) {
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) {
-        const float kn0 = sNormK[kb * 16 + nb * 8 + 2 * tq], kn1 = sNormK[kb * 16 + nb * 8 + 2 * tq + 1];
-        p[nb][0] += eps_lin * (qn0 + kn0) + eps_const;
-        p[nb][1] += eps_lin * (qn0 + kn1) + eps_const;
-        p[nb][2] += eps_lin * (qn1 + kn0) + eps_const;
-        p[nb][3] += eps_lin * (qn1 + kn1) + eps_const;
-      }
-    }
-    if (kb == warp) {
-#pragma unroll
-      for (int nb = 0; nb < 2; ++nb) {
-        const int key = nb * 8 + 2 * tq;  // relative to the warp's first row
-        if (key > g) p[nb][0] = 0.f;
-        if (key + 1 > g) p[nb][1] = 0.f;
-        if (key > g + 8) p[nb][2] = 0.f;
-        if (key + 1 > g + 8) p[nb][3] = 0.f;
-      }
-    }
-    uint32_t pa[4];
-    pa[0] = pack_bf16(p[0][0], p[0][1]);
-    pa[1] = pack_bf16(p[0][2], p[0][3]);
-    pa[2] = pack_bf16(p[1][0], p[1][1]);
-    pa[3] = pack_bf16(p[1][2], p[1][3]);
-    rs0 += p[0][0] + p[0][1] + p[1][0] + p[1][1];
-    rs1 += p[0][2] + p[0][3] + p[1][2] + p[1][3];
-    mma_rows_x_tile<D>(acc, pa, sV, SD, kb * 16, lane);
-  }
+  for (int kb = 0; kb <= warp; ++kb) key_block(sK, sV, sNormK, kb, kb == warp);
   rs0 += __shfl_xor_sync(0xffffffffu, rs0, 1);
   rs0 += __shfl_xor_sync(0xffffffffu, rs0, 2);
   rs1 += __shfl_xor_sync(0xffffffffu, rs1, 1);

@@ -3,6 +3,7 @@
 #pragma once
 #include "smem_limit.cuh"
 #include "kata_attention_chunk2.cuh"
+#include "kata_attention_variants.cuh"
 
 namespace memcap::kata::cuda {
 namespace chunk2 {
@@ -26,13 +27,7 @@ constexpr int state_smem() {
 // (MODE 0) keeps one: with two it ran slower (state stage 11.48 ms against 10.30 ms at M_2, B = 8, H = 16,
 // T = 32K), though ncu had put that pass at 80 % of the L2 throughput.
 inline int state_fb(int mode, std::int64_t programs_fb1) {
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    cudaGetLastError();
-    sms = 132;
-  }
-  return mode != 0 && programs_fb1 >= 8 * static_cast<std::int64_t>(sms) ? 2 : 1;
+  return mode != 0 && programs_fb1 >= 8 * static_cast<std::int64_t>(current_arch().sms) ? 2 : 1;
 }
 // One launch of the state pass: MODE as chunk_state_kernel, `progs` programs along y (cpp chunks each).
 template <int C, int MODE, MapKind KIND, int D>

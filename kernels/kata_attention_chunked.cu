@@ -6,6 +6,7 @@
 #include "smem_limit.cuh"
 #include "kata_attention_common.cuh"
 #include "kata_attention_impl.cuh"
+#include "kata_attention_variants.cuh"
 
 namespace memcap::kata::cuda {
 namespace {
@@ -218,12 +219,7 @@ bool chunk2_supported(const AttentionLaunch& p, AttentionForm form) {
 }
 
 int chunk2_segments(const AttentionLaunch& p) {
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) != cudaSuccess ||
-      cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    cudaGetLastError();
-    sms = 132;
-  }
+  const int sms = current_arch().sms;
   // about eight state programs per SM (one feature block each) over all segments, at least two chunks per walk
   const std::int64_t nc = (p.T + p.chunk - 1) / p.chunk, nfb = device_map(p.map).n_padded / 64;
   const std::int64_t per_seg = p.B * p.H * nfb;

@@ -198,6 +198,43 @@ __device__ __forceinline__ void psd_pair_squares(float (&p)[2][4], const uint32_
                                       reinterpret_cast<const uint32_t(&)[1][NS][4]>(qf), sK, ld, krow, lane);
 }
 
+// The PSD closed form's remaining terms on a 16-row x 16-key score tile p (two n8 halves, mma.sync C layout):
+// Σ_g's c², then ε_lin (‖q‖² + ‖k‖²) + ε_const, with qn0 / qn1 the ‖q‖² of the lane's two rows and kn the
+// ‖k‖² of the tile's 16 keys. A no-op for the other kinds when !use_eps.
+template <MapKind KIND>
+__device__ __forceinline__ void psd_score_terms(float (&p)[2][4], float c2, bool use_eps, float eps_lin,
+                                                float eps_const, float qn0, float qn1, const float* kn, int tq) {
+#pragma unroll
+  for (int nb = 0; nb < 2; ++nb) {
+    if (KIND == MapKind::SumPsd)
+#pragma unroll
+      for (int e = 0; e < 4; ++e) p[nb][e] *= c2;
+    if (use_eps) {
+      const float kn0 = kn[nb * 8 + 2 * tq], kn1 = kn[nb * 8 + 2 * tq + 1];
+      p[nb][0] += eps_lin * (qn0 + kn0) + eps_const;
+      p[nb][1] += eps_lin * (qn0 + kn1) + eps_const;
+      p[nb][2] += eps_lin * (qn1 + kn0) + eps_const;
+      p[nb][3] += eps_lin * (qn1 + kn1) + eps_const;
+    }
+  }
+}
+// A score tile p (16 rows x 16 keys, C layout) as the bf16 A fragment of P·V.
+__device__ __forceinline__ void pack_scores(uint32_t (&pa)[4], const float (&p)[2][4]) {
+  pa[0] = pack_bf16(p[0][0], p[0][1]);
+  pa[1] = pack_bf16(p[0][2], p[0][3]);
+  pa[2] = pack_bf16(p[1][0], p[1][1]);
+  pa[3] = pack_bf16(p[1][2], p[1][3]);
+}
+// ‖x‖² of one bf16 row of n elements, summed in order in fp32.
+__device__ __forceinline__ float row_sq_norm(const __nv_bfloat16* row, int n) {
+  float s = 0.f;
+  for (int i = 0; i < n; ++i) {
+    const float x = __bfloat162float(row[i]);
+    s += x * x;
+  }
+  return s;
+}
+
 // ---- cp.async 16-byte copies (zero-fill when !valid) -------------------------------------------
 __device__ __forceinline__ void cp_async16(void* smem, const void* gmem, bool valid) {
   asm volatile("cp.async.cg.shared.global [%0], [%1], 16, %2;\n" ::"r"(smem_u32(smem)), "l"(gmem),

@@ -15,6 +15,7 @@
 #include "smem_limit.cuh"
 #include "kata_attention_common.cuh"
 #include "kata_attention_impl.cuh"
+#include "kata_attention_variants.cuh"
 
 namespace memcap::kata::cuda {
 namespace {
@@ -139,16 +140,7 @@ __global__ void __launch_bounds__(kNT, FPC <= 3 ? 2 : 1)
     if (need_rows) {  // per-row scalars: ‖q‖², ‖k‖² (PSD ε terms) or the Lorentz aux
       if (tid < 2 * kC) {
         const bf16* row = (tid < kC ? rK : rQ) + (tid % kC) * kSD;
-        float s = 0.f;
-        if constexpr (PSD) {
-          for (int i = 0; i < kD; ++i) {
-            const float x = __bfloat162float(row[i]);
-            s += x * x;
-          }
-        } else {
-          s = psi_aux<KIND>(mp, row);
-        }
-        (tid < kC ? sNk : sNq)[tid % kC] = s;
+        (tid < kC ? sNk : sNq)[tid % kC] = PSD ? row_sq_norm(row, kD) : psi_aux<KIND>(mp, row);
       }
       __syncthreads();
     }
@@ -264,18 +256,9 @@ __global__ void __launch_bounds__(kNT, FPC <= 3 ? 2 : 1)
         }
         float p[2][4] = {};
         psd_pair_squares<KIND, G, M>(p, qf, rK, kSD, kb * 16, lane);
+        psd_score_terms<KIND>(p, c2, use_eps, eps_lin, eps_const, qn0, qn1, sNk + kb * 16, tq);
 #pragma unroll
         for (int nb = 0; nb < 2; ++nb) {
-          if (KIND == MapKind::SumPsd)
-#pragma unroll
-            for (int e = 0; e < 4; ++e) p[nb][e] *= c2;
-          if (use_eps) {
-            const float kn0 = sNk[kb * 16 + nb * 8 + 2 * tq], kn1 = sNk[kb * 16 + nb * 8 + 2 * tq + 1];
-            p[nb][0] += eps_lin * (qn0 + kn0) + eps_const;
-            p[nb][1] += eps_lin * (qn0 + kn1) + eps_const;
-            p[nb][2] += eps_lin * (qn1 + kn0) + eps_const;
-            p[nb][3] += eps_lin * (qn1 + kn1) + eps_const;
-          }
           const int key = kb * 16 + nb * 8 + 2 * tq, r0 = mt * 16 + g, r1 = r0 + 8;
           if (key > r0) p[nb][0] = 0.f;
           if (key + 1 > r0) p[nb][1] = 0.f;
@@ -285,10 +268,7 @@ __global__ void __launch_bounds__(kNT, FPC <= 3 ? 2 : 1)
           rs[1] += p[nb][2] + p[nb][3];
         }
         uint32_t pa[4];
-        pa[0] = pack_bf16(p[0][0], p[0][1]);
-        pa[1] = pack_bf16(p[0][2], p[0][3]);
-        pa[2] = pack_bf16(p[1][0], p[1][1]);
-        pa[3] = pack_bf16(p[1][2], p[1][3]);
+        pack_scores(pa, p);
         mma_rows_x_tile<kD>(acc, pa, rV, kSD, kb * 16, lane);
       }
     }
@@ -421,11 +401,7 @@ bool fused_supported(const AttentionLaunch& p) {
 
 int fused_segments(const AttentionLaunch& p, bool split) {
   if (!split) return 1;
-  int dev = 0, sms = 132;
-  if (cudaGetDevice(&dev) != cudaSuccess || cudaDeviceGetAttribute(&sms, cudaDevAttrMultiProcessorCount, dev) != cudaSuccess) {
-    cudaGetLastError();
-    sms = 132;
-  }
+  const int sms = current_arch().sms;
   const std::int64_t nc = (p.T + kC - 1) / kC, ctas = p.B * p.H * fused_shape(p).ncl;
   const std::int64_t want = (2 * static_cast<std::int64_t>(sms) + ctas - 1) / ctas;  // two CTAs per SM
   const std::int64_t most = nc / 4 > 1 ? nc / 4 : 1;                                   // >= 4 chunks per segment

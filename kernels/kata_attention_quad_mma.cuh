@@ -121,14 +121,7 @@ __global__ void __launch_bounds__(kBr / MT * 2) quad_mma_kernel(AttnMap mp, cons
     float* cKn = sKn + (kt & 1) * kBc;
     if constexpr (XFORM) psi_tile_inplace<KIND, kBc, D>(mp, cK, cKn, tid, NT);
     if (use_eps) {
-      if (tid < kBc) {
-        float s = 0.f;
-        for (int c = 0; c < D; ++c) {
-          const float x = __bfloat162float(cK[tid * SD + c]);
-          s += x * x;
-        }
-        cKn[tid] = s;
-      }
+      if (tid < kBc) cKn[tid] = row_sq_norm(cK + tid * SD, D);
       __syncthreads();
     }
     const int k0 = kt * kBc;
