@@ -80,12 +80,15 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
 // segments == 1: the state pass walks all chunks of a head (MODE 0). segments > 1 (the `split` variant, small
 // B·H): local states of `segments` runs of chunks (MODE 1), an exclusive scan over the segments, then each
 // segment's walk from its entering state (MODE 2); stages: state = the local states, scan = the scan and the
-// walks, output = the output pass. stride > 1 (chunked, one walk, PSD maps, C = 64): only every stride-th chunk's
-// entering state is stored; the output pass adds the chunks in between by the closed form.
+// walks, output = the output pass. stride > 1 (chunked form, PSD maps, C = 64; one walk or segments): only every
+// stride-th chunk's entering state is stored; the output pass adds the chunks in between by the closed form.
 template <int C, int D>
 void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
          cudaStream_t stream) {
   const Sizes z = sizes_of(p);
+  // the output pass adds the chunks between stored states by the PSD closed form at C = 64 only
+  if (stride < 1 || (stride > 1 && (form != AttentionForm::chunked || C != 64 || !p.map.is_psd())))
+    cuda_detail::throw_user_error("chunked attention: a state stride > 1 needs the chunked form, a PSD map and C = 64");
   const AttnMap mp = attn_map(p);
   const int T = static_cast<int>(p.T), nc = static_cast<int>(z.nc);
   const std::int64_t slots = (z.nc + stride - 1) / stride;  // stored entering states per head
@@ -113,10 +116,13 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
     float* z_seg = s_seg + nSs;
     launch_local_states<C, D>(p, cps, k, v, s_loc, z_loc, stream);
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
-    launch_scan_sequential(s_loc, s_seg, gpu::DType::f32, z.bh, segments, z.np * D, stream);
-    launch_scan_sequential(z_loc, z_seg, gpu::DType::f32, z.bh, segments, z.np, stream);
+    // the scan over segments: Hillis-Steele in shared memory (log2(segments) rounds; a thread walking the segments
+    // one after another made a chain of `segments` dependent global loads, up to ~1000 at B = H = 1)
+    launch_scan_tree(s_loc, s_seg, gpu::DType::f32, z.bh, segments, z.np * D, stream);
+    launch_scan_tree(z_loc, z_seg, gpu::DType::f32, z.bh, segments, z.np, stream);
     by_state_kind(p.map, [&](auto kind) {
-      launch_state<C, 2, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, segments, cps, s_seg, z_seg, 1, stream);
+      launch_state<C, 2, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, segments, cps, s_seg, z_seg, stride,
+                                                   stream);
     });
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
   } else {

@@ -41,7 +41,7 @@ void launch_quad_ws_d128(const AttentionLaunch& p, int nwg, const AttentionPtrs&
 // C in {64, 128}; tree: linear / orthant / Lorentz.
 // segments > 1 (chunked form only, the `split` variant): T split into that many runs of chunks for small B·H: their
 // local states in parallel, an exclusive scan over them, then each run's walk writes its chunks' entering states.
-// stride > 1 (chunked, segments = 1, PSD maps, C = 64: `2pass-g4`): only every stride-th chunk's entering state
+// stride > 1 (chunked, PSD maps, C = 64: `2pass-g4`, `split-g4`): only every stride-th chunk's entering state
 // is stored; the output pass adds the chunks in between by the closed form (stride times less state traffic).
 bool chunk2_supported(const AttentionLaunch& p, AttentionForm form);
 int chunk2_segments(const AttentionLaunch& p);  // the split's segments: enough walks to fill the GPU, >= 2 chunks each

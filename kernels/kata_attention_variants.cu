@@ -89,6 +89,15 @@ std::vector<KernelVariant> make_table() {
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, 1, 4); },
                [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 4, x, s); },
                [](P, A) { return false; }});
+  // opt-in, written in the twenty-fourth session without a GPU: split's segments with 2pass-g4's stored states
+  t.push_back({AttentionForm::chunked, "split-g4", "tensor cores (mma.sync)",
+               "split storing every 4th chunk's entering state (the segment walks write a quarter of the states); the "
+               "output pass adds the 0-3 chunks in between by the closed form (PSD maps, C = 64)",
+               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
+                                     chunk2_supported(p, AttentionForm::chunked); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, chunk2_segments(p), 4); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, chunk2_segments(p), 4, x, s); },
+               [](P, A) { return false; }});
   t.push_back({AttentionForm::chunked, "simt", "scalar fallback",
                "fp32 CUDA-core kernels for any d, d_v and dtype, C <= 64 (reference-like, slow)",
                [](P p, A) { return p.chunk <= 64 && chunk_simt_smem_bytes(p) <= kMaxSmem; },
