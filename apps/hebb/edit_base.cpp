@@ -18,6 +18,7 @@
 #include "io/output_file.hpp"
 #include "nn/edit_data.hpp"
 #include "sweep/progress.hpp"
+#include "sweep/sweep.hpp"
 
 namespace memcap::hebb_app {
 
@@ -66,6 +67,17 @@ void run_base(CLI::App* sub, BaseState& st) {
   cfg.rank = st.rank;
   cfg.fact_hidden = st.expert_hidden > 0 ? st.expert_hidden : (gd ? 512 : 1024);
   cfg.fact_gate = gd ? nn::Activation::silu : nn::Activation::identity;
+  {  // host memory, before anything of the model's size is allocated: float64 parameters with their gradients and
+     // AdamW moments, the expert's fact set and its training activations, a batch of activations (rough, upper)
+    const double d = static_cast<double>(cfg.d), qk = static_cast<double>(cfg.qk_hidden),
+                 h = static_cast<double>(cfg.fact_hidden), F = static_cast<double>(corpus.num_facts());
+    const double rank = static_cast<double>(cfg.rank), vocab = static_cast<double>(cfg.vocab);
+    const double params = vocab * d + 4 * d * qk + d * d + 2 * d * rank + 3 * h * d;
+    const double batch = static_cast<double>(std::min(st.train.batch, seqs.S)) * 16 * d * 40;
+    sweep::require_memory(8 * (4 * params + 4 * F * d + 6 * F * h + batch),
+                          fmt::format("hebb edit base with --dim {}, --expert-hidden {}, --qk-hidden {}", cfg.d,
+                                      cfg.fact_hidden, cfg.qk_hidden));
+  }
   edit::EditModel model(cfg);
   model.init(st.common.seed);
   const edit::BaseTrainCudaOptions gpu_opt;  // f32, CUDA graphs, evaluation batches of 1024 sequences

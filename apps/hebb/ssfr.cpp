@@ -114,9 +114,9 @@ void run_ssfr_train(CLI::App* sub, SsfrTrainState& st) {
       choice.kind == mlp::SsfrMlpKind::method ? margin::cpu_probe_bytes(choice.method, F, F, d, m) : 0.0;
   const double avail = margin::host_available_bytes();
   require(avail <= 0 || train_bytes + build_bytes <= avail,
-          "this run (d = {}, F = {}, m = {}, batch {}) needs about {} of memory, but {} is available; use a smaller "
-          "--width, --batch or --facts",
-          d, F, m, cfg.batch, gib(train_bytes + build_bytes), gib(avail));
+          "this run (d = {}, F = {}, m = {}, batch {}, vocabulary {}) needs about {} of memory, but {} is "
+          "available; use a smaller --width, --batch, --facts or --junk-vocab",
+          d, F, m, cfg.batch, task.vocab(), gib(train_bytes + build_bytes), gib(avail));
 #ifdef MEMCAP_HAVE_CUDA
   std::optional<gpu::Stream> stream;
   std::optional<gpu::Handles> handles;

@@ -101,6 +101,10 @@ Prepared prepare_sweep(CLI::App* sub, SsfrSweepState& st) {
   p.done = prep.done;
   if (p.done) return p;
   p.ctx = prep.ctx;
+  // an empty list value ('--widths ""') would read as 0: say what it is
+  for (const char* name : {"--dim", "--facts", "--widths", "--junk"})
+    if (const CLI::Option* o = sub->get_option_no_throw(name); o && o->count() > 0)
+      for (const std::string& v : o->results()) require(!v.empty(), "{} is empty; give at least one value", name);
   require(st.seeds >= 1 && st.seeds <= 100000, "--seeds must be in [1, 100000] (got {})", st.seeds);
   require(st.jobs_per_gpu >= 1 && st.jobs_per_gpu <= 64, "--jobs-per-gpu must be in [1, 64] (got {})",
           st.jobs_per_gpu);
@@ -192,13 +196,15 @@ void run_capacity(CLI::App* sub, SsfrSweepState& st) {
   const std::int64_t J = st.junks.front();
   const std::int64_t vj = st.junk_vocab > 0 ? st.junk_vocab : J;
   require(std::isfinite(st.tolerance) && st.tolerance > 0, "--search-tolerance must be > 0 (got {:g})", st.tolerance);
-  // -1 (the default): the protocol's value.
-  require(st.threshold == -1 || (std::isfinite(st.threshold) && st.threshold > 0 && st.threshold <= 1),
+  // not given: the protocol's value (a value given is checked, -1 included)
+  const bool th_given = sub->get_option("--threshold")->count() > 0;
+  const bool gate_given = sub->get_option("--gate")->count() > 0;
+  require(!th_given || (std::isfinite(st.threshold) && st.threshold > 0 && st.threshold <= 1),
           "--threshold must be in (0, 1] (got {:g})", st.threshold);
-  require(st.gate == -1 || (std::isfinite(st.gate) && st.gate >= 0 && st.gate <= 1),
+  require(!gate_given || (std::isfinite(st.gate) && st.gate >= 0 && st.gate <= 1),
           "--gate must be in [0, 1] (got {:g})", st.gate);
-  const double threshold = st.threshold >= 0 ? st.threshold : (t99 ? 0.99 : 1.0);
-  const double gate = st.gate >= 0 ? st.gate : (t99 ? 0.0 : 1.0);
+  const double threshold = th_given ? st.threshold : (t99 ? 0.99 : 1.0);
+  const double gate = gate_given ? st.gate : (t99 ? 0.0 : 1.0);
   require(st.search_lo >= 1, "--search-lo must be >= 1 (got {})", st.search_lo);
   require(st.search_hi >= 0, "--search-hi must be >= 1, or 0 for the protocol's default (got {})", st.search_hi);
   if (t99) {
@@ -454,10 +460,12 @@ void add_ssfr_sweeps(CLI::App* ssfr) {
     sub->add_option("--methods", st->methods,
                     "Inserted-MLP methods, comma-separated (options stay with their method: gd,precision=tf32,ntk)")
         ->capture_default_str();
-    sub->add_option("--dim", st->dims, "Model dimension d")->capture_default_str();
+    sub->add_option("--dim", st->dims, "Model dimension d")->delimiter(',')->capture_default_str();
     sub->add_option("--facts", st->facts, "fact-adaptive: fact counts F (comma list)")->delimiter(',');
     sub->add_option("--widths", st->widths, "train99: MLP widths m (comma list)")->delimiter(',');
-    sub->add_option("--junk", st->junks, "J: junk tokens before and after the key")->capture_default_str();
+    sub->add_option("--junk", st->junks, "J: junk tokens before and after the key")
+        ->delimiter(',')
+        ->capture_default_str();
     sub->add_option("--search", st->search, "reference (bisection with --search-tolerance, as released) or fast")
         ->capture_default_str()
         ->check(CLI::IsMember({"reference", "fast"}));
@@ -519,9 +527,11 @@ void add_ssfr_sweeps(CLI::App* ssfr) {
     add_shared(sub, *st, "ssfr_usability.h5", 4000);
     sub->add_option("--mlp", st->mlp, "Inserted-MLP method (spec: gd = gd:transformer)")->capture_default_str();
     sub->add_option("--widths", st->widths, "MLP widths m (comma list)")->delimiter(',')->capture_default_str();
-    sub->add_option("--dim", st->dims, "Model dimension d")->capture_default_str();
+    sub->add_option("--dim", st->dims, "Model dimension d")->delimiter(',')->capture_default_str();
     sub->add_option("--facts", st->facts, "Fact count F")->capture_default_str();
-    sub->add_option("--junk", st->junks, "J: junk tokens before and after the key")->capture_default_str();
+    sub->add_option("--junk", st->junks, "J: junk tokens before and after the key")
+        ->delimiter(',')
+        ->capture_default_str();
     sub->add_flag("--no-attn-residual", st->no_attn_residual, "Pre-train without the residual (spec target: on)");
     sub->callback([sub, st] { run_usability(sub, *st); });
   }

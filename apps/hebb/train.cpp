@@ -4,17 +4,20 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
 #include <memory>
 
 #include "cli/app.hpp"
 #include "core/error.hpp"
 #include "io/output_file.hpp"
+#include "margin/capacity_probe.hpp"
 #include "margin/margins.hpp"
 #include "mlp/build_flags.hpp"
 #include "mlp/constructions.hpp"
 #include "mlp/gd_train.hpp"
 #include "mlp/model_io.hpp"
 #include "sweep/progress.hpp"
+#include "sweep/sweep.hpp"
 #ifdef MEMCAP_HAVE_CUDA
 #include "core/gpu.hpp"
 #endif
@@ -63,6 +66,11 @@ void run_train(CLI::App* sub, TrainState& st) {
           "--checkpoint-every must be >= 0 seconds (got {})", st.checkpoint_every);
   io::check_output_path(st.common.out);
   if (!st.checkpoint.empty()) {
+    namespace fs = std::filesystem;
+    std::error_code e1, e2;
+    const fs::path a = fs::weakly_canonical(st.checkpoint, e1), b = fs::weakly_canonical(st.common.out, e2);
+    require(e1 || e2 || a != b, "--checkpoint '{}' is the --out file; give the checkpoint its own file name",
+            st.checkpoint);
     try {
       io::check_output_path(st.checkpoint);
     } catch (const UserError& e) {
@@ -75,6 +83,16 @@ void run_train(CLI::App* sub, TrainState& st) {
   cfg.checkpoint = st.checkpoint;
   cfg.checkpoint_every_s = st.checkpoint_every;
 
+  if (rb.facts.keys_file.empty()) {  // sizes from the flags: refuse what cannot fit before allocating anything
+    const std::int64_t F = rb.facts.facts, d = rb.facts.dim, P = rb.facts.values > 0 ? rb.facts.values : F;
+    const std::int64_t w = mlp::resolve_width(rb, d);
+    const double Fd = static_cast<double>(F), Pd = static_cast<double>(P), dd = static_cast<double>(d),
+                 wd = static_cast<double>(w);
+    // host: the CPU path's whole training (float64), or the fact set and the model the GPU path keeps on the host
+    const double host = prep.ctx.device.device == Device::cuda ? 8 * (5 * Fd * dd + 2 * Pd * dd + 12 * wd * dd)
+                                                              : margin::cpu_probe_bytes(rb.method, F, P, d, w);
+    sweep::require_memory(host, fmt::format("hebb train with --facts {}, --dim {}, --width {}", F, d, w));
+  }
   const mlp::FactSet fs = mlp::make_factset(rb.facts);
   const std::int64_t m = mlp::resolve_width(rb, fs.d());
   sweep::Progress progress(cfg.epochs, st.progress, "hebb train", "epochs");

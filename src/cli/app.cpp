@@ -341,6 +341,15 @@ Prepared prepare(CLI::App* sub, const CommonOptions& o) {
     } else {
       if (std::filesystem::is_directory(o.print_config))
         throw IoError(fmt::format("--print-config '{}' is a folder; give a file name", o.print_config));
+      // an existing file is replaced only with --force, as --out (a result file is not lost to a config)
+      std::error_code ec;
+      const auto st = std::filesystem::status(o.print_config, ec);
+      if (!ec && std::filesystem::exists(st)) {
+        if (!std::filesystem::is_regular_file(st))
+          throw IoError(fmt::format("--print-config '{}' is not a regular file; give a file name", o.print_config));
+        if (!o.force)
+          throw IoError(fmt::format("--print-config '{}' exists; pass --force to replace it", o.print_config));
+      }
       std::FILE* f = std::fopen(o.print_config.c_str(), "w");
       if (!f) throw IoError(fmt::format("cannot write config file '{}': {}", o.print_config, std::strerror(errno)));
       const bool ok = std::fputs(text.c_str(), f) >= 0 && std::fflush(f) == 0;

@@ -1,6 +1,7 @@
 // Where results may be written (see output_file.hpp): output path checks (name length, folder,
 // never a device or an input, --force for an existing --out), temporary names, removal of
 // temporaries left by dead runs, and deletion of live temporaries on SIGTERM/SIGINT/SIGHUP.
+#include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -119,6 +120,18 @@ void check_output_path(const std::string& path) {
   }
   if (access(dir.c_str(), W_OK | X_OK) != 0)
     throw IoError(fmt::format("output folder '{}' is not writable", dir));
+  // access() says yes to root everywhere (/proc, a read-only mount): create and remove the temporary file the
+  // write will use, so an unwritable place is found before the work, not after it
+  const std::string probe = temporary_name(path);
+  const int fd = open(probe.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0644);
+  if (fd < 0) {
+    const int e = errno;
+    if (e != EEXIST)
+      throw IoError(fmt::format("cannot create files in output folder '{}': {}", dir, std::strerror(e)));
+  } else {
+    close(fd);
+    unlink(probe.c_str());
+  }
 }
 
 int remove_stale_temporaries(const std::string& path) {

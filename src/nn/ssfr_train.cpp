@@ -25,7 +25,8 @@ void SsfrTrainConfig::validate() const {
           weight_decay);
   require(beta1 >= 0 && beta1 < 1 && beta2 >= 0 && beta2 < 1 && eps > 0, "AdamW needs 0 <= beta < 1 and eps > 0");
   require(eval_every >= 1, "--eval-every must be >= 1 step (got {})", eval_every);
-  require(eval_batches >= 0, "--eval-batches must be >= 0 (0 = 10 max(1, floor(F/1280)); got {})", eval_batches);
+  require(eval_batches >= 0 && eval_batches <= (std::int64_t{1} << 20),
+          "--eval-batches must be in [0, 1048576] (0 = 10 max(1, floor(F/1280)); got {})", eval_batches);
   require(precision == "f32" || precision == "f64", "--precision must be f32 or f64 (got '{}')", precision);
   require(std::isfinite(early_stop_acc) && early_stop_acc >= 0 && early_stop_acc <= 1,
           "the early-stop accuracy must be in [0, 1] (got {})", early_stop_acc);

@@ -74,6 +74,21 @@ std::string shard_path(const std::string& out, const Shard& s) {
 }
 
 std::string record_name(std::int64_t index) { return fmt::format("job-{:08d}.h5", index); }
+// Why a record left by an earlier run cannot count as the finished job j (empty: it can): a record is written to
+// a temporary name and renamed, so a bad one means damage after the fact (a truncated copy, a full disk on
+// another host, an edit by hand). --resume runs such a job again instead of failing at assembly.
+std::string record_problem(const fs::path& rec, const Job& j) {
+  try {
+    h5::File f = h5::File::inspect(rec.string());
+    if (!f.exists("summary")) return "it has no /summary";
+    if (io::Table::read(f.open_group("summary")).rows() != 1) return "its /summary is not one row";
+    const auto key = f.attr_string("job_key");
+    if (!key || *key != j.key) return fmt::format("it records job '{}'", key ? *key : std::string("?"));
+    return "";
+  } catch (const std::exception& e) {
+    return e.what();
+  }
+}
 
 std::vector<std::string> split_csv(const std::string& s) {
   std::vector<std::string> out;
@@ -318,8 +333,12 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
       if (shard.owns(j.index)) {
         state = "mine";
         if (ps == PartialState::same && fs::exists(partial / record_name(j.index))) {
-          state = "done";
-          ++done;
+          if (record_problem(partial / record_name(j.index), j).empty()) {
+            state = "done";
+            ++done;
+          } else {
+            state = "redo";  // an unreadable record: --resume runs the job again
+          }
         }
       }
       std::printf("%-6lld %-6s %s\n", static_cast<long long>(j.index), state, j.key.c_str());
@@ -393,8 +412,22 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
   std::int64_t done = 0;
   std::vector<const Job*> pending;
   for (const Job* j : mine) {
-    if (fs::exists(partial / record_name(j->index))) ++done;
-    else pending.push_back(j);
+    const fs::path rec = partial / record_name(j->index);
+    if (!fs::exists(rec)) {
+      pending.push_back(j);
+      continue;
+    }
+    const std::string bad = record_problem(rec, *j);
+    if (bad.empty()) {
+      ++done;
+      continue;
+    }
+    std::fprintf(stderr, "%s %s: the record of job '%s' (%s) is unreadable: %s; running the job again\n",
+                 ctx.tool.c_str(), ctx.subcommand.c_str(), j->key.c_str(), rec.string().c_str(), bad.c_str());
+    std::error_code ec;
+    fs::remove(rec, ec);
+    if (ec) throw IoError(fmt::format("cannot remove the unreadable job record '{}': {}", rec.string(), ec.message()));
+    pending.push_back(j);
   }
   std::stable_sort(pending.begin(), pending.end(), [](const Job* a, const Job* b) { return a->cost > b->cost; });
   if (done > 0)
@@ -511,6 +544,11 @@ void merge(const std::vector<std::string>& inputs, const std::string& out, const
     provenance.push_back(io::read_attributes(f));
     if (!f.exists("summary") || !f.has_attr("sweep_jobs_total"))
       throw UserError(fmt::format("'{}' is not a memcap sweep result (no /summary or sweep attributes)", inputs[k]));
+    // shards are joined by the tool that wrote them (its finalizer rebuilds /grid and the fits)
+    const std::string tool = f.attr_string("tool").value_or("?"), sub = f.attr_string("subcommand").value_or("?");
+    if (tool != ctx.tool)
+      throw UserError(fmt::format("'{}' was written by '{} {}'; join its shards with '{} merge'", inputs[k], tool, sub,
+                                  tool));
     nlohmann::json c = nlohmann::json::parse(f.open_group("config").attr_string("json").value_or("{}"));
     c = stable_config(c);
     auto ax = f.attr_string("sweep_grid_axes").value_or("");

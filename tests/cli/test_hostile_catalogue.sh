@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Hostile-input catalogue (tests/cli/hostile_cases.tsv): every case must exit with its documented
+# Hostile-input catalogue (tests/cli/hostile_cases*.tsv): every case must exit with its documented
 # code, print exactly one line on stderr (besides the "device: ..." line) containing the expected
 # fragment, and leave the working folder $T exactly as it was (no result, no .partial, no .tmp).
 # Usage: HEBB=... KATA=... bash test_hostile_catalogue.sh [-v]   (run by ctest as cli_test_hostile_catalogue)
@@ -9,7 +9,8 @@ set -u
 RAMNET=${RAMNET:-$(dirname "$KATA")/ramnet}
 export HEBB KATA RAMNET
 SRC=${MEMCAP_SRC:-$(cd "$(dirname "$0")/../.." && pwd)}
-CASES="$SRC/tests/cli/hostile_cases.tsv"
+# hostile_cases.tsv, then hostile_cases_<area>.tsv (same columns; reported line numbers count through them in order)
+CASES=$(ls "$SRC"/tests/cli/hostile_cases*.tsv | sort)
 verbose=${1:-}
 W=$(mktemp -d)
 trap 'rm -rf "$W"' EXIT
@@ -67,7 +68,7 @@ while IFS=$'\t' read -r code frag owner cmd; do
     echo "FAIL $line_no [$owner]: $cmd -> $why"
     sed 's/^/     | /' "$W/stderr" | head -5
   fi
-done <"$CASES"
+done < <(for f in $CASES; do cat "$f"; echo "# --- end of $(basename "$f")"; done)
 echo "hostile catalogue: $pass/$n passed"
 [[ $n -ge 80 ]] || { echo "catalogue has only $n cases (want >= 80)"; exit 1; }
 [[ $fail -eq 0 ]]
