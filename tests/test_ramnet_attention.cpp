@@ -109,6 +109,10 @@ TEST_CASE("generators: torus norms, planted index, rope rotation, determinism pe
   CHECK_THROWS_AS(Generator::parse("torus:sigma=1"), UserError);
   CHECK_THROWS_AS(Generator::parse("gauss:sigma=-1"), UserError);
   CHECK_THROWS_AS(Generator::parse("cauchy"), UserError);
+  // Scales whose logits overflow (rho = 1e308 gave NaN JS) are refused; the bound itself is accepted.
+  for (const char* far : {"torus:rho=1e308", "gauss:sigma=1001", "planted:sigma_q=1e300", "teacher:sigma=1e200"})
+    CHECK_THROWS_AS(Generator::parse(far), UserError);
+  CHECK(Generator::parse("torus:rho=1000").rho == 1000.0);
   CHECK(Generator::parse("planted:sigma_q=0.2").spec() == "planted:sigma_q=0.2,sigma=1");
 }
 

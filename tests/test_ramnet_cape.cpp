@@ -4,6 +4,7 @@
 #include <doctest/doctest.h>
 
 #include <cmath>
+#include <cstdint>
 #include <numbers>
 
 #include "core/error.hpp"
@@ -81,6 +82,19 @@ TEST_CASE("CAPE frequencies and the RoPE rotation") {
   // Norms are kept.
   const auto z = rope_rotate(kQ, 4, 2, 3.7);
   CHECK(std::hypot(z[0], z[1]) == Approx(std::hypot(kQ[0], kQ[1])));
+}
+
+TEST_CASE("huge shifts: t is reduced modulo each block's period, so CAPE = RoPE stays exact at t = 0 mod dp^(U-1)") {
+  // t = 4^20 (a multiple of dp^{U-1} = 4) and 1e12 (= 0 mod 4): the angle ν_u t used to lose its low bits.
+  for (const std::int64_t t : {std::int64_t(1) << 40, std::int64_t(1000000000000)}) {
+    CAPTURE(t);
+    const CapeRope r = compare_cape_rope(4, 2, 1.0, kQ, t);
+    CHECK(r.tv < 1e-15);
+    CHECK(r.logit_gap[0] < 1e-14);
+    const auto y = rope_rotate(kQ, 4, 2, static_cast<double>(t));
+    const auto z = rope_rotate(kQ, 4, 2, static_cast<double>(t % 16));
+    for (int j = 0; j < 4; ++j) CHECK(y[j] == z[j]);
+  }
 }
 
 TEST_CASE("cape_shift, TV, JS and total correlation basics") {

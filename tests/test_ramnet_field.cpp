@@ -5,6 +5,7 @@
 
 #include <cmath>
 #include <numbers>
+#include <string>
 #include <vector>
 
 #include "core/error.hpp"
@@ -26,6 +27,17 @@ TEST_CASE("field columns parse and reject") {
   CHECK(parse_field_column("dp4-top2-mass").readout == Readout::mass);
   for (const char* bad : {"dp4", "dp1-full", "dq4-full", "dp4-top0", "dp4-topx", "dp4-half"})
     CHECK_THROWS_AS(parse_field_column(bad), UserError);
+  // Right syntax, dp out of range: the message says so (not "must be dp<d>-full ...").
+  for (const char* far : {"dp1-full", "dp65-full", "dp100000-full", "dp99999999999999999999-top4"}) {
+    CAPTURE(far);
+    try {
+      parse_field_column(far);
+      FAIL("accepted");
+    } catch (const UserError& e) {
+      CHECK(std::string(e.what()).find("out of range; dp must be in [2, 64]") != std::string::npos);
+    }
+  }
+  CHECK_THROWS_AS(parse_field_column("dp+4-full"), UserError);
 }
 
 TEST_CASE("orientation statistics of axis-aligned and diagonal fields") {

@@ -5,6 +5,7 @@
 #include <doctest/doctest.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <atomic>
 #include <chrono>
 #include <filesystem>
@@ -12,9 +13,12 @@
 #include <mutex>
 #include <set>
 #include <stdexcept>
+#include <string>
 #include <thread>
+#include <vector>
 
 #include "core/error.hpp"
+#include "core/threads.hpp"
 #include "io/h5.hpp"
 #include "io/table.hpp"
 #include "sweep/sweep.hpp"
@@ -181,4 +185,26 @@ TEST_CASE("run_parallel refuses a worker count below 1") {
   CHECK_THROWS_AS(sweep::run_parallel(plan_of(2), opt, ctx_for(), temp_dir() + "/x.h5",
                                       [](const sweep::Job& j, const sweep::JobContext&) { return job_output(j); }),
                   UserError);
+}
+
+TEST_CASE("parallel_for_rethrow: a body's exception leaves the loop as the smallest index's, at any thread count") {
+  const int before = memcap::max_threads();
+  for (int threads : {1, 2, 4}) {
+    memcap::set_threads(threads);
+    std::vector<int> seen(64, 0);
+    memcap::parallel_for_rethrow(64, [&](std::int64_t i) { seen[static_cast<std::size_t>(i)] = 1; });
+    CHECK(std::count(seen.begin(), seen.end(), 1) == 64);
+    // every index still runs; the error reported is index 5's, whichever thread threw first
+    std::atomic<int> ran{0};
+    CHECK_THROWS_WITH_AS(memcap::parallel_for_rethrow(64,
+                                                      [&](std::int64_t i) {
+                                                        ++ran;
+                                                        if (i % 5 == 0 && i > 0)
+                                                          throw memcap::UserError("bad index " + std::to_string(i));
+                                                      }),
+                         "bad index 5", memcap::UserError);
+    CHECK(ran.load() == 64);
+    memcap::parallel_for_rethrow(0, [&](std::int64_t) { FAIL("no index"); });
+  }
+  memcap::set_threads(before);
 }

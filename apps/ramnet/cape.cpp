@@ -10,9 +10,11 @@
 #include "cli/app.hpp"
 #include "core/error.hpp"
 #include "core/rng.hpp"
+#include "core/threads.hpp"
 #include "io/output_file.hpp"
 #include "options.hpp"
 #include "ramnet/cape.hpp"
+#include "sweep/sweep.hpp"
 
 namespace {
 
@@ -21,6 +23,8 @@ using namespace memcap::ramnet;
 
 // Philox stream of the random E9 queries (docs/ramnet.md).
 constexpr std::uint64_t kStreamCapeQueries = 1420;
+// Largest logit amplitude β|q_u| of a query block (see the check in run).
+constexpr double kMaxAmplitude = 1e4;
 
 struct CapeState {
   cli::CommonOptions common;
@@ -42,6 +46,8 @@ void run(CLI::App* sub, CapeState& st) {
   const std::int64_t n = address_count(p);
   const bool single = !st.q.empty();
   if (single) {
+    for (const char* flag : {"--queries", "--gen", "--scale"})
+      require(sub->count(flag) == 0, "{} sets the random queries; it cannot be combined with --q (one query)", flag);
     require(static_cast<int>(st.q.size()) == 2 * p.U, "--q has {} numbers, but --U {} needs 2U = {}", st.q.size(), p.U,
             2 * p.U);
     for (std::size_t i = 0; i < st.q.size(); ++i)
@@ -55,6 +61,11 @@ void run(CLI::App* sub, CapeState& st) {
   if (ts.empty())
     for (std::int64_t t = 0; t <= std::min<std::int64_t>(n, 64); ++t) ts.push_back(t);
   for (auto t : ts) require(t >= 0 && t <= (std::int64_t{1} << 40), "--shifts: t = {} must be in [0, 2^40]", t);
+  {
+    std::vector<std::string> shown;
+    for (auto t : ts) shown.push_back(std::to_string(t));
+    sweep::require_distinct(shown, "--shifts");
+  }
   const int nq = single ? 1 : st.queries;
   const double work = static_cast<double>(nq) * ts.size() * n * (p.U + 4);
   require(work <= 5e10, "{} queries x {} shifts x dp^U = {} slots is too much dense work ({:.2g} slot updates); "
@@ -79,6 +90,19 @@ void run(CLI::App* sub, CapeState& st) {
     }
     qs.push_back(std::move(x));
   }
+  // Logit amplitudes β|q_u| beyond kMaxAmplitude leave nothing but rounding in the compared waves (the factor-0
+  // gap, exactly 0 in theory, grows like β|q_u|·1e-16): refuse them before any output.
+  for (std::size_t i = 0; i < qs.size(); ++i)
+    for (int u = 0; u < p.U; ++u) {
+      const double a = p.beta_r * std::hypot(qs[i][2 * u], qs[i][2 * u + 1]);
+      if (a <= kMaxAmplitude) continue;
+      if (single)
+        throw UserError(fmt::format("--q block {} has logit amplitude beta |q_u| = {:.3g}; ramnet cape needs "
+                                    "beta |q_u| in [0, {:g}] (smaller --q entries or --beta)", u, a, kMaxAmplitude));
+      throw UserError(fmt::format("--scale {:g}: random query {} block {} has logit amplitude beta |q_u| = {:.3g}; "
+                                  "ramnet cape needs beta |q_u| <= {:g} (lower --scale or --beta)", st.scale, i, u, a,
+                                  kMaxAmplitude));
+    }
   const auto nu = cape_frequencies(p.dp, p.U);
   std::string freq;
   for (int u = 0; u < p.U; ++u) freq += fmt::format("{}nu_{} = 2pi/{}^{} = {:.10g}", u ? ", " : "", u, p.dp, u + 1, nu[u]);
@@ -92,8 +116,10 @@ void run(CLI::App* sub, CapeState& st) {
   double worst_zero = 0, worst_f0 = 0, worst_tc_rope = 0;
   for (std::int64_t t : ts) {
     std::vector<CapeRope> res(qs.size());
-#pragma omp parallel for schedule(dynamic, 1)
-    for (std::size_t i = 0; i < qs.size(); ++i) res[i] = compare_cape_rope(p.dp, p.U, p.beta_r, qs[i].data(), t);
+    parallel_for_rethrow(static_cast<std::int64_t>(qs.size()), [&](std::int64_t i) {
+      const auto k = static_cast<std::size_t>(i);
+      res[k] = compare_cape_rope(p.dp, p.U, p.beta_r, qs[k].data(), t);
+    });
     double tv_sum = 0, tv_max = 0, js_sum = 0, js_max = 0, tc_sum = 0, tc_rope = 0, g0 = 0, g1 = 0;
     for (const auto& r : res) {
       tv_sum += r.tv, tv_max = std::max(tv_max, r.tv), js_sum += r.js, js_max = std::max(js_max, r.js);
@@ -141,12 +167,16 @@ memcap::cli::Register reg("ramnet", 80, [](CLI::App& tool) {
       "/runs/cape/{frequencies, queries}.\n"
       "Example: ramnet cape --dp 4 --U 2 --beta 1 --q 0.5,0.2,-0.4,0.3 --shifts 1,2,3,4,5,8,16");
   app::add_model_options(sub, st->model, app::kModel, 2);
-  sub->add_option("--q", st->q, "One query: 2U comma-separated numbers (default: random queries)")->delimiter(',');
-  sub->add_option("--shifts", st->shifts, "Shifts t (comma-separated; default 0..min(dp^U, 64))")->delimiter(',');
-  sub->add_option("--queries", st->queries, "Number of random queries (without --q)")->capture_default_str();
-  sub->add_option("--gen", st->gen, "Random queries: torus (block norm = scale) or gauss (entries N(0, scale²))")
+  sub->add_option("--q", st->q, "One query: 2U comma-separated numbers, beta|q_u| <= 1e4 (default: random queries)")
+      ->delimiter(',');
+  sub->add_option("--shifts", st->shifts, "Distinct shifts t in [0, 2^40] (comma-separated; default 0..min(dp^U, 64))")
+      ->delimiter(',');
+  sub->add_option("--queries", st->queries, "Number of random queries (not with --q)")->capture_default_str();
+  sub->add_option("--gen", st->gen,
+                  "Random queries (not with --q): torus (block norm = scale) or gauss (entries N(0, scale²))")
       ->capture_default_str();
-  sub->add_option("--scale", st->scale, "Block norm (torus) or standard deviation (gauss) of random queries")
+  sub->add_option("--scale", st->scale,
+                  "Block norm (torus) or standard deviation (gauss) of random queries (not with --q); beta|q_u| <= 1e4")
       ->capture_default_str();
   cli::add_common(sub, st->common);
   sub->callback([sub, st]() { run(sub, *st); });

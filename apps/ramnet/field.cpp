@@ -31,9 +31,17 @@ void run(CLI::App* sub, FieldState& st) {
   for (const auto& c : st.columns) st.cfg.columns.push_back(parse_field_column(c));
   {
     std::vector<std::string> shown;
-    for (double f : st.cfg.beta_factors) shown.push_back(fmt::format("{:g}", f));
+    for (double f : st.cfg.beta_factors) shown.push_back(fmt::format("{}", f));
     sweep::require_distinct(shown, "--beta-factor");
     sweep::require_distinct(st.columns, "--columns");
+    // Two spellings of one column (dp4-full, dp4-full-standard) are the same panel: compare what they parse to.
+    for (std::size_t i = 0; i < st.cfg.columns.size(); ++i)
+      for (std::size_t j = 0; j < i; ++j) {
+        const FieldColumn &a = st.cfg.columns[j], &b = st.cfg.columns[i];
+        require(a.dp != b.dp || a.topk != b.topk || a.readout != b.readout,
+                "--columns lists the column '{}' twice ('{}' and '{}' are the same dp, K and readout); give each once",
+                a.name, a.name, b.name);
+      }
   }
   st.cfg.seed = st.common.seed;
   validate(st.cfg);
@@ -138,7 +146,8 @@ memcap::cli::Register reg("ramnet", 60, [](CLI::App& tool) {
   sub->add_option("--beta-factor", st->cfg.beta_factors, "Rows: beta = f beta* (comma list)")
       ->delimiter(',')
       ->capture_default_str();
-  sub->add_option("--columns", st->columns, "Columns: dp<d>-full, dp<d>-top<K>, dp<d>-mass (comma list)")
+  sub->add_option("--columns", st->columns,
+                  "Columns: dp<d>-full, dp<d>-top<K>, dp<d>-mass, d in 2..64 (comma list of distinct columns)")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--orientation-bins", st->cfg.orientation_bins, "Bins of the gradient-orientation histogram")

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <tuple>
 
 #include "cli/app.hpp"
 #include "core/error.hpp"
@@ -22,6 +23,31 @@ struct KernelState {
   std::vector<double> q, k;
   std::string in;
 };
+
+// Largest scaled block norm β_r|q_u|, β_w|k_u| (M of Theorem 2) the exact errors are evaluated at: beyond it the
+// log-domain terms (~M²) swamp the errors in rounding and, from ~1e154, overflow into NaN.
+constexpr double kMaxM = 1e4;
+
+// The first block of one (q, k) pair whose scaled norm exceeds kMaxM, as "q block u (β_r|q_u| = x)"; "" if none.
+std::string over_range(const Params& p, const double* q, const double* k) {
+  for (int u = 0; u < p.U; ++u)
+    for (auto [x, b, name] : {std::tuple{q, p.beta_r, "q"}, std::tuple{k, p.beta_w, "k"}}) {
+      const double m = b * std::hypot(x[2 * u], x[2 * u + 1]);
+      if (!(m <= kMaxM)) return fmt::format("{} block {} has beta_{}|{}_u| = {:.3g}", name, u, *name == 'q' ? 'r' : 'w',
+                                            name, m);
+    }
+  return {};
+}
+
+// Exit 4 when a computed quantity is not finite (the range check should make this unreachable).
+void require_finite(const PairErrors& e, double log_hard, const std::string& where) {
+  for (auto [v, name] : {std::pair{e.log_kappa_A, "log kappa_A"}, {e.log_kappa_inf, "log kappa_inf"},
+                         {e.target, "target"}, {e.e_tot, "e_tot"}, {e.e_fin, "e_fin"}, {e.e_cont, "e_cont"},
+                         {e.M, "M"}, {log_hard, "log kappa_hard_write"}})
+    if (!std::isfinite(v))
+      throw NumericError(
+          fmt::format("{} of {} is {} (not finite); no result was written", name, where, v));
+}
 
 std::string num(double v) { return std::isinf(v) ? std::string("none (xi >= 1)") : fmt::format("{:.12g}", v); }
 
@@ -97,6 +123,9 @@ void run(CLI::App* sub, KernelState& st) {
       require(std::isfinite(st.q[i]), "--q entry {} = {} is not a finite number", i, st.q[i]);
       require(std::isfinite(st.k[i]), "--k entry {} = {} is not a finite number", i, st.k[i]);
     }
+    const std::string bad = over_range(p, st.q.data(), st.k.data());
+    require(bad.empty(), "--{}; ramnet kernel needs beta_r|q_u| and beta_w|k_u| in [0, {:g}] (smaller --q/--k "
+            "entries or beta)", bad, kMaxM);
   }
   if (!st.common.out.empty()) io::check_output_path(st.common.out);
   const Codebook C = circular_codebook(p.dp);
@@ -104,6 +133,7 @@ void run(CLI::App* sub, KernelState& st) {
   if (single) {
     const PairErrors e = pair_errors(p, C, st.q.data(), st.k.data());
     const double lh = log_kappa_hard_write(p, C, st.q.data(), st.k.data());
+    require_finite(e, lh, "the pair");
     std::string codes;
     for (int u = 0; u < p.U; ++u) codes += (u ? ", " : "") + std::to_string(nearest_code(C, st.k[2 * u], st.k[2 * u + 1]));
     Violations v;
@@ -127,6 +157,12 @@ void run(CLI::App* sub, KernelState& st) {
     Eigen::MatrixXd Q, K;
     read_pairs(st.in, p.U, Q, K);
     const Eigen::Index n = Q.rows();
+    for (Eigen::Index i = 0; i < n; ++i) {
+      const Eigen::VectorXd qi = Q.row(i).transpose(), ki = K.row(i).transpose();
+      const std::string bad = over_range(p, qi.data(), ki.data());
+      require(bad.empty(), "--in '{}': row {}: {}; ramnet kernel needs beta_r|q_u| and beta_w|k_u| in [0, {:g}]",
+              st.in, i, bad, kMaxM);
+    }
     std::vector<PairErrors> all(static_cast<std::size_t>(n));
     std::vector<double> hard(static_cast<std::size_t>(n));
     const Eigen::MatrixXd Qr = Q.transpose(), Kr = K.transpose();  // column i = pair i, contiguous
@@ -135,6 +171,7 @@ void run(CLI::App* sub, KernelState& st) {
       all[i] = pair_errors(p, C, Qr.col(i).data(), Kr.col(i).data());
       hard[i] = log_kappa_hard_write(p, C, Qr.col(i).data(), Kr.col(i).data());
     }
+    for (Eigen::Index i = 0; i < n; ++i) require_finite(all[i], hard[i], fmt::format("pair {} of --in", i));
     Violations v;
     double mt = 0, mf = 0, mc = 0, mM = 0;
     for (const auto& e : all) {
@@ -200,9 +237,9 @@ memcap::cli::Register reg("ramnet", 10, [](CLI::App& tool) {
       "/runs/pairs/<quantity> arrays of length N (docs/ramnet.md).\n"
       "Example: ramnet kernel --dp 4 --U 2 --beta-r 1 --beta-w 1 --q 0.5,0.2,-0.4,0.3 --k 0.3,-0.1,-0.2,0.5");
   app::add_model_options(sub, st->model, app::kModel, 1);
-  sub->add_option("--q", st->q, "One query: 2U comma-separated numbers")->delimiter(',');
-  sub->add_option("--k", st->k, "One key: 2U comma-separated numbers")->delimiter(',');
-  sub->add_option("--in", st->in, "HDF5 file with datasets q and k (N x 2U each): one pair per row");
+  sub->add_option("--q", st->q, "One query: 2U comma-separated numbers, beta_r|q_u| <= 1e4 per block")->delimiter(',');
+  sub->add_option("--k", st->k, "One key: 2U comma-separated numbers, beta_w|k_u| <= 1e4 per block")->delimiter(',');
+  sub->add_option("--in", st->in, "HDF5 file with datasets q and k (N x 2U each): one pair per row (same bounds)");
   cli::add_common(sub, st->common);
   sub->callback([sub, st]() { run(sub, *st); });
 });

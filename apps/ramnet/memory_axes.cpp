@@ -19,7 +19,7 @@ std::vector<double> default_beta_factor_grid() {
 }
 
 void add_model_axes(CLI::App* sub, ModelAxes& a, const std::string& topk_help, const std::string& beta_factor_default) {
-  sub->add_option("--dp", a.dps, "Codes per factor (comma list)")->delimiter(',')->capture_default_str();
+  sub->add_option("--dp", a.dps, "Codes per factor, 2..4096 (comma list)")->delimiter(',')->capture_default_str();
   sub->add_option("--U", a.Us, "Number of factors (comma list); queries/keys live in R^{2U}, |A| = dp^U")
       ->delimiter(',')
       ->capture_default_str();
@@ -125,9 +125,13 @@ std::vector<Generator> parse_generators(const std::vector<std::string>& specs, s
 }
 
 std::vector<double> parse_gammas(const std::vector<std::string>& texts) {
-  sweep::require_distinct(texts, "--gamma");
   std::vector<double> out;
-  for (const auto& g : texts) out.push_back(parse_gamma(g, "--gamma"));
+  std::vector<std::string> shown;  // compared as numbers: "0", "0.0" and "-0" are one value
+  for (const auto& g : texts) {
+    out.push_back(parse_gamma(g, "--gamma"));
+    shown.push_back(fmt::format("{}", out.back() == 0 ? 0.0 : out.back()));
+  }
+  sweep::require_distinct(shown, "--gamma");
   return out;
 }
 

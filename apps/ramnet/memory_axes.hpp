@@ -52,7 +52,7 @@ std::vector<Generator> parse_generators(const std::vector<std::string>& specs, s
 
 // "-inf" or a finite number (UserError naming the flag otherwise).
 double parse_gamma(const std::string& text, const std::string& flag);
-// A --gamma list: distinct texts, each parsed by parse_gamma.
+// A --gamma list, each parsed by parse_gamma; the values must be distinct as numbers (-0 == 0, 0.0 == 0).
 std::vector<double> parse_gammas(const std::vector<std::string>& texts);
 
 // --generators (comma list, spec pieces) and --gamma (comma list of numbers or -inf) of the memory commands.

@@ -33,7 +33,7 @@ const CLI::Validator kPositive(
 void add_model_options(CLI::App* sub, ModelOptions& o, unsigned mask, int default_U) {
   o.U = default_U;
   if (mask & kModel) {
-    sub->add_option("--dp", o.dp, "Codes per factor (circular codebook c_j = (cos 2πj/dp, sin 2πj/dp))")
+    sub->add_option("--dp", o.dp, "Codes per factor, 2..4096 (circular codebook c_j = (cos 2πj/dp, sin 2πj/dp))")
         ->capture_default_str();
     sub->add_option("--U", o.U, "Number of factors: queries/keys live in R^{2U}, the address space has dp^U slots")
         ->capture_default_str();
@@ -42,7 +42,8 @@ void add_model_options(CLI::App* sub, ModelOptions& o, unsigned mask, int defaul
     sub->add_option("--beta-w", o.beta_w, "Write concentration β_w (default: --beta, else β* = sqrt(2/τ))")
         ->check(kPositive);
     sub->add_option("--beta", o.beta, "β_r = β_w = this")->check(kPositive);
-    sub->add_option("--beta-factor", o.beta_factor, "β_r = β_w = f·β* (e.g. 1.58 for the paper's shifted optimum)")
+    sub->add_option("--beta-factor", o.beta_factor,
+                    "β_r = β_w = f·β* (e.g. 1.58 for the paper's shifted optimum; not with --beta)")
         ->check(kPositive);
     sub->add_option("--tau", o.tau, "Teacher softmax temperature τ (logits q·k/τ); default sqrt(2U), so β* = sqrt(2/τ)")
         ->check(kPositive);
@@ -63,6 +64,8 @@ void add_model_options(CLI::App* sub, ModelOptions& o, unsigned mask, int defaul
 void resolve(ModelOptions& o, unsigned mask) {
   if (mask & kModel) {
     require(o.dp >= 2, "--dp {} must be >= 2 (codes per factor)", o.dp);
+    require(o.dp <= kMaxDp, "--dp {} is out of range: it must be in [2, {}] (codes per factor; factor tables and "
+            "codebooks hold dp numbers per block)", o.dp, kMaxDp);
     require(o.U >= 1, "--U {} must be >= 1 (number of factors)", o.U);
     address_count(o.dp, o.U);
     if (o.tau == 0) o.tau_resolved = std::sqrt(2.0 * o.U);
@@ -70,6 +73,8 @@ void resolve(ModelOptions& o, unsigned mask) {
       require(std::isfinite(o.tau) && o.tau > 0, "--tau {} must be a finite number > 0", o.tau);
       o.tau_resolved = o.tau;
     }
+    require(o.beta == 0 || o.beta_factor == 0, "--beta-factor {:g} with --beta {:g}: give --beta or --beta-factor, "
+            "not both", o.beta_factor, o.beta);
     for (auto [v, name] : {std::pair{o.beta_r, "--beta-r"}, {o.beta_w, "--beta-w"}, {o.beta, "--beta"},
                            {o.beta_factor, "--beta-factor"}})
       require(v == 0 || (std::isfinite(v) && v > 0), "{} {} must be a finite number > 0", name, v);

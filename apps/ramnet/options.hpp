@@ -19,6 +19,10 @@ enum Flag : unsigned {
   kAll = kModel | kTopK | kReadout | kGate,
 };
 
+// Largest --dp of every ramnet command (as `ramnet bounds --dps` and `ramnet adapter --dp`): tables and codebooks
+// hold dp numbers per block, so a larger dp only buys absurd memory and O(dp) work per pair.
+inline constexpr int kMaxDp = 4096;
+
 struct ModelOptions {
   int dp = 4;
   int U = 5;
@@ -40,7 +44,8 @@ struct ModelOptions {
 // Adds the flags of `mask` to `sub` (default U may differ per subcommand).
 void add_model_options(CLI::App* sub, ModelOptions& o, unsigned mask, int default_U = 5);
 // Checks every value (UserError, exit 2, naming the flag) and fills params / tau_resolved /
-// gamma_value. β precedence: --beta-r/--beta-w > --beta > --beta-factor·β* > β* = sqrt(2/τ).
+// gamma_value. β precedence: --beta-r/--beta-w > --beta or --beta-factor·β* (not both) > β* = sqrt(2/τ).
+// --dp must be in [2, kMaxDp].
 // --topk larger than dp^U is an error. Applies only the checks of `mask`.
 void resolve(ModelOptions& o, unsigned mask);
 

@@ -156,6 +156,7 @@ void run_command(CLI::App* sub, RecallState& st) {
   if (!st.preset.empty()) cli::apply_preset(sub, st.preset);
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
+  app::check_given_values(sub, st.axes);  // an explicit --tau/--beta-r/--beta-w 0 is refused, not "default"
   require(st.jobs_per_gpu >= 1 && st.jobs_per_gpu <= 64, "--jobs-per-gpu must be in [1, 64] (got {})", st.jobs_per_gpu);
   require(std::isfinite(st.cpu_max_tflop) && st.cpu_max_tflop > 0, "--cpu-max-tflop must be > 0 (got {:g})",
           st.cpu_max_tflop);
@@ -296,7 +297,9 @@ memcap::cli::Register reg("ramnet", 70, [](CLI::App& tool) {
       ->delimiter(',')
       ->capture_default_str();
   st->axes.topks = {0};
-  sub->add_option("--dp", st->axes.dps, "Codes per factor (comma list)")->delimiter(',')->capture_default_str();
+  sub->add_option("--dp", st->axes.dps, "Codes per factor, 2..4096 (comma list)")
+      ->delimiter(',')
+      ->capture_default_str();
   sub->add_option("--U", st->axes.Us, "Number of factors (comma list); keys live in R^{2U}, |A| = dp^U")
       ->delimiter(',')
       ->capture_default_str();
@@ -305,7 +308,7 @@ memcap::cli::Register reg("ramnet", 70, [](CLI::App& tool) {
   sub->add_option("--beta-factor", st->axes.beta_factors, "beta = f beta* (comma list), instead of --beta")->delimiter(',');
   sub->add_option("--beta-r", st->axes.beta_r, "Read concentration (overrides --beta / --beta-factor for reads)");
   sub->add_option("--beta-w", st->axes.beta_w, "Write concentration (overrides --beta / --beta-factor for writes)");
-  sub->add_option("--tau", st->axes.tau, "Softmax / FAVOR+ temperature (default 2/(beta_r beta_w))");
+  sub->add_option("--tau", st->axes.tau, "Softmax / FAVOR+ temperature, > 0 (default 2/(beta_r beta_w))");
   sub->add_option("--topk", st->axes.topks, "RAM-Net Top-K (comma list; 0 = full distributions); K > dp^U is skipped")
       ->delimiter(',')
       ->capture_default_str();

@@ -273,8 +273,9 @@ AttnResult run_attention(const AttnConfig& c, const LogKappaFn& kappa) {
   validate(c);
   const CodebookSet cb = make_codebooks(c.codebook, c.params.dp, c.params.U, c.gen, c.seed);
   std::vector<TrialOut> trials(static_cast<std::size_t>(c.trials));
-#pragma omp parallel for schedule(dynamic) if (c.trials > 1)
-  for (std::int64_t t = 0; t < c.trials; ++t) trials[static_cast<std::size_t>(t)] = run_trial(c, cb, static_cast<std::uint64_t>(t), kappa);
+  parallel_for_rethrow(c.trials, [&](std::int64_t t) {
+    trials[static_cast<std::size_t>(t)] = run_trial(c, cb, static_cast<std::uint64_t>(t), kappa);
+  });
 
   AttnResult r;
   std::vector<Acc> tot(c.students.size());

@@ -45,6 +45,8 @@ inline constexpr std::uint64_t kTeacherHidden = 1112;    // teacher generator: h
 }  // namespace attn_streams
 
 // ---- generators ---------------------------------------------------------------------------------
+// Largest sigma / rho / sigma_q a generator accepts (beyond it logits and Gram matrices overflow).
+inline constexpr double kMaxGeneratorScale = 1e3;
 struct Generator {
   enum class Kind { gauss, torus, planted, rope, teacher };
   Kind kind = Kind::gauss;
@@ -54,7 +56,7 @@ struct Generator {
   int dk = 16;           // teacher: head dimension d_k of W_Q, W_K (1..1024)
   int dmodel = 64;       // teacher: hidden-state dimension d_model (1..512, >= d_k)
   // "gauss[:sigma=S]", "torus[:rho=R]", "planted[:sigma_q=S,sigma=S]", "rope[:sigma=S]",
-  // "teacher[:dk=D,dmodel=M,sigma=S]"; UserError otherwise.
+  // "teacher[:dk=D,dmodel=M,sigma=S]", sigma and rho in (0, 1e3], sigma_q in [0, 1e3]; UserError otherwise.
   static Generator parse(const std::string& spec);
   std::string spec() const;  // canonical text
 };

@@ -69,8 +69,14 @@ Generator Generator::parse(const std::string& spec) {
       (k == "dk" ? g.dk : g.dmodel) = static_cast<int>(v);
       continue;
     }
-    if (k == "sigma_q") require(v >= 0, "generator '{}': sigma_q must be >= 0", spec);
-    else require(v > 0, "generator '{}': {} must be > 0", spec, k);
+    // Scales beyond kMaxGeneratorScale overflow the logits q.k and the Gram matrices into inf/NaN (rho = 1e308
+    // gave NaN JS and NMSE reported as a finished job).
+    if (k == "sigma_q")
+      require(v >= 0 && v <= kMaxGeneratorScale, "generator '{}': sigma_q must be >= 0 (and <= {:g})", spec,
+              kMaxGeneratorScale);
+    else
+      require(v > 0 && v <= kMaxGeneratorScale, "generator '{}': {} = {:g} must be > 0 and <= {:g}", spec, k, v,
+              kMaxGeneratorScale);
     (k == "sigma" ? g.sigma : k == "rho" ? g.rho : g.sigma_q) = v;
   }
   if (g.kind == Kind::teacher)

@@ -14,7 +14,8 @@ namespace memcap::ramnet {
 
 // ν_u = 2π/dp^{u+1}, u = 0..U−1 (eq. 28): one slot per token.
 std::vector<double> cape_frequencies(int dp, int U);
-// x (2U doubles) with block u rotated counterclockwise by ν_u t (arg x_u += ν_u t).
+// x (2U doubles) with block u rotated counterclockwise by ν_u t (arg x_u += ν_u t); t is reduced modulo the
+// period dp^{u+1} of block u first, so large shifts keep the angle exact.
 std::vector<double> rope_rotate(const double* x, int dp, int U, double t);
 // r'(i) = r((i − t) mod |A|).
 Eigen::VectorXd cape_shift(const Eigen::VectorXd& r, std::int64_t t);

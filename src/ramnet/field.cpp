@@ -38,8 +38,11 @@ FieldColumn parse_field_column(const std::string& name) {
   const std::string dps = s.substr(2, dash == std::string::npos ? std::string::npos : dash - 2);
   const std::string rest = dash == std::string::npos ? "" : s.substr(dash + 1);
   char* end = nullptr;
-  const long dp = std::strtol(dps.c_str(), &end, 10);
-  if (dps.empty() || *end != '\0' || dp < 2 || dp > 64) throw bad();
+  if (dps.empty() || dps.find_first_not_of("0123456789") != std::string::npos) throw bad();
+  const long dp = dps.size() > 9 ? 0 : std::strtol(dps.c_str(), &end, 10);
+  // The syntax is right from here on: say what is wrong with the number.
+  if (dp < 2 || dp > 64)
+    throw UserError(fmt::format("field column '{}': dp = {} is out of range; dp must be in [2, 64]", name, dps));
   c.dp = static_cast<int>(dp);
   if (rest.empty() || rest == "full") {
     c.topk = 0;

@@ -25,7 +25,8 @@ struct FieldColumn {
   Readout readout = Readout::standard;
 };
 // "dp4-full,dp4-top4,dp8-full,dp4-mass": dp<d>-full | dp<d>-top<K> with an optional "-mass" or "-standard"
-// suffix; "dp<d>-mass" = full with the mass-aware readout. UserError otherwise.
+// suffix; "dp<d>-mass" = full with the mass-aware readout, d in [2, 64]. UserError otherwise (a d out of range
+// is reported as such, not as a syntax error).
 FieldColumn parse_field_column(const std::string& name);
 
 struct FieldConfig {

@@ -293,8 +293,9 @@ GsuDynamicsResult run_gsu_dynamics(const GsuDynamicsConfig& c) {
   validate(c);
   const CodebookSet cb = make_codebooks(CodebookKind::circular, c.params.dp, c.params.U, c.gen, c.seed);
   std::vector<Trial> trials(static_cast<std::size_t>(c.trials));
-#pragma omp parallel for schedule(dynamic) if (c.trials > 1)
-  for (std::int64_t t = 0; t < c.trials; ++t) trials[static_cast<std::size_t>(t)] = run_trial(c, cb, static_cast<std::uint64_t>(t));
+  parallel_for_rethrow(c.trials, [&](std::int64_t t) {
+    trials[static_cast<std::size_t>(t)] = run_trial(c, cb, static_cast<std::uint64_t>(t));
+  });
   GsuDynamicsResult r;
   Trial sum;
   for (const auto& t : trials) {  // trial order

@@ -50,8 +50,7 @@ SlotStats slot_utilisation(const SlotConfig& c) {
   const std::ptrdiff_t tw = static_cast<std::ptrdiff_t>(U) * dp;
   const CodebookSet cb = make_codebooks(CodebookKind::circular, dp, U, c.gen, c.seed);
   std::vector<SlotStats> per(static_cast<std::size_t>(c.trials));
-#pragma omp parallel for schedule(dynamic) if (c.trials > 1)
-  for (std::int64_t trial = 0; trial < c.trials; ++trial) {
+  parallel_for_rethrow(c.trials, [&](std::int64_t trial) {
     const AttnSample smp = generate(c.gen, dp, U, c.T, c.n, 1, c.seed, static_cast<std::uint64_t>(trial));
     const Eigen::Matrix<double, Eigen::Dynamic, Eigen::Dynamic, Eigen::RowMajor> Kr = smp.K, Qr = smp.Q;
     GsuMemory mem(A, 1, K == 0, 0.0);
@@ -120,7 +119,7 @@ SlotStats slot_utilisation(const SlotConfig& c) {
     st.read_hit_mass = hit / static_cast<double>(c.n);
     st.pair_overlap = overlap / (static_cast<double>(c.n) * static_cast<double>(c.T));
     per[static_cast<std::size_t>(trial)] = st;
-  }
+  });
   SlotStats out;
   for (const auto& s : per) {  // trial order: independent of the thread count
     out.occupied_fraction += s.occupied_fraction;

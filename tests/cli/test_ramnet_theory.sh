@@ -1,8 +1,9 @@
 #!/usr/bin/env bash
 # End to end, the theory slice of `ramnet` (docs/ramnet.md): `kernel` on one pair prints the spec's T2 case D
 # numbers (and case A's errors); `kernel --in` on a batch file reproduces κ_A of cases A, B and I and refuses
-# non-finite entries (naming row and column) and wrong shapes; `bounds` dry run, a tiny sweep with zero
-# violations, thread-count invariance, a SIGKILLed sweep resumed to the same result, and shards merged;
+# non-finite entries (naming row and column), entries beyond the evaluated range and wrong shapes; `bounds`
+# dry run, a tiny sweep with zero violations, thread-count invariance, a SIGKILLed sweep resumed to the same
+# result, and shards merged;
 # `cape` prints T13's TV values; `adapter` reproduces realisable teachers; `paper-check` exits 0 with the
 # spec's three known disagreements. HDF5 contents are checked with h5py (experiments/plots/with_python.sh);
 # without it the printed values are still checked and the test exits 77 (skipped).
@@ -122,6 +123,9 @@ with h5py.File(f"{d}/nan.h5", "w") as f:
     f["k"] = np.array([[0.3, -0.1], [0.6, 0.8]])
 with h5py.File(f"{d}/shape.h5", "w") as f:
     f["q"] = np.zeros((2, 3)); f["k"] = np.zeros((2, 3))
+with h5py.File(f"{d}/huge.h5", "w") as f:  # finite, but the errors went NaN (and were reported as 0 violations)
+    f["q"] = np.array([[0.5, 0.2], [1e300, 1e300]])
+    f["k"] = np.array([[0.3, -0.1], [1e300, 1e300]])
 PY
 bash "$PY" "$T/mk.py" "$T"
 rc=$?
@@ -142,6 +146,10 @@ check '[ $rc -eq 2 ] && grep -q "q\[1,0\] = nan is not finite" "$T/bad.err" && [
 rc=$?
 check '[ $rc -eq 2 ] && grep -q "has shape 2x3 but --U 1 needs N x 2" "$T/bad.err" && [ ! -e "$T/bad.h5" ]' \
   "kernel --in with wrong shapes must exit 2: $(cat "$T/bad.err")"
+"$RAMNET" kernel --dp 4 --U 1 --in "$T/huge.h5" --device cpu --out "$T/bad.h5" >/dev/null 2>"$T/bad.err"
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "row 1: q block 0 has beta_r|q_u|" "$T/bad.err" && [ ! -e "$T/bad.h5" ]' \
+  "kernel --in with 1e300 entries must exit 2 naming row 1: $(cat "$T/bad.err")"
 cat >"$T/check.py" <<'PY'
 import sys, json, h5py, numpy as np
 d = sys.argv[1]
