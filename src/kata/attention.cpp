@@ -9,6 +9,7 @@
 #include <cmath>
 
 #include "core/error.hpp"
+#include "core/threads.hpp"
 
 namespace memcap::kata {
 namespace {
@@ -52,8 +53,7 @@ template <class PerHead>
 std::vector<double> for_each_head(const AttentionShape& s, PerHead&& f) {
   std::vector<double> out(static_cast<std::size_t>(s.v_size()));
   const std::int64_t heads = s.B * s.H;
-#pragma omp parallel for schedule(dynamic)
-  for (std::int64_t bh = 0; bh < heads; ++bh) f(bh, out.data() + bh * s.T * s.dv);
+  parallel_for_rethrow(heads, [&](std::int64_t bh) { f(bh, out.data() + bh * s.T * s.dv); });
   return out;
 }
 
