@@ -350,3 +350,23 @@ TEST_CASE("RoPE and gated mixers (issue 12 options): CPU training, no decay on A
     CHECK(r.loss.back() < r.loss.front());
   }
 }
+
+TEST_CASE("memory estimate counts the data plan: 8 bytes per training example, the curves, the eval tallies") {
+  MqarTrainConfig c;
+  c.model.d_model = 16;
+  c.model.vocab = 64;
+  c.batch = 256;
+  c.epochs = 1;
+  TaskSlice s;
+  s.seq_len = 16;
+  s.keys = 4;
+  s.vocab = 64;
+  s.examples = 99999999999;  // kata mqar train --train-slices 16:4:99999999999 used to die out of memory
+  c.train = {s};
+  s.examples = 16;
+  c.eval = {s};
+  const double batches = std::ceil(99999999999.0 / 256);
+  CHECK(mqar_data_bytes(c) == doctest::Approx(8 * 99999999999.0 + 24 * batches + 40 * batches + 24));
+  CHECK(mqar_memory_bytes(c, 2) > mqar_data_bytes(c));
+  CHECK(mqar_memory_bytes(c, 2) > 7e11);
+}

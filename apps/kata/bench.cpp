@@ -16,6 +16,7 @@
 #include "kata/attention.hpp"
 #include "kata/attention_cuda.hpp"
 #include "kata/mixer_bench.hpp"
+#include "sweep/sweep.hpp"
 
 namespace {
 
@@ -208,6 +209,8 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
             "gemm variant; --variant all adds the bf16 mma rows), or bf16 with --variant mma|chunked (the tensor-core "
             "backward), got '{}'", dtype);
   const std::string maps = sub->count("--maps") == 0 ? std::string("m1,m2,softmax") : o.maps;
+  require(!split(maps).empty(), "--maps is empty: give a comma list of mixers (default m1,m2,softmax)");
+  sweep::require_distinct(split(maps), "--maps");
   // the whole plan is checked (mixer, kernel, memory) before any launch; kernels[i] is what items[i] runs
   std::vector<MixerBenchItem> items;
   std::vector<std::string> kernels;
@@ -310,6 +313,21 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
   require(o.repeats >= 1 && o.warmup >= 0, "--repeats must be >= 1 and --warmup >= 0");
   require(o.validate_T >= 1, "--validate-T must be >= 1");
   require(o.d_head >= 1 && o.d_v >= 0, "--d-head must be >= 1 and --d-v >= 1 (0: equal to --d-head)");
+  if (o.shapes == "custom") {  // the custom shape's sizes, each named (a negative size used to crash the allocator)
+    for (const auto& [flag, v] : {std::pair<const char*, std::int64_t>{"--B", o.B}, {"--H", o.H}, {"--T", o.T},
+                                  {"--chunk", o.chunk}})
+      require(v >= 1, "{} must be >= 1 (got {})", flag, v);
+    const auto forms = split(o.forms), maps = split_maps(o.maps);
+    require(!forms.empty(), "--forms is empty: give a comma list of quadratic, chunked, tree");
+    require(!maps.empty(), "--maps is empty: give a comma list of feature maps (e.g. m2,orthant)");
+    std::vector<std::string> shown;
+    for (const auto& f : forms) shown.push_back(to_string(parse_attention_form(f)));
+    sweep::require_distinct(shown, "--forms");
+    sweep::require_distinct(maps, "--maps");
+    shown.clear();  // the same map spelled twice ("m2,m2:eps=0"): compared with every option resolved
+    for (const auto& m : maps) shown.push_back(FeatureMap::parse(m, o.d_head).canonical_spec());
+    sweep::require_distinct(shown, "--maps");
+  }
   if (!o.common.out.empty()) io::check_output_path(o.common.out);
   const GpuDType dtype = parse_gpu_dtype(o.dtype);
   const bool gpu = prep.ctx.device.device == Device::cuda;
@@ -317,8 +335,12 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
   auto items = preset_items(o);
   if (!gpu) {
     require(o.shapes == "custom", "--device cpu times the float64 CPU reference: use --shapes custom with small T");
-    require(o.B * o.H * o.T <= 65536, "--device cpu: keep B*H*T <= 65536 (the CPU reference is float64 and O(T^2))");
+    require(static_cast<double>(o.B) * static_cast<double>(o.H) * static_cast<double>(o.T) <= 65536,
+            "--device cpu: keep B*H*T <= 65536 (the CPU reference is float64 and O(T^2))");
     require(o.variant.empty(), "--variant names a CUDA kernel variant; --device cpu runs the float64 reference");
+    require(sub->count("--dtype") == 0,
+            "--dtype {} sets the GPU kernels' input type; --device cpu runs the float64 CPU reference (drop --dtype)",
+            o.dtype);
   }
   // Every configuration is checked before any work: maps, options, shapes, the kernel variant (unknown or not
   // applicable: exit 2 listing those that are) and the GPU memory it needs. "--variant all" expands here.
@@ -327,6 +349,9 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
     const AttentionShape s{it.B, it.H, it.T, it.d, it.dv};
     const AttentionOptions opt = default_options(FeatureMap::parse(it.map, it.d), it.chunk);
     opt.validate(s);
+    const double eps = attention_map(opt.map).eps;  // as --map-eps of kata mqar: a regularizer, not a scale
+    require(eps <= 1, "--maps: '{}' has eps = {:g}; eps must be in [0, 1] (defaults: orthant 1e-6, m<g> 0, "
+            "sigma<g> 1e-4)", it.map, eps);
     if (!gpu) {
       runs.push_back(it);
       continue;
@@ -386,10 +411,13 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
     const double rel = validated[vkey];
     const double tol = !gpu ? 1e-12 : (dtype == GpuDType::bf16 ? 1e-2 : 1e-5);
     if (!(rel < tol))
-      throw NumericError(fmt::format("validation failed for {} {} d={} C={} {} variant '{}': relative error {:.3e} vs "
-                                     "the float64 CPU reference exceeds {:.0e}; not timing a wrong kernel",
-                                     to_string(it.form), it.map, d, it.chunk, o.dtype,
-                                     it.variant.empty() ? "default" : it.variant, rel, tol));
+      throw NumericError(fmt::format("validation failed for {} {} d={} C={} {}: relative error {:.3e} vs "
+                                     "the float64 recurrent CPU reference exceeds {:.0e}; not timing a wrong kernel",
+                                     to_string(it.form), it.map, d, it.chunk,
+                                     gpu ? fmt::format("{} variant '{}'", o.dtype,
+                                                       it.variant.empty() ? "default" : it.variant)
+                                         : std::string("on the float64 CPU path (check the map's eps/scale)"),
+                                     rel, tol));
     // 2. timing
     const AttentionShape s{it.B, it.H, it.T, d, dv};
     std::vector<double> ms;
@@ -478,12 +506,17 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
                   "--dtype tf32 (default here) or fp32 for gemm/tiled; "
                   "compare with sdpa_baseline.py --pass fwdbwd); custom (--B --H --T --d-head --chunk --forms --maps)")
       ->capture_default_str();
-  sub->add_option("--dtype", o->dtype, "input/output type on the GPU: bf16 (tensor cores) or fp32 (SIMT path)")
+  sub->add_option("--dtype", o->dtype,
+                  "input/output type on the GPU: bf16 (tensor cores) or fp32 (SIMT path); --device cpu runs the "
+                  "float64 reference and refuses --dtype")
       ->capture_default_str();
-  sub->add_option("--forms", o->forms, "custom: comma list of quadratic,chunked,tree")->capture_default_str();
+  sub->add_option("--forms", o->forms, "custom: comma list of quadratic,chunked,tree (each once)")
+      ->capture_default_str();
   sub->add_option("--maps", o->maps,
                   "custom: comma list of feature maps (m1,m2,m4,sigma2,sigma4,linear,orthant,lorentz; options like "
-                  "m2:eps=1e-4, sigma4:eps=0,scale=1). Default eps: orthant 1e-6, m<g> 0, sigma<g> 1e-4 (spec §2); "
+                  "m2:eps=1e-4, sigma4:eps=0,scale=1; eps in [0, 1]). Default eps: orthant 1e-6, m<g> 0, "
+                  "sigma<g> 1e-4 (spec §2); "
+                  "each map once; "
                   "/summary/map records the spec with every option resolved")
       ->capture_default_str();
   sub->add_option("--B", o->B, "custom: batch size")->capture_default_str();

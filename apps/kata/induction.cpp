@@ -55,6 +55,7 @@ LateDrop late_eval_loss_drop(const MqarTrainResult& r) {
 void run_induction(CLI::App* sub, SweepState& st) {
   Prepared p = prepare_sweep(sub, st, "kata induction");
   if (p.done) return;
+  require_list_items(sub, "--lengths");
   require(!st.lengths.empty(), "--lengths is empty");
   std::vector<std::string> shown;
   for (auto T : st.lengths) shown.push_back(std::to_string(T));
@@ -87,6 +88,7 @@ void run_induction(CLI::App* sub, SweepState& st) {
           ev.examples = st.eval_examples;
           JobSpec js;
           js.task = "induction";
+          js.data_from = "--batch x --eval-every-steps, --eval-examples";
           js.cfg = job_config(st, m, lr, seed_of(st, s), {tr}, {ev});
           sweep::Job j;
           j.index = static_cast<std::int64_t>(plan.jobs.size());

@@ -62,6 +62,8 @@ void resolve_slices(CLI::App* sub, MqarState& st) {
   require(st.train_examples >= 1, "--train-examples {} must be >= 1", st.train_examples);
   require(st.eval_examples >= 1, "--eval-examples {} must be >= 1", st.eval_examples);
   require(st.eval_max_len >= 2, "--eval-max-len {} must be >= 2", st.eval_max_len);
+  kata_app::require_slice_list_given(sub, "--train-slices", st.train_slices);
+  kata_app::require_slice_list_given(sub, "--eval-slices", st.eval_slices);
   if (have_T) {
     TaskSlice s;
     s.kind = kind;
@@ -91,6 +93,22 @@ void resolve_slices(CLI::App* sub, MqarState& st) {
   }
   for (auto& s : st.cfg.train) s.validate();
   for (auto& s : st.cfg.eval) s.validate();
+  kata_app::require_distinct_slices(st.cfg.train, "--train-slices", false);
+  kata_app::require_distinct_slices(st.cfg.eval, "--eval-slices", true);
+}
+
+// What the memory check names: the mixer and the flags that sized the training and evaluation data.
+std::string memory_what(CLI::App* sub, const MqarState& st) {
+  double n_train = 0, n_eval = 0;  // double: a sum of huge slice sizes must not overflow
+  for (const auto& s : st.cfg.train) n_train += static_cast<double>(s.examples);
+  for (const auto& s : st.cfg.eval) n_eval += static_cast<double>(s.examples);
+  const char* train_from = sub->get_option("--seq-len")->count() > 0 ? "--train-examples"
+                           : st.train_slices.empty()                 ? "the default mixture"
+                                                                     : "--train-slices";
+  const char* eval_from = st.eval_slices.empty() ? "--eval-examples" : "--eval-slices";
+  return fmt::format("kata mqar train --mixer {} ({:.0f} training examples from {}, {:.0f} evaluation examples "
+                     "from {})",
+                     st.cfg.model.mixer, n_train, train_from, n_eval, eval_from);
 }
 
 std::string slice_col(const char* what, const TaskSlice& s) { return fmt::format("{}_T{}_K{}", what, s.seq_len, s.keys); }
@@ -150,12 +168,13 @@ void run_mqar_train(CLI::App* sub, MqarState& st) {
   require(!st.common.out.empty(), "--out FILE.h5 is required (where the curves and per-slice accuracy are written)");
   io::check_output_path(st.common.out);
   if (on_gpu) {
+    sweep::require_memory(mqar_data_bytes(st.cfg), memory_what(sub, st));  // the host's share: the plan
 #ifdef MEMCAP_HAVE_CUDA
     gpu::require_device_memory(static_cast<std::size_t>(bytes),
                                fmt::format("kata mqar train --mixer {} on the GPU", st.cfg.model.mixer));
 #endif
   } else {
-    sweep::require_memory(bytes, fmt::format("kata mqar train --mixer {}", st.cfg.model.mixer));
+    sweep::require_memory(bytes, memory_what(sub, st));
   }
 
   sweep::Progress progress(st.cfg.steps_per_epoch() * st.cfg.epochs, st.progress, "kata mqar train", "steps");

@@ -161,6 +161,7 @@ Prepared prepare_sweep(CLI::App* sub, SweepState& st, const char* what) {
   require(st.eval_examples >= 1, "--eval-examples {} must be >= 1", st.eval_examples);
   require(!st.mixers.empty(), "--mixers is empty");
   for (const auto& m : st.mixers) require(!m.empty(), "--mixers has an empty item");
+  require_list_items(sub, "--lrs");
   require(!st.lrs.empty(), "--lrs is empty");
   std::vector<std::string> shown;
   for (double lr : st.lrs) {
@@ -180,6 +181,28 @@ Prepared prepare_sweep(CLI::App* sub, SweepState& st, const char* what) {
   set_train_device(st.cfg, p.ctx.device.device == Device::cuda);
   if (!st.sweep.dry_run && !st.sweep.resume) io::check_output_path(st.common.out);
   return p;
+}
+
+void require_slice_list_given(CLI::App* sub, const std::string& flag, const std::string& text) {
+  require(sub->get_option(flag)->count() == 0 || !text.empty(),
+          "{} is empty: give T:K[:N] items separated by commas, e.g. 64:4,128:8:2000", flag);
+}
+
+void require_distinct_slices(const std::vector<TaskSlice>& slices, const std::string& flag, bool eval) {
+  std::vector<std::string> shown;
+  for (const auto& s : slices)
+    shown.push_back(eval ? fmt::format("{}:{}", s.seq_len, s.keys)
+                         : fmt::format("{}:{}:{}", s.seq_len, s.keys, s.examples));
+  sweep::require_distinct(shown, flag);
+}
+
+void require_list_items(CLI::App* sub, const std::string& flag) {
+  const auto* opt = sub->get_option(flag);
+  if (opt->count() == 0) return;
+  const auto& raw = opt->results();
+  const bool all_empty = std::all_of(raw.begin(), raw.end(), [](const std::string& x) { return x.empty(); });
+  require(!all_empty, "{} is empty: give a comma list", flag);
+  for (const auto& x : raw) require(!x.empty(), "{} has an empty item", flag);
 }
 
 // The job's training configuration with everything set but the hooks.
@@ -211,7 +234,8 @@ void plan_models(const SweepState& st, const Prepared& p, const std::vector<JobS
     const double bytes = mqar_memory_bytes(js.cfg, threads);
     if (bytes > worst) {
       worst = bytes;
-      worst_what = fmt::format("a {} training of {} ({} at once)", js.task, js.cfg.model.mixer, st.jobs);
+      worst_what = fmt::format("a {} training of {} ({} at once{})", js.task, js.cfg.model.mixer, st.jobs,
+                               js.data_from.empty() ? std::string() : "; data sized by " + js.data_from);
     }
     if (!st.sweep.dry_run || !done.insert(key).second) continue;
     const MqarModel model = MqarModel::build(js.cfg.model);
@@ -252,6 +276,17 @@ void plan_models(const SweepState& st, const Prepared& p, const std::vector<JobS
     if (st.sweep.dry_run) fmt::print("  gpu memory ~{:.0f} MB per training (the largest)\n", need / 1e6);
   }
 #endif
+  if (gpu && !specs.empty() && !st.sweep.dry_run) {  // the host's share of a GPU training: its data plan
+    double data = 0;
+    std::string who;
+    for (const auto& js : specs)
+      if (const double b = mqar_data_bytes(js.cfg); b > data) {
+        data = b;
+        who = fmt::format("the data plan of a {} training ({} at once per GPU{})", js.task, st.jobs,
+                          js.data_from.empty() ? std::string() : "; sized by " + js.data_from);
+      }
+    sweep::require_memory(data * workers, who);
+  }
   if (!gpu && !specs.empty()) {
     if (st.sweep.dry_run) {
       const auto& mc = st.cfg.model;

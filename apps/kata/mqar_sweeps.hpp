@@ -61,6 +61,7 @@ struct SweepState {
 struct JobSpec {
   std::string task;     // mqar | overwrite | induction
   MqarTrainConfig cfg;  // complete
+  std::string data_from;  // the flags that size its training and evaluation data (named by the memory check)
 };
 
 struct Prepared {
@@ -84,6 +85,14 @@ void add_shared(CLI::App* sub, SweepState& st, const std::string& default_out);
 // Preset, common flags and the shared checks (nothing created yet); --device cuda needs the CUDA trainer,
 // auto falls back to the CPU (and says so) when the build has none.
 Prepared prepare_sweep(CLI::App* sub, SweepState& st, const char* what);
+// A slice-list flag (--train-slices, --eval-slices, ...) given with an empty value: UserError "--flag is empty".
+void require_slice_list_given(CLI::App* sub, const std::string& flag, const std::string& text);
+// UserError naming `flag` when two slices repeat: evaluation slices (eval) by T:K (their summary columns would
+// collide), training slices by T:K:N.
+void require_distinct_slices(const std::vector<TaskSlice>& slices, const std::string& flag, bool eval);
+// A comma-list flag parsed into numbers (--lrs, --lengths): UserError "--flag is empty" for '' and "--flag has an
+// empty item" for 'a,,b' (CLI11 would read the empty text as 0).
+void require_list_items(CLI::App* sub, const std::string& flag);
 // The job's complete training configuration (validated).
 MqarTrainConfig job_config(const SweepState& st, const std::string& mixer, double lr, std::uint64_t seed,
                            std::vector<TaskSlice> train, std::vector<TaskSlice> eval);

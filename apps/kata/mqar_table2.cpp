@@ -37,23 +37,48 @@ void run_table2(CLI::App* sub, SweepState& st) {
   const bool ow_fresh = overwrite_fresh(st.ow_examples, st.cfg.fresh_examples);
   auto wanted = [&](const char* t) { return std::find(st.tasks.begin(), st.tasks.end(), t) != st.tasks.end(); };
   const bool no_ow = st.ow_mixers.size() == 1 && st.ow_mixers.front() == "none";
-  if (no_ow || !wanted("overwrite")) st.ow_mixers.clear();  // --tasks mqar: the overwrite rows are not planned
-  for (const auto& m : st.ow_mixers) require(!m.empty(), "--ow-mixers has an empty item (none: no overwrite rows)");
+  if (no_ow) st.ow_mixers.clear();
+  // --ow-mixers is checked whether or not the overwrite task runs: names, empty items, repeats
+  for (const auto& m : st.ow_mixers) {
+    require(!m.empty(), "--ow-mixers has an empty item (none: no overwrite rows)");
+    MqarModelConfig mc;  // the name alone (the model flags are checked with --mixers, which must hold it)
+    mc.mixer = m;
+    try {
+      mc.validate();
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("--ow-mixers: {}", e.what()));
+    }
+  }
   sweep::require_distinct(st.ow_mixers, "--ow-mixers");
+  if (!wanted("overwrite")) st.ow_mixers.clear();  // --tasks mqar: the overwrite rows are not planned
   for (const auto& m : st.ow_mixers)
     require(std::find(st.mixers.begin(), st.mixers.end(), m) != st.mixers.end(),
             "--ow-mixers lists '{}', which is not in --mixers (the overwrite columns belong to a Table 2 row)", m);
   require(st.eval_max_len >= 2, "--eval-max-len {} must be >= 2", st.eval_max_len);
+  for (const auto& [flag, text] : {std::pair<const char*, const std::string*>{"--train-slices", &st.train_slices},
+                                   {"--eval-slices", &st.eval_slices},
+                                   {"--ow-train-slices", &st.ow_train_slices},
+                                   {"--ow-eval-slices", &st.ow_eval_slices}})
+    require_slice_list_given(sub, flag, *text);
   const std::int64_t V = st.cfg.model.vocab;
   const auto mq_train = slices_or(st.train_slices, TaskKind::mqar, V, 20000, mqar_training_mixture(V));
   const auto mq_eval = slices_or(st.eval_slices, TaskKind::mqar, V, st.eval_examples,
-                           mqar_eval_diagonal(V, st.eval_max_len, st.eval_examples));
-  require(!mq_eval.empty(), "--eval-max-len {} leaves no evaluation slice; raise it or give --eval-slices", st.eval_max_len);
-  const auto ow_train =
-      slices_or(st.ow_train_slices, TaskKind::overwrite, V, 20000, overwrite_training_mixture(V));
-  const auto ow_eval = slices_or(st.ow_eval_slices, TaskKind::overwrite, V, st.eval_examples, overwrite_eval(V, st.eval_examples));
+                                 mqar_eval_diagonal(V, st.eval_max_len, st.eval_examples));
+  require(!mq_eval.empty(), "--eval-max-len {} leaves no evaluation slice; raise it or give --eval-slices",
+          st.eval_max_len);
+  // The overwrite slices (their ow_acc_* columns are in every row) are checked only when an overwrite training
+  // runs: --tasks mqar --vocab 64 needs no T = 8K slice (given slice lists are still parsed).
+  const auto ow_train = slices_or(st.ow_train_slices, TaskKind::overwrite, V, 20000, overwrite_training_mixture(V));
+  const auto ow_eval =
+      slices_or(st.ow_eval_slices, TaskKind::overwrite, V, st.eval_examples, overwrite_eval(V, st.eval_examples));
+  const bool ow_runs = !st.ow_mixers.empty();
   for (const std::vector<TaskSlice>* list : {&mq_train, &mq_eval, &ow_train, &ow_eval})
-    for (const auto& s : *list) s.validate();
+    if (ow_runs || (list != &ow_train && list != &ow_eval))
+      for (const auto& s : *list) s.validate();
+  require_distinct_slices(mq_train, "--train-slices", false);
+  require_distinct_slices(mq_eval, "--eval-slices", true);
+  require_distinct_slices(ow_train, "--ow-train-slices", false);
+  require_distinct_slices(ow_eval, "--ow-eval-slices", true);
 
   std::vector<JobSpec> specs;
   sweep::Plan plan;
@@ -64,6 +89,10 @@ void run_table2(CLI::App* sub, SweepState& st) {
     const bool mq = task == "mqar";
     js.cfg = job_config(st, mixer, lr, seed_of(st, si), mq ? mq_train : ow_train, mq ? mq_eval : ow_eval);
     if (!mq) js.cfg.fresh_examples = ow_fresh;
+    js.data_from = mq ? (st.train_slices.empty() ? "the default MQAR mixture" : "--train-slices") +
+                            std::string(st.eval_slices.empty() ? ", --eval-examples" : ", --eval-slices")
+                      : (st.ow_train_slices.empty() ? "the default overwrite mixture" : "--ow-train-slices") +
+                            std::string(st.ow_eval_slices.empty() ? ", --eval-examples" : ", --ow-eval-slices");
     sweep::Job j;
     j.index = static_cast<std::int64_t>(plan.jobs.size());
     j.seed = js.cfg.seed;

@@ -495,7 +495,22 @@ double mqar_memory_bytes(const MqarTrainConfig& cfg, int threads) {
   };
   for (const auto& s : cfg.train) consider(s, true);
   for (const auto& s : cfg.eval) consider(s, false);
-  return 5 * P * 8 + grads + per_thread * std::max(1, threads);
+  return 5 * P * 8 + grads + per_thread * std::max(1, threads) + mqar_data_bytes(cfg);
+}
+
+double mqar_data_bytes(const MqarTrainConfig& cfg) {
+  const double batch = static_cast<double>(std::max<std::int64_t>(1, cfg.batch));
+  double examples = 0, batches = 0, tallies = 0;  // in double: counts near 2^63 must not overflow
+  for (const auto& s : cfg.train) {
+    examples += static_cast<double>(s.examples);
+    batches += std::ceil(static_cast<double>(s.examples) / batch);
+  }
+  for (const auto& s : cfg.eval) {
+    const double mb = static_cast<double>(micro_size(cfg.micro_tokens, s.seq_len));
+    tallies += std::ceil(static_cast<double>(s.examples) / mb);
+  }
+  const double steps = batches * static_cast<double>(std::max<std::int64_t>(1, cfg.epochs));
+  return 8 * examples + 24 * batches + 40 * steps + 24 * tallies;
 }
 
 std::int64_t capacity_at(const std::vector<TaskSlice>& slices, const std::vector<SliceResult>& r, double theta) {

@@ -148,7 +148,12 @@ SliceResult evaluate_mqar(const MqarModel& model, const std::vector<double>& par
 
 // Peak host memory of a training run in bytes (master arenas, per-micro-batch gradient buffers, per-thread
 // activations, logits and T×T / chunk-state scratch), for sweep::require_memory before anything is written.
+// Includes mqar_data_bytes.
 double mqar_memory_bytes(const MqarTrainConfig& cfg, int threads);
+// Host memory that grows with the example counts (both trainers): the epoch plan (8 bytes per training example,
+// 24 per batch), the per-step curves (40 bytes per planned step) and the evaluation tallies (24 bytes per
+// micro-batch of an evaluation slice). The examples themselves are drawn per micro-batch, never stored.
+double mqar_data_bytes(const MqarTrainConfig& cfg);
 
 // §4.5: the largest K among slices with accuracy >= theta (0 when none).
 std::int64_t capacity_at(const std::vector<TaskSlice>& slices, const std::vector<SliceResult>& r, double theta);
