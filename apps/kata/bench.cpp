@@ -529,7 +529,8 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
       ->capture_default_str();
   sub->add_option("--variant", o->variant,
                   "kernel variant for every configuration: quadratic ws3|ws2|mt2|mt1|simt, chunked "
-                  "fused|fused-seq|split|split-g4|2pass|2pass-g4|simt, tree mma|simt (table9: auto|gemm|tiled|mma|chunked); 'all' times every tensor-core variant that applies. Default: "
+                  "fused|fused-seq|split|split-g4|2pass|2pass-g4|simt, tree mma|simt (table9: auto|gemm|tiled|mma|chunked); "
+                  "'all' times every tensor-core variant that applies. Default: "
                   "MEMCAP_KATA_QUAD_VARIANT / MEMCAP_KATA_CHUNK_VARIANT / MEMCAP_KATA_TREE_VARIANT, else the first "
                   "that applies (recorded in /summary/variant)");
   sub->add_option("--chunk", o->chunk, "custom: chunk size C (tensor cores: 64, or 128 at d = 64; fallback: <= 64)")

@@ -255,7 +255,8 @@ TEST_CASE("the split chunked pass: many segments at B = H = 1 agree with the seq
       CAPTURE(t.d);
       const Case c{AttentionForm::chunked, map, GpuDType::bf16, t, 64};
       CHECK(check_case(c, 8100, nullptr, nullptr, "split") < kTolBf16);
-      if (t.d == 32 && std::string(map) != "orthant") CHECK(check_case(c, 8100, nullptr, nullptr, "split-g4") < kTolBf16);
+      if (t.d == 32 && std::string(map) != "orthant")
+        CHECK(check_case(c, 8100, nullptr, nullptr, "split-g4") < kTolBf16);
     }
 }
 
