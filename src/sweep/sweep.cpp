@@ -287,6 +287,48 @@ PartialState inspect_partial(const fs::path& partial, const nlohmann::json& want
   }
 }
 
+// What differs between the run in OUT.partial/meta.json and this one, for the refusal: up to three options as
+// "--name A then, B now", or the shard split / plan size.
+std::string partial_difference(const fs::path& partial, const nlohmann::json& want, std::int64_t total,
+                               const Shard& shard) {
+  try {
+    std::ifstream mf(partial / "meta.json");
+    nlohmann::json meta;
+    mf >> meta;
+    const nlohmann::json& had = meta.at("config");
+    auto shown = [](const nlohmann::json* v) {
+      if (!v) return std::string("(not set)");
+      if (v->is_string()) return v->get<std::string>();
+      if (v->is_array()) {
+        std::string t;
+        for (const auto& x : *v) t += (t.empty() ? "" : ",") + (x.is_string() ? x.get<std::string>() : x.dump());
+        return t;
+      }
+      return v->dump();
+    };
+    std::vector<std::string> diffs;
+    std::set<std::string> keys;
+    for (const auto& [k, v] : had.items()) keys.insert(k);
+    for (const auto& [k, v] : want.items()) keys.insert(k);
+    for (const auto& k : keys) {
+      const nlohmann::json* a = had.contains(k) ? &had.at(k) : nullptr;
+      const nlohmann::json* b = want.contains(k) ? &want.at(k) : nullptr;
+      if (a && b && *a == *b) continue;
+      diffs.push_back(fmt::format("--{} {} then, {} now", k, shown(a), shown(b)));
+    }
+    if (meta.value("shard", std::string()) != shard.str())
+      diffs.push_back(fmt::format("--shard {} then, {} now", meta.value("shard", std::string("?")), shard.str()));
+    if (diffs.empty() && meta.value("jobs_total", std::int64_t{-1}) != total)
+      diffs.push_back(fmt::format("{} jobs then, {} now", meta.value("jobs_total", std::int64_t{-1}), total));
+    std::string out;
+    for (std::size_t n = 0; n < diffs.size() && n < 3; ++n) out += (n ? "; " : "") + diffs[n];
+    if (diffs.size() > 3) out += fmt::format("; {} more", diffs.size() - 3);
+    return out;
+  } catch (const std::exception&) {
+    return "";
+  }
+}
+
 }  // namespace
 
 void register_finalizer(const std::string& name, Finalizer f) { finalizers()[name] = std::move(f); }
@@ -350,8 +392,9 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
                   partial.string().c_str(),
                   opt.resume ? "--resume runs the rest" : "add --resume to run the rest (without it the run refuses)");
     else if (ps == PartialState::different)
-      std::printf("interrupted run: %s holds a run with a different configuration; the run would refuse it "
-                  "(delete the folder to start over)\n", partial.string().c_str());
+      std::printf("interrupted run: %s holds a run with a different configuration (%s); the run would refuse it "
+                  "(delete the folder to start over)\n", partial.string().c_str(),
+                  partial_difference(partial, want, total, shard).c_str());
     else if (ps == PartialState::malformed)
       std::printf("interrupted run: %s/meta.json is unreadable or malformed; the run would refuse it "
                   "(delete the folder to start over)\n", partial.string().c_str());
@@ -391,9 +434,12 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
     const PartialState ps = inspect_partial(partial, want, total, shard);
     if (ps == PartialState::none || ps == PartialState::malformed)
       throw IoError(fmt::format("'{}' is unreadable or malformed; delete the folder to start over", (partial / "meta.json").string()));
-    if (ps == PartialState::different)
-      throw UserError(fmt::format("--resume: the interrupted run in '{}' used a different configuration; "
-                                  "rerun with its flags, or delete the folder to start over", partial.string()));
+    if (ps == PartialState::different) {
+      const std::string diff = partial_difference(partial, want, total, shard);
+      throw UserError(fmt::format("--resume: the interrupted run in '{}' used a different configuration{}; "
+                                  "rerun with its flags, or delete the folder to start over", partial.string(),
+                                  diff.empty() ? "" : " (" + diff + ")"));
+    }
   } else if (opt.resume && opt.resumable) {
     std::fprintf(stderr, "%s %s: nothing to resume at %s, starting fresh\n", ctx.tool.c_str(),
                  ctx.subcommand.c_str(), partial.string().c_str());

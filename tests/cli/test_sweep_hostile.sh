@@ -110,6 +110,14 @@ for _ in $(seq 200); do (( $(ls "$tmp/w/o.h5.partial" 2>/dev/null | grep -c '^jo
 kill -KILL "$first" 2>/dev/null
 wait "$first" 2>/dev/null
 if [[ -e $tmp/w/o.h5.partial ]] && (( $(ls "$tmp/w/o.h5.partial" | grep -c '^job-') >= 2 )); then
+  # a resume with another grid is refused, naming what changed
+  run2=("${run[@]}")
+  for i in "${!run2[@]}"; do [[ ${run2[$i]} == --seeds ]] && run2[i+1]=5; done
+  (cd "$tmp/w" && "${run2[@]}" --threads 1 --resume >/dev/null 2>"$tmp/stderr")
+  rc=$?
+  if [[ $rc -eq 2 ]] && grep -q "used a different configuration (--seeds 4 then, 5 now)" "$tmp/stderr"; then
+    echo "ok: a resume with another --seeds is refused, naming it"
+  else echo "FAIL: resume with another --seeds -> exit $rc:"; cat "$tmp/stderr"; fails=$((fails + 1)); fi
   mapfile -t recs < <(ls "$tmp/w/o.h5.partial" | grep '^job-' | sort)
   echo garbage >"$tmp/w/o.h5.partial/${recs[0]}"
   head -c 900 "$tmp/w/o.h5.partial/${recs[1]}" >"$tmp/cut" && mv "$tmp/cut" "$tmp/w/o.h5.partial/${recs[1]}"
