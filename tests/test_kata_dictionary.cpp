@@ -94,6 +94,9 @@ TEST_CASE("make_dictionary validation") {
   CHECK_THROWS_AS(make_dictionary({.type = "greedy", .dim = 8, .max_coherence = 1.0}), UserError);
   CHECK_THROWS_AS(make_dictionary({.type = "mub", .field_size = 6}), UserError);
   CHECK_THROWS_AS(make_dictionary({.type = "devore", .field_size = 5, .degree = 5}), UserError);
+  CHECK_THROWS_AS(validate_dict_spec({.type = "greedy", .dim = 4, .max_coherence = 0.5,
+                                      .max_fail = kMaxGreedyFails + 1}), UserError);
+  CHECK_NOTHROW(validate_dict_spec({.type = "greedy", .dim = 4, .max_coherence = 0.5, .max_fail = kMaxGreedyFails}));
   CHECK(make_dictionary({.type = "mub", .field_size = 5}).rows() == 30);
   CHECK(make_dictionary({.type = "devore", .field_size = 5, .degree = 1}).cols() == 25);
   CHECK(dictionary_count({.type = "mub", .field_size = 401}) == 161202);

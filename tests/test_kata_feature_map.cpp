@@ -135,7 +135,7 @@ TEST_CASE("softmax reference: no features, kernel exp(<x,y>/tau)") {
 TEST_CASE("parse rejects bad specs with UserError") {
   for (const char* s : {"relu", "m3", "sigma5", "orthant:eps=-1", "orthant:eps=nan", "m2:eps=abc", "softmax",
                         "softmax:tau=0", "softmax:tau=-1", "deg3", "deg0", "m0", "linear:eps=1", "sigma4:scale=0",
-                        "orthant:eps"}) {
+                        "orthant:eps", "m1:eps=0.1,eps=0.2", "sigma2:scale=1,scale=1"}) {
     CAPTURE(s);
     CHECK_THROWS_AS(FeatureMap::parse(s, 8), UserError);
   }

@@ -123,3 +123,11 @@ TEST_CASE("bad input: vacuous p, T, tau") {
   CHECK_THROWS_AS(largest_retrievable_T(parse_rung("psd"), 1), UserError);
   CHECK_THROWS_AS(psnr_monte_carlo(FeatureMap::parse("m1", 8), 1, 1, 1, 0), UserError);
 }
+
+TEST_CASE("parse_rung: deg<k> takes k in 1..kMaxRungDegree") {
+  CHECK(parse_rung("deg999").degree == 999);
+  for (const char* s : {"deg0", "deg1000", "deg99999", "deg9999999999", "deg"}) {
+    CAPTURE(s);
+    CHECK_THROWS_AS(parse_rung(s), UserError);
+  }
+}

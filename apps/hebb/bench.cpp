@@ -7,6 +7,7 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cmath>
 #include <memory>
 #include <vector>
 
@@ -16,8 +17,10 @@
 #include "core/rng.hpp"
 #include "core/threads.hpp"
 #include "io/output_file.hpp"
+#include "margin/capacity_probe.hpp"
 #include "margin/margins.hpp"
 #include "mlp/constructions.hpp"
+#include "sweep/sweep.hpp"
 
 namespace {
 
@@ -128,7 +131,18 @@ void run_bench(CLI::App* sub, BenchState& st) {
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return;
   require(st.dim >= 1 && st.facts >= 2 && st.width >= 1, "--dim, --width must be >= 1 and --facts >= 2");
-  require(st.gemm_n >= 64 && st.repeats >= 1, "--gemm-n must be >= 64 and --repeats >= 1");
+  require(st.gemm_n >= 64 && st.gemm_n <= 65536, "--gemm-n must be in [64, 65536] (got {})", st.gemm_n);
+  require(st.repeats >= 1 && st.repeats <= 1000, "--repeats must be in [1, 1000] (got {})", st.repeats);
+  require(std::isfinite(st.ridge) && st.ridge > 0, "--ridge must be a finite number > 0 (got {:g})", st.ridge);
+  {  // before the validation step: the benchmark's problem (float64 build + evaluation) and the DGEMM's matrices
+    mlp::MethodSpec whitened;
+    whitened.kind = mlp::MethodKind::whitened;
+    const double n = static_cast<double>(st.gemm_n);
+    const double problem = margin::cpu_probe_bytes(whitened, st.facts, st.facts, st.dim, st.width);
+    sweep::require_memory(std::max(problem, 24 * n * n),
+                          fmt::format("hebb bench with --dim {}, --facts {}, --width {}, --gemm-n {}", st.dim,
+                                      st.facts, st.width, st.gemm_n));
+  }
   if (!st.common.out.empty()) io::check_output_path(st.common.out);
 
   // 1. Validate the phased pipeline against the library construction on a small problem.

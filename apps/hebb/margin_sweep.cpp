@@ -12,6 +12,7 @@
 #include <cstdlib>
 #include <filesystem>
 #include <memory>
+#include <tuple>
 
 #include "cli/app.hpp"
 #include "cli/preset.hpp"
@@ -19,6 +20,7 @@
 #include "core/error.hpp"
 #include "margin/fit_sweep.hpp"
 #include "margin/stats_job.hpp"
+#include "mlp/factset.hpp"
 #include "mlp/method.hpp"
 #include "sweep/sweep.hpp"
 
@@ -94,6 +96,9 @@ void validate_grid(const SweepState& st, const std::vector<double>& g) {
   require(!g.empty(), "the {} grid is empty", st.axis);
   for (double v : g) {
     require(std::isfinite(v) && v >= 0, "{}: {} grid values must be finite and >= 0 (got {})", grid_flag(st), st.axis, v);
+    if (st.axis == "beta")
+      require(v <= mlp::kMaxSpikeBeta, "{}: beta values must be <= {:g} (got {:g}; beyond it every spiked row is +-u)",
+              grid_flag(st), mlp::kMaxSpikeBeta, v);
     if (st.axis == "width" || st.axis == "facts") {
       require(v >= 2 && v == std::floor(v), "{}: {} grid values must be integers >= 2 (got {})", grid_flag(st), st.axis,
               v);
@@ -181,7 +186,9 @@ void run_sweep(CLI::App* sub, SweepState& st) {
   require(st.axis == "width" || st.axis == "facts" || st.axis == "beta" || st.axis == "noise",
           "--sweep must be width, facts, beta or noise (got '{}')", st.axis);
   require(st.seeds >= 1, "--seeds must be >= 1 (got {})", st.seeds);
-  require(std::isfinite(st.beta) && st.beta >= 0, "--beta must be finite and >= 0 (got {:g})", st.beta);
+  require(std::isfinite(st.beta) && st.beta >= 0 && st.beta <= mlp::kMaxSpikeBeta,
+          "--beta must be in [0, {:g}] (got {:g}; beyond it every spiked row is +-u)", mlp::kMaxSpikeBeta, st.beta);
+
   require(st.beta == 0 || st.spike_target != "none",
           "--beta {:g} needs --spike-target keys, values or both (with none no table is spiked)", st.beta);
   require(st.dim >= 2 && st.dim <= kMaxSize, "--dim must be in [2, {}] (got {})", kMaxSize, st.dim);
@@ -235,6 +242,13 @@ void run_sweep(CLI::App* sub, SweepState& st) {
     if (!st.common.out.empty() && !st.sweep.dry_run && !st.sweep.resume)  // --resume: the engine checks (a finished OUT is a no-op)
       io::check_output_path(st.common.out);
   }
+  // a grid of another axis would be ignored: refuse it (a preset's grid included)
+  for (const auto& [flag, axis, given] :
+       {std::tuple<const char*, const char*, bool>{"--widths", "width", !st.widths.empty()},
+        {"--facts-grid", "facts", !st.facts_grid.empty()}, {"--betas", "beta", !st.betas.empty()},
+        {"--noise-grid", "noise", !st.noise_grid.empty()}})
+    require(st.axis == axis || !given, "{} belongs to --sweep {}, but this run sweeps {}; drop it or use --sweep {}",
+            flag, axis, st.axis, axis);
   sweep::job_count({{st.axis + " values", static_cast<std::int64_t>(grid.size())}, {"seeds", st.seeds}});
 
   sweep::Plan plan;

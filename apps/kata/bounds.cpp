@@ -9,6 +9,7 @@
 #include "core/error.hpp"
 #include "io/output_file.hpp"
 #include "kata/bounds.hpp"
+#include "sweep/sweep.hpp"
 
 namespace {
 
@@ -39,9 +40,31 @@ std::string num(double v, const char* inf_text = "no bound") {
   return fmt::format("{:.10g}", v);
 }
 
+// Largest T: 2^53, the largest integer a double holds exactly (T is converted to a 64-bit integer).
+constexpr double kMaxKeys = 9007199254740992.0;
+
 void check_keys(const std::vector<double>& keys) {
-  for (double T : keys)
+  for (double T : keys) {
     require(std::isfinite(T) && T >= 1, "--keys: T = {} must be a number of keys >= 1", T);
+    if (T <= kMaxKeys) continue;
+    std::string t = fmt::format("{:g}", T);  // 1e+19 -> 1e19
+    if (const auto e = t.find("e+"); e != std::string::npos) {
+      std::string exp = t.substr(e + 2);
+      while (exp.size() > 1 && exp[0] == '0') exp.erase(0, 1);
+      t = t.substr(0, e + 1) + exp;
+    }
+    throw UserError(fmt::format("--keys: T = {} is too large (max 2^53 = {:.0f})", t, kMaxKeys));
+  }
+}
+
+// Largest --dim D of welch: D*D (the complex Gerzon bound) must fit in a 64-bit integer.
+constexpr std::int64_t kMaxWelchDim = 3037000499;
+
+template <class V>
+void require_distinct_values(const std::vector<V>& values, const char* flag) {
+  std::vector<std::string> shown;
+  for (const auto& v : values) shown.push_back(fmt::format("{}", v));
+  sweep::require_distinct(shown, flag);
 }
 
 void run(CLI::App* sub, BoundsState& st) {
@@ -53,12 +76,19 @@ void run(CLI::App* sub, BoundsState& st) {
   const std::string& k = st.kind;
   require(k == "welch" || k == "rankin" || k == "psd" || k == "random" || k == "table1",
           "unknown bounds kind '{}'; use welch, rankin, psd, random or table1", k);
+  require_distinct_values(st.dims, "--dim");
+  require_distinct_values(st.keys, "--keys");
+  require_distinct_values(st.eps, "--eps");
+  require_distinct_values(st.mu, "--mu");
+  require_distinct_values(st.ps, "--p");
   if (k == "welch") {
     if (st.dims.empty()) st.dims = {128};
     if (st.keys.empty()) st.keys = {130, 1e5};
     if (st.eps.empty()) st.eps = {0.01};
     if (st.mu.empty()) st.mu = {0.05, 0.20};
     check_keys(st.keys);
+    for (std::int64_t D : st.dims)
+      require(D <= kMaxWelchDim, "--dim: D = {} is too large (max {}; D^2 must fit in 64 bits)", D, kMaxWelchDim);
     fmt::print("{:<4} {:>8} {:>12} {:>10} {:>10}  {}\n", "form", "D", "T", "eps/mu", "value", "meaning");
     auto add = [&](const char* form, double D, double T, double e, double m, double v, const std::string& note) {
       io::Row r;
@@ -154,6 +184,9 @@ void run(CLI::App* sub, BoundsState& st) {
   } else {  // table1
     const double T = st.keys.empty() ? 1e5 : st.keys[0];
     require(st.keys.size() <= 1, "table1 takes one --keys value (T), got {}", st.keys.size());
+    check_keys({T});
+    require(T <= 1e12, "--keys: table1 T = {:g} is too large (max 1e12; the MUB search steps through s up to sqrt(T))",
+            T);
     if (st.mu.empty()) st.mu = {0.05, 0.20};
     const auto rows = table1(T, st.mu);
     fmt::print("Table 1: ambient dimension d needed for T = {} keys at coherence mu\n", grouped(std::llround(T)));

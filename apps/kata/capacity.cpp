@@ -12,6 +12,7 @@
 #include "core/error.hpp"
 #include "kata/capacity.hpp"
 #include "kata/key_source.hpp"
+#include "kata/value_model.hpp"
 #include "sweep/sweep.hpp"
 
 namespace {
@@ -191,27 +192,41 @@ void print_header() {
 }
 
 // Memory of one capacity job at its largest K (the dominant dense arrays, doubles): keys, queries and
-// values (K x d, K x d_v), the state (n_psi x (d_v + 1)) and one query tile of coefficients.
+// values (K x d, K x d_v), the state (n_psi x (d_v + 1)), one query tile of coefficients, the codebook
+// (size x d_v) with one tile of decode scores, and what every trial keeps (its keys, K pSNR values and
+// one accuracy per measured K).
 double capacity_job_bytes(const CapacityConfig& c) {
   double K = static_cast<double>(c.k_max > 0 ? c.k_max : 16384);
   for (auto k : c.k_list) K = std::max(K, static_cast<double>(k));
   const double d = c.dim, dv = c.d_v > 0 ? c.d_v : std::max(d, c.values == "onehot" ? K : d);
   const double npsi = static_cast<double>(CapacityKernel::parse(c.map, c.dim).feature_dim());
-  const double tile = c.tile_rows > 0 ? static_cast<double>(c.tile_rows) : std::max(1.0, 4e6 / K);
-  return 8.0 * (3 * K * d + 2 * K * dv + npsi * (dv + 1) + std::min(tile, K) * K);
+  const double tile = std::min(K, c.tile_rows > 0 ? static_cast<double>(c.tile_rows) : std::max(1.0, 4e6 / K));
+  const ValueModel vm = ValueModel::parse(c.values);
+  const double book = vm.type() == ValueModelType::codebook ? static_cast<double>(vm.codebook_size()) : 0.0;
+  const double points = 2 * std::log2(K + 1) + 2 + static_cast<double>(c.k_list.size());
+  const double per_trial = K * d + K + points + 16;
+  return 8.0 * (3 * K * d + 2 * K * dv + npsi * (dv + 1) + tile * K + book * (dv + tile) + c.trials * per_trial);
 }
 
 int run_plan(CLI::App* sub, CapacityState& st, const std::vector<CapacityConfig>& configs, bool single) {
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return 0;
   require(!st.common.out.empty(), "--out FILE.h5 is required");
+  {
+    std::vector<std::string> ks;
+    for (auto k : st.cfg.k_list) ks.push_back(std::to_string(k));
+    sweep::require_distinct(ks, "--K");
+  }
   for (const auto& c : configs) validate(c);
   for (const auto& c : configs) {  // before anything is created (sweep engine: OUT.partial)
-    const auto& mp = CapacityKernel::parse(c.map, c.dim).params();
+    const CapacityKernel kernel = CapacityKernel::parse(c.map, c.dim);
+    const auto& mp = kernel.params();
     // Below ~1e-6, exp(<q,k>/tau) and the theory overlays leave double range (inf/NaN mid-run).
     require(mp.kind != MapKind::Softmax || mp.tau >= 1e-6,
             "--map {}: tau = {:g} is too small (exp(<q,k>/tau) leaves double range); use tau >= 1e-6", c.map, mp.tau);
-    sweep::require_memory(capacity_job_bytes(c), fmt::format("the capacity job map={} dim={} keys={}", c.map, c.dim, c.keys));
+    sweep::require_memory(capacity_job_bytes(c),
+                          fmt::format("the capacity job map={} dim={} keys={} (--trials {}, --values {})", c.map,
+                                      c.dim, c.keys, c.trials, c.values));
   }
   sweep::Plan plan;
   for (std::size_t i = 0; i < configs.size(); ++i) {
@@ -269,7 +284,7 @@ memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
   sub->add_option("--dim", st->cfg.dim, "d_head: raw key dimension")->capture_default_str();
   sub->add_option("--keys", st->cfg.keys,
                   "Key source: random (unit sphere), gauss (N(0,I/d)), mub[:s=S] (d = 2s), devore[:s=S,r=R] (d = s^2), "
-                  "greedy[:a=A,fails=F], coord (K <= d), simplex (K <= d+1)")
+                  "greedy[:a=A,fails=F (F <= 1e7)], coord (K <= d), simplex (K <= d+1)")
       ->capture_default_str();
   add_protocol_options(sub, *st);
   cli::add_common(sub, st->common);

@@ -15,6 +15,7 @@
 #include "kata/bounds.hpp"
 #include "kata/dictionary.hpp"
 #include "kata/finite_field.hpp"
+#include "sweep/sweep.hpp"
 
 namespace {
 
@@ -70,6 +71,11 @@ void run(CLI::App* sub, DictState& st) {
   DictSpec sp = st.spec;
   sp.seed = st.common.seed;
   validate_dict_spec(sp);
+  if ((sp.type == "mub" || sp.type == "devore") && sub->count("--dim") > 0)
+    require(sp.dim == dictionary_dim(sp),
+            "--dim {} disagrees with --type {}: its vectors live in R^{} ({}); drop --dim", sp.dim, sp.type,
+            dictionary_dim(sp), sp.type == "mub" ? "2s" : "s^2");
+  sweep::require_distinct(st.maps, "--map");
   require(st.method == "auto" || st.method == "gram" || st.method == "symmetry" || st.method == "none",
           "--coherence must be auto, gram, symmetry or none (got '{}')", st.method);
   const bool structured = sp.type == "mub" || sp.type == "devore";
@@ -204,7 +210,8 @@ memcap::cli::Register reg("kata", 10, [](CLI::App& tool) {
       "Benchmark: kata dict --type mub --field-size 401 --bench   (time + peak memory, no file)");
   sub->add_option("--type", st->spec.type, "random | greedy | mub | devore")
       ->required();
-  sub->add_option("--dim", st->spec.dim, "random/greedy: ambient dimension D")->capture_default_str();
+  sub->add_option("--dim", st->spec.dim, "random/greedy: ambient dimension D (mub/devore: implied, 2s / s^2)")
+      ->capture_default_str();
   sub->add_option("--count", st->spec.count, "random: number of vectors; greedy: stop after this many (0 = no cap)")
       ->capture_default_str();
   sub->add_option("--field-size,-s", st->spec.field_size, "mub/devore: field size s (a prime power)")
@@ -213,7 +220,7 @@ memcap::cli::Register reg("kata", 10, [](CLI::App& tool) {
   sub->add_option("--max-coherence", st->spec.max_coherence,
                   "greedy: acceptance threshold a on |<u,u_i>| (raw); the PSD interference is a^2")
       ->capture_default_str();
-  sub->add_option("--max-fail", st->spec.max_fail, "greedy: stop after this many consecutive rejections")
+  sub->add_option("--max-fail", st->spec.max_fail, "greedy: stop after this many consecutive rejections (at most 1e7)")
       ->capture_default_str();
   sub->add_option("--coherence", st->method,
                   "auto (symmetry for mub/devore, gram otherwise), gram (blocked GEMM over all pairs), symmetry, none")

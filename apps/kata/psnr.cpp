@@ -3,18 +3,25 @@
 // a Monte-Carlo median over keys from the source, on a grid of T; plus each rung's largest retrievable T.
 #include <fmt/format.h>
 
+#include <algorithm>
 #include <cmath>
+#include <optional>
+#include <thread>
 
 #include "cli/app.hpp"
 #include "core/error.hpp"
 #include "io/output_file.hpp"
 #include "kata/dictionary.hpp"
 #include "kata/psnr.hpp"
+#include "sweep/sweep.hpp"
 
 namespace {
 
 using namespace memcap;
 using namespace memcap::kata;
+
+// Largest Monte-Carlo key dimension (--d-head, or --p when --d-head is 0).
+constexpr std::int64_t kMaxDim = 100000;
 
 struct PsnrState {
   cli::CommonOptions common;
@@ -44,7 +51,7 @@ std::string mc_map_for(const Rung& r) {
   if (r.name == "psd") return "m1";
   if (r.name == "softmax") return fmt::format("softmax:tau={:.17g}", r.tau);
   if (r.degree == 1) return "linear";
-  if (r.degree % 2 == 0) return fmt::format("deg{}", r.degree);
+  if (r.degree % 2 == 0 && r.degree <= 16) return fmt::format("deg{}", r.degree);  // deg<k> maps stop at 16
   return "";
 }
 
@@ -55,6 +62,17 @@ void run(CLI::App* sub, PsnrState& st) {
           "kata psnr has only a CPU path; use --device cpu or auto");
   if (!st.common.out.empty()) io::check_output_path(st.common.out);
   require(st.trials >= 1 && st.queries >= 1, "--trials and --queries must be >= 1");
+  require(st.d_head >= 0, "--d-head = {} must be >= 0 (0 = use --p)", st.d_head);
+  require(st.d_head <= kMaxDim, "--d-head = {} is too large (at most {})", st.d_head, kMaxDim);
+  {
+    std::vector<std::string> shown;
+    for (double t : st.taus) shown.push_back(fmt::format("{}", t));
+    sweep::require_distinct(shown, "--tau");
+    sweep::require_distinct(st.rungs, "--rungs");
+    shown.clear();
+    for (double T : st.Ts) shown.push_back(fmt::format("{}", T));
+    sweep::require_distinct(shown, "--T");
+  }
   // key source and dimensions
   Eigen::MatrixXd pool;
   std::int64_t d = st.d_head > 0 ? st.d_head : st.p;
@@ -79,16 +97,35 @@ void run(CLI::App* sub, PsnrState& st) {
   }
   require(st.p >= 2, "--p = {} makes the Welch-scale ladder vacuous (eps* = 1 for every T); use p >= 2", st.p);
   require(d >= 2, "--d-head = {} must be >= 2", d);
+  require(st.no_mc || d <= kMaxDim, "--p = {} is too large as the Monte-Carlo key dimension (at most {}); set "
+          "--d-head or use --no-mc", d, kMaxDim);
   // rungs
   for (double t : st.taus)
     require(std::isfinite(t) && t > 0, "--tau {} is not a positive finite softmax temperature", t);
+  for (double t : st.taus)  // as kata capacity: below ~1e-6 exp(2(1-mu)/tau) leaves double range (inf rows)
+    require(t >= 1e-6, "--tau {:g} is too small (exp(2(1-mu)/tau) leaves double range); use tau >= 1e-6", t);
   std::vector<Rung> rungs;
   for (const auto& name : st.rungs) {
     if (name == "softmax") {
       require(!st.taus.empty(), "the softmax rung needs at least one --tau");
       for (double t : st.taus) rungs.push_back(parse_rung(name, t));
     } else {
-      rungs.push_back(parse_rung(name));
+      try {
+        rungs.push_back(parse_rung(name));
+      } catch (const UserError& e) {
+        throw UserError(fmt::format("--rungs: {}", e.what()));
+      }
+    }
+  }
+  // Each rung's Monte-Carlo kernel, parsed before anything is printed (a bad one is a usage error).
+  std::vector<std::optional<FeatureMap>> fmaps;
+  for (const auto& r : rungs) {
+    const std::string mspec = mc_map_for(r);
+    fmaps.emplace_back();
+    try {
+      if (!mspec.empty()) fmaps.back() = FeatureMap::parse(mspec, d);
+    } catch (const UserError& e) {
+      throw UserError(fmt::format("--rungs {} (Monte-Carlo kernel at d = {}): {}", r.label(), d, e.what()));
     }
   }
   // T grid
@@ -105,6 +142,22 @@ void run(CLI::App* sub, PsnrState& st) {
   }
   for (double T : Ts)
     require(std::isfinite(T) && T >= 2 && T == std::floor(T), "--T: T = {} must be an integer number of keys >= 2", T);
+
+  // Monte-Carlo memory at the largest T it runs: the T x d keys, one 16-row block of coefficients per
+  // thread (T each), the key pool and the nq x trials samples.
+  if (!st.no_mc) {
+    double T_mc = 0;
+    for (double T : Ts)
+      if (pool.size() == 0 || T <= static_cast<double>(pool.rows())) T_mc = std::max(T_mc, T);
+    if (T_mc > 0) {
+      const double dd = static_cast<double>(d), nq = std::min(T_mc, static_cast<double>(st.queries));
+      const double threads = std::max(1u, std::thread::hardware_concurrency());
+      const double bytes = 8.0 * (T_mc * dd + 16 * threads * (T_mc + dd) + static_cast<double>(pool.size()) +
+                                  nq * static_cast<double>(st.trials));
+      sweep::require_memory(bytes, fmt::format("the pSNR Monte Carlo at --T {:g} (d = {}, --trials {}, --queries {}; "
+                                               "--no-mc skips it)", T_mc, d, st.trials, st.queries));
+    }
+  }
 
   // thresholds
   fmt::print("pSNR ladder at p = {} (Welch-scale: all T-1 distractors at squared correlation eps* = (T-p)/(p(T-1)))\n",
@@ -127,10 +180,10 @@ void run(CLI::App* sub, PsnrState& st) {
   fmt::print("\n{:<20} {:>9} {:>12} {:>12} {:>12} {:>12} {:>12}   (MC: {} keys, {} trials, <= {} queries)\n", "rung",
              "T", "welch", "random_est", "mc_median", "mc_q10", "mc_q90", st.keys, st.trials, st.queries);
   io::Table table;
-  for (const auto& r : rungs) {
+  for (std::size_t ri = 0; ri < rungs.size(); ++ri) {
+    const Rung& r = rungs[ri];
     const std::string mspec = mc_map_for(r);
-    std::optional<FeatureMap> fmap;
-    if (!mspec.empty()) fmap = FeatureMap::parse(mspec, d);
+    const std::optional<FeatureMap>& fmap = fmaps[ri];
     for (double T : Ts) {
       const double welch = rung_psnr(r, st.p, T);
       double est = std::nan("");
@@ -186,10 +239,14 @@ memcap::cli::Register reg("kata", 30, [](CLI::App& tool) {
       "and /thresholds (rung, largest_T, threshold_formula). Sources: paper or derived (our extensions).\n"
       "Example: kata psnr --p 64 --tau 0.125,1 --keys random --out ladder.h5");
   sub->add_option("--p", st->p, "side p of the packing (Welch-scale ladder), p >= 2")->capture_default_str();
-  sub->add_option("--d-head", st->d_head, "key dimension for the Monte Carlo (0 = p; mub/devore: set by the dictionary)")
+  sub->add_option("--d-head", st->d_head,
+                  "key dimension for the Monte Carlo, 0..1e5 (0 = p; mub/devore: set by the dictionary)")
       ->capture_default_str();
-  sub->add_option("--tau", st->taus, "softmax temperatures (comma-separated)")->delimiter(',')->capture_default_str();
-  sub->add_option("--rungs", st->rungs, "rungs: linear, lorentz, psd, deg<k>, softmax (comma-separated)")
+  sub->add_option("--tau", st->taus, "softmax temperatures >= 1e-6 (comma-separated)")
+      ->delimiter(',')
+      ->capture_default_str();
+  sub->add_option("--rungs", st->rungs,
+                  "rungs: linear, lorentz, psd, deg<k> (k in 1..999), softmax (comma-separated)")
       ->delimiter(',')
       ->capture_default_str();
   sub->add_option("--T", st->Ts, "numbers of keys (comma-separated); default: doubling grid --T-min..--T-max")

@@ -65,6 +65,8 @@ double welch_min_dim(double T, double mu) {
 
 std::int64_t welch_min_dim_ceil(double T, double mu) {
   const double v = welch_min_dim(T, mu);
+  require(v <= 9.0e18, "Welch W4: the minimum dimension {:g} (T = {:g}, μ = {}) is too large for a 64-bit integer",
+          v, T, mu);
   const double r = std::round(v);
   // An exact integer (up to rounding noise) stays; otherwise round up.
   return static_cast<std::int64_t>(std::abs(v - r) <= 1e-9 * std::max(1.0, v) ? r : std::ceil(v));
@@ -72,10 +74,12 @@ std::int64_t welch_min_dim_ceil(double T, double mu) {
 
 std::int64_t gerzon_real(std::int64_t D) {
   check_D(D, "Gerzon bound");
+  require(D <= 3037000499, "Gerzon bound: dimension D = {} is too large (max 3037000499)", D);
   return D * (D + 1) / 2;
 }
 std::int64_t gerzon_complex(std::int64_t D) {
   check_D(D, "Gerzon bound");
+  require(D <= 3037000499, "Gerzon bound: dimension D = {} is too large (max 3037000499)", D);
   return D * D;
 }
 
@@ -178,6 +182,8 @@ Table1Entry table1_entry(double T, double mu) {
   e.mu = mu;
   e.welch_d = welch_min_dim_ceil(T, mu);
   e.random_d_exact = random_code_dim(T, mu);
+  require(e.random_d_exact <= 9.0e18, "Table 1: the random-code dimension {:g} (T = {:g}, μ = {}) is too large",
+          e.random_d_exact, T, mu);
   e.random_d = std::llround(e.random_d_exact);
   for (std::int64_t s = 2;; ++s) {
     if (!is_prime_power(s)) continue;

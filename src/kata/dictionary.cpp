@@ -23,7 +23,8 @@ void validate_dict_spec(const DictSpec& sp) {
     require(std::isfinite(sp.max_coherence) && sp.max_coherence > 0 && sp.max_coherence < 1,
             "greedy dictionary: --max-coherence a must lie in (0, 1) (got {}); PSD interference is a²",
             sp.max_coherence);
-    require(sp.max_fail >= 1, "greedy dictionary: --max-fail must be >= 1 (got {})", sp.max_fail);
+    require(sp.max_fail >= 1 && sp.max_fail <= kMaxGreedyFails,
+            "greedy dictionary: --max-fail must be in 1..{} (got {})", kMaxGreedyFails, sp.max_fail);
     require(sp.count >= 0, "greedy dictionary: --count (cap) must be >= 0 (got {})", sp.count);
   } else if (sp.type == "mub" || sp.type == "devore") {
     std::int64_t ell = 0;

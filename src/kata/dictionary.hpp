@@ -11,6 +11,10 @@
 
 namespace memcap::kata {
 
+// Largest greedy --max-fail / greedy:fails: each rejection draws and tests one candidate, so the packing
+// runs at least this many candidate tests before it can stop.
+constexpr std::int64_t kMaxGreedyFails = 10'000'000;
+
 struct DictSpec {
   std::string type;            // random | greedy | mub | devore
   std::int64_t dim = 0;        // random, greedy: ambient dimension (mub: 2s, devore: s², derived)

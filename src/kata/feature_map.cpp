@@ -76,6 +76,8 @@ FeatureMap FeatureMap::parse(const std::string& spec, std::int64_t d) {
       if (eq == std::string::npos)
         throw UserError(fmt::format("feature map '{}': option '{}' must look like key=value", spec, item));
       const std::string key = item.substr(0, eq);
+      if (opts.count(key) != 0)
+        throw UserError(fmt::format("feature map '{}': option '{}' is given twice", spec, key));
       opts[key] = parse_number(key, item.substr(eq + 1), spec);
       if (comma == std::string::npos) break;
       pos = comma + 1;

@@ -33,6 +33,7 @@ std::map<std::string, double> parse_opts(const std::string& spec, const std::str
       used = 0;
     }
     require(used == val.size() && !val.empty(), "keys '{}': option '{}' is not a number", spec, item);
+    require(out.count(item.substr(0, eq)) == 0, "keys '{}': option '{}' is given twice", spec, item.substr(0, eq));
     out[item.substr(0, eq)] = v;
     pos = comma + 1;
   }
@@ -112,7 +113,12 @@ KeySource KeySource::parse(const std::string& spec, int d) {
     only({"a", "fails"});
     k.type_ = KeySourceType::greedy;
     if (opt.count("a")) k.a_ = opt.at("a");
-    if (opt.count("fails")) k.max_fail_ = as_count(spec, "fails", opt.at("fails"));
+    if (opt.count("fails")) {
+      const double f = opt.at("fails");
+      require(f >= 1 && f <= static_cast<double>(kMaxGreedyFails) && f == std::floor(f),
+              "keys '{}': fails must be an integer in 1..{} (got {})", spec, kMaxGreedyFails, f);
+      k.max_fail_ = static_cast<std::int64_t>(f);
+    }
     require(k.a_ > 0 && k.a_ <= 1, "keys '{}': the greedy threshold a must be in (0, 1] (got {})", spec, k.a_);
     require(k.max_fail_ >= 1, "keys '{}': fails must be >= 1", spec);
   } else if (name == "coord") {

@@ -99,10 +99,11 @@ Rung parse_rung(const std::string& name, double tau) {
   else if (name == "softmax") {
     check_tau(tau, "softmax rung");
     r.tau = tau;
-  } else if (name.rfind("deg", 0) == 0 && name.size() > 3 && name.size() < 6 &&
+  } else if (name.rfind("deg", 0) == 0 && name.size() > 3 &&
              std::all_of(name.begin() + 3, name.end(), [](char c) { return c >= '0' && c <= '9'; })) {
+    require(name.size() < 7 && std::stoi(name.substr(3)) >= 1 && std::stoi(name.substr(3)) <= kMaxRungDegree,
+            "pSNR rung '{}': the degree k of deg<k> must be an integer in 1..{}", name, kMaxRungDegree);
     r.degree = std::stoi(name.substr(3));
-    require(r.degree >= 1, "pSNR rung '{}': degree must be >= 1", name);
   } else {
     throw UserError(fmt::format("unknown pSNR rung '{}'; use linear, lorentz, psd, deg<k>, softmax", name));
   }

@@ -38,6 +38,7 @@ struct Rung {
   std::string source() const;  // "paper" or "derived"
   std::string label() const;   // e.g. "softmax(tau=0.125)"
 };
+constexpr int kMaxRungDegree = 999;  // deg<k>: k in 1..kMaxRungDegree
 Rung parse_rung(const std::string& name, double tau = 0);
 double rung_psnr(const Rung& r, std::int64_t p, double T);
 double rung_log_psnr(const Rung& r, std::int64_t p, double T);

@@ -32,7 +32,8 @@ void validate_spec(const FactSetSpec& s) {
   require(s.values >= 0, "--values must be >= 0 (0 means P = F; got {})", s.values);
   require(s.map == "identity" || s.map == "permutation",
           "unknown --map '{}': use identity or permutation", s.map);
-  require(std::isfinite(s.spike_beta) && s.spike_beta >= 0, "--spike-beta must be finite and >= 0 (got {})",
+  require(std::isfinite(s.spike_beta) && s.spike_beta >= 0 && s.spike_beta <= kMaxSpikeBeta,
+          "--spike-beta must be in [0, {:g}] (got {}; beyond it every spiked row is +-u)", kMaxSpikeBeta,
           s.spike_beta);
   require(s.spike_target == "none" || s.spike_target == "keys" || s.spike_target == "values" ||
               s.spike_target == "both",

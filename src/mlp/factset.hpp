@@ -10,13 +10,17 @@
 
 namespace memcap::mlp {
 
+// Largest spike strength β (§1.3): beyond it every spiked row is ±u to double precision, and from ~1e154 the
+// row norms overflow (the rows became zeros: a degenerate table reported as a result).
+inline constexpr double kMaxSpikeBeta = 1e15;
+
 struct FactSetSpec {
   std::int64_t dim = 64;       // d; 0 with keys_file = take it from the file
   std::int64_t facts = 256;    // F; 0 with keys_file = every row of the file
   std::int64_t values = 0;     // P (rows of the value table); 0 => P = F
   bool tied = false;           // one table used as keys and values (P = F)
   std::string map = "identity";        // identity | permutation
-  double spike_beta = 0;               // §1.3, beta >= 0
+  double spike_beta = 0;               // §1.3, 0 <= beta <= kMaxSpikeBeta
   std::string spike_target = "none";   // none | keys | values | both
   std::string keys_file, values_file;  // "FILE[:dataset]" (datasets default keys|x, values|y)
   std::uint64_t seed = 0;
