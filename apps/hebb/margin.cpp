@@ -70,10 +70,18 @@ void run_margin(CLI::App* sub, MarginState& st) {
   if (st.in.empty()) {
     rb = mlp::resolve_build_flags(st.flags, st.common.seed);
   } else {
+    // a build flag at its default value is no conflict: --print-config writes every option with its value, and
+    // the file must read back
+    auto set_away_from_default = [&](const char* flag) {
+      const CLI::Option* o = sub->get_option(flag);
+      if (o->count() == 0) return false;
+      if (o->get_expected_max() == 0) return true;  // a flag given
+      const auto r = o->results();
+      return !(r.size() == 1 && r[0] == o->get_default_str());
+    };
     for (const char* flag : {"--method", "--width", "--dim", "--facts", "--values", "--tied", "--map",
                              "--spike-beta", "--spike-target", "--keys", "--values-file"})
-      require(sub->get_option(flag)->count() == 0,
-              "{} builds a model, but --in reads a built one; drop one of them", flag);
+      require(!set_away_from_default(flag), "{} builds a model, but --in reads a built one; drop one of them", flag);
   }
   if (!st.common.out.empty()) io::check_output_path(st.common.out);
 

@@ -168,6 +168,10 @@ void print_summary(const std::string& path) {
       const std::string n = names->substr(a, b - a);
       consts += fmt::format(" {}={:.4g}", n, fit.attr_double(n).value_or(NAN));
     }
+  if (auto why = fit.attr_string("error")) {  // too few points, say: no NaN printed as a fit
+    fmt::print("(* = best seed) fit {}: not computed ({})\n", fit.attr_string("model").value_or("?"), *why);
+    return;
+  }
   fmt::print("(* = best seed) fit {} vs {}:{}  R2={:.4f}  MSE={:.3g}\n", fit.attr_string("model").value_or("?"),
              fit.attr_string("x_axis").value_or(axis), consts, fit.attr_double("r2").value_or(NAN),
              fit.attr_double("mse").value_or(NAN));
@@ -201,6 +205,9 @@ void run_sweep(CLI::App* sub, SweepState& st) {
           "hebb margin-sweep runs on the CPU only; use --device cpu or auto");
   if (st.axis == "beta" && st.spike_target == "none")
     throw UserError("--sweep beta needs --spike-target keys, values or both");
+  require(st.fit_model != "noisy" || st.axis == "noise",
+          "--fit-model noisy fits the noisy margin against the noise level: use it with --sweep noise (this run "
+          "sweeps {})", st.axis);
   const std::string fit_model =
       st.fit_model == "auto" ? margin::fit_model_name(margin::default_fit_model(st.axis, st.spike_target))
                              : margin::fit_model_name(margin::parse_fit_model(st.fit_model));

@@ -21,8 +21,14 @@ std::string find_preset(const std::string& name) {
     return name;
   }
   std::vector<fs::path> dirs;
-  if (const char* e = std::getenv("MEMCAP_PRESETS")) dirs.emplace_back(e);
   std::error_code ec;
+  if (const char* e = std::getenv("MEMCAP_PRESETS")) {  // set but not a folder: say so, not "no NAME.toml in ..."
+    if (!fs::is_directory(e, ec))
+      throw UserError(fmt::format("MEMCAP_PRESETS='{}' is not an existing folder (it should name the folder that "
+                                  "holds NAME.toml presets, e.g. experiments/presets); fix or unset it",
+                                  e));
+    dirs.emplace_back(e);
+  }
   const fs::path exe = fs::read_symlink("/proc/self/exe", ec);
   if (!ec) {
     dirs.push_back(exe.parent_path().parent_path() / "experiments" / "presets");

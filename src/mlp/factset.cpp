@@ -54,6 +54,8 @@ void validate_spec(const FactSetSpec& s) {
             s.values);
   if (from_file) {
     require(s.spike_beta == 0, "--spike-beta applies to generated sphere tables, not to --keys FILE");
+    require(s.values == 0, "--values {} sets the size of a generated value table; with --keys FILE the values are "
+            "the file's rows (drop --values)", s.values);
     require(s.tied || !s.values_file.empty(),
             "--keys FILE needs --values-file FILE too (or --tied to use the key rows as values)");
   }

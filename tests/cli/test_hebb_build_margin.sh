@@ -46,5 +46,10 @@ done
 "$HEBB" build "${F[@]}" --method ntk --width 32 --out "$T/ntk.h5" >"$T/ntk.txt" 2>&1
 check 'grep -q "params 1616" "$T/ntk.txt"' "NTK params != 3*32*16 + 2*32 + 16"
 
+# --print-config of a margin run on a built model reads back (the build flags it writes are at their defaults).
+"$HEBB" margin --device cpu --in "$T/m.h5" --print-config "$T/pc.toml" >/dev/null 2>&1
+"$HEBB" margin --config "$T/pc.toml" --out "$T/pc.h5" >"$T/pc.txt" 2>"$T/pc.err"
+check '[ $? -eq 0 ] && [ -f "$T/pc.h5" ]' "margin --in --print-config did not read back: $(cat "$T/pc.err")"
+
 [ "$fail" -eq 0 ] && echo "test_hebb_build_margin: all passed"
 exit "$fail"
