@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 
 #include "core/error.hpp"
+#include "sweep/sweep.hpp"
 
 namespace memcap::mlp {
 
@@ -33,6 +34,24 @@ GatedMLP read_mlp(const h5::Group& g) {
     if (!g.exists(name))
       throw IoError(fmt::format("'{}' has no MLP weights {}/{} (write them with hebb build)", g.filename(),
                                 g.path(), name));
+  // shapes from the file's metadata before any read: a compressed dataset can claim far more rows than its bytes
+  // on disk, and a wrong one should be named, not reported as a mismatch of another matrix
+  auto shown = [](const std::vector<std::int64_t>& s) {
+    if (s.empty()) return std::string("a scalar or an empty (null) dataspace");
+    std::string t;
+    for (auto x : s) t += (t.empty() ? "" : " x ") + std::to_string(x);
+    return t;
+  };
+  const auto sa = g.shape("A"), sg = g.shape("G"), sb = g.shape("B");
+  require(sa.size() == 2 && sa[0] >= 1 && sa[1] >= 1, "'{}': {}/A is {}; expected a matrix m x d", g.filename(),
+          g.path(), shown(sa));
+  require(sg == sa, "'{}': {}/G is {}; expected the shape of {}/A ({})", g.filename(), g.path(), shown(sg), g.path(),
+          shown(sa));
+  require(sb.size() == 2 && sb[0] >= 1 && sb[1] == sa[0], "'{}': {}/B is {}; expected d_c x {} (m = the rows of A)",
+          g.filename(), g.path(), shown(sb), sa[0]);
+  sweep::require_memory(8.0 * (2.0 * static_cast<double>(sa[0]) * static_cast<double>(sa[1]) +
+                               static_cast<double>(sb[0]) * static_cast<double>(sb[1])),
+                        fmt::format("reading the MLP of '{}' ({} hidden units)", g.filename(), sa[0]));
   GatedMLP mlp;
   mlp.A = g.read_matrix("A");
   mlp.G = g.read_matrix("G");

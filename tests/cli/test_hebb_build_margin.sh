@@ -49,7 +49,19 @@ check 'grep -q "params 1616" "$T/ntk.txt"' "NTK params != 3*32*16 + 2*32 + 16"
 # --print-config of a margin run on a built model reads back (the build flags it writes are at their defaults).
 "$HEBB" margin --device cpu --in "$T/m.h5" --print-config "$T/pc.toml" >/dev/null 2>&1
 "$HEBB" margin --config "$T/pc.toml" --out "$T/pc.h5" >"$T/pc.txt" 2>"$T/pc.err"
-check '[ $? -eq 0 ] && [ -f "$T/pc.h5" ]' "margin --in --print-config did not read back: $(cat "$T/pc.err")"
+rc=$?
+check '[ $rc -eq 0 ] && [ -f "$T/pc.h5" ]' "margin --in --print-config did not read back: $(cat "$T/pc.err")"
+
+# A model file whose /mlp/A is not an m x d matrix is named before anything is read (exit 2, no output).
+PYW="$(dirname "$0")/../../experiments/plots/with_python.sh"  # exit 77 without h5py: the check is skipped
+cp "$T/m.h5" "$T/bad_a.h5"
+if bash "$PYW" -c "import h5py,numpy as np,sys; f=h5py.File(sys.argv[1],'r+'); del f['mlp/A']; f['mlp/A']=np.zeros(64)" \
+  "$T/bad_a.h5" 2>/dev/null; then
+  "$HEBB" margin --device cpu --in "$T/bad_a.h5" --out "$T/bad_a_out.h5" >/dev/null 2>"$T/bad_a.err"
+  rc=$?
+  check '[ $rc -eq 2 ] && grep -q "/mlp/A is 64; expected a matrix m x d" "$T/bad_a.err" && [ ! -e "$T/bad_a_out.h5" ]' \
+    "rank-1 /mlp/A not refused by name: $(cat "$T/bad_a.err")"
+else echo "note: no python with h5py: the rank-1 /mlp/A check is skipped"; fi
 
 [ "$fail" -eq 0 ] && echo "test_hebb_build_margin: all passed"
 exit "$fail"
