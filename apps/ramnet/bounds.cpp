@@ -130,6 +130,8 @@ void run(CLI::App* sub, BoundsState& st) {
   for (double b : st.betas) require(std::isfinite(b) && b > 0, "--betas: beta {} must be a finite number > 0", b);
   require(st.pairs >= 1 && st.pairs <= 1'000'000'000, "--pairs {} must be in [1, 1e9]", st.pairs);
   require(st.keep >= 0 && st.keep <= 1'000'000, "--keep-pairs {} must be in [0, 1e6]", st.keep);
+  require(sub->count("--keep-pairs") == 0 || st.keep <= st.pairs,
+          "--keep-pairs {} is more than the --pairs {} sampled per configuration", st.keep, st.pairs);
   sweep::job_count({{"--dps", static_cast<std::int64_t>(st.dps.size())},
                     {"--Us", static_cast<std::int64_t>(st.Us.size())},
                     {"--Ms", static_cast<std::int64_t>(st.Ms.size())},

@@ -71,6 +71,8 @@ FactSet read_factset(const h5::Group& g) {
   fs.keys = g.read_matrix("keys");
   fs.values = g.read_matrix("values");
   fs.codes = g.exists("codes") ? g.read_matrix("codes") : fs.values;
+  require(g.dataset_kind("map") == 'i', "'{}': {}/map is not an integer dataset (it holds row indices of the value "
+          "table)", g.filename(), g.path());
   const auto map = g.read_int64s("map");
   fs.map.resize(static_cast<Eigen::Index>(map.size()));
   for (std::size_t i = 0; i < map.size(); ++i) {
