@@ -160,9 +160,7 @@ void register_table1_finalizer() {
 template <class T>
 void require_list(const std::vector<T>& v, const char* flag, const char* why) {
   require(!v.empty(), "{} is empty (give at least one value: {})", flag, why);
-  std::vector<std::string> shown;
-  for (const T& x : v) shown.push_back(fmt::format("{:g}", static_cast<double>(x)));
-  sweep::require_distinct(shown, flag);
+  sweep::require_distinct(v, flag);
 }
 void check_values(const std::vector<double>& v, const char* flag, bool positive, const char* what) {
   for (double x : v)

@@ -46,26 +46,12 @@ constexpr double kMaxKeys = 9007199254740992.0;
 void check_keys(const std::vector<double>& keys) {
   for (double T : keys) {
     require(std::isfinite(T) && T >= 1, "--keys: T = {} must be a number of keys >= 1", T);
-    if (T <= kMaxKeys) continue;
-    std::string t = fmt::format("{:g}", T);  // 1e+19 -> 1e19
-    if (const auto e = t.find("e+"); e != std::string::npos) {
-      std::string exp = t.substr(e + 2);
-      while (exp.size() > 1 && exp[0] == '0') exp.erase(0, 1);
-      t = t.substr(0, e + 1) + exp;
-    }
-    throw UserError(fmt::format("--keys: T = {} is too large (max 2^53 = {:.0f})", t, kMaxKeys));
+    require(T <= kMaxKeys, "--keys: T = {:g} is too large (max 2^53 = {:.0f})", T, kMaxKeys);
   }
 }
 
 // Largest --dim D of welch: D*D (the complex Gerzon bound) must fit in a 64-bit integer.
 constexpr std::int64_t kMaxWelchDim = 3037000499;
-
-template <class V>
-void require_distinct_values(const std::vector<V>& values, const char* flag) {
-  std::vector<std::string> shown;
-  for (const auto& v : values) shown.push_back(fmt::format("{}", v));
-  sweep::require_distinct(shown, flag);
-}
 
 void run(CLI::App* sub, BoundsState& st) {
   const auto prep = cli::prepare(sub, st.common);
@@ -76,11 +62,11 @@ void run(CLI::App* sub, BoundsState& st) {
   const std::string& k = st.kind;
   require(k == "welch" || k == "rankin" || k == "psd" || k == "random" || k == "table1",
           "unknown bounds kind '{}'; use welch, rankin, psd, random or table1", k);
-  require_distinct_values(st.dims, "--dim");
-  require_distinct_values(st.keys, "--keys");
-  require_distinct_values(st.eps, "--eps");
-  require_distinct_values(st.mu, "--mu");
-  require_distinct_values(st.ps, "--p");
+  sweep::require_distinct(st.dims, "--dim");
+  sweep::require_distinct(st.keys, "--keys");
+  sweep::require_distinct(st.eps, "--eps");
+  sweep::require_distinct(st.mu, "--mu");
+  sweep::require_distinct(st.ps, "--p");
   if (k == "welch") {
     if (st.dims.empty()) st.dims = {128};
     if (st.keys.empty()) st.keys = {130, 1e5};

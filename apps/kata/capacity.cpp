@@ -212,11 +212,7 @@ int run_plan(CLI::App* sub, CapacityState& st, const std::vector<CapacityConfig>
   const auto prep = cli::prepare(sub, st.common);
   if (prep.done) return 0;
   require(!st.common.out.empty(), "--out FILE.h5 is required");
-  {
-    std::vector<std::string> ks;
-    for (auto k : st.cfg.k_list) ks.push_back(std::to_string(k));
-    sweep::require_distinct(ks, "--K");
-  }
+  sweep::require_distinct(st.cfg.k_list, "--K");
   for (const auto& c : configs) validate(c);
   for (const auto& c : configs) {  // before anything is created (sweep engine: OUT.partial)
     const CapacityKernel kernel = CapacityKernel::parse(c.map, c.dim);

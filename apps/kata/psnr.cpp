@@ -6,10 +6,10 @@
 #include <algorithm>
 #include <cmath>
 #include <optional>
-#include <thread>
 
 #include "cli/app.hpp"
 #include "core/error.hpp"
+#include "core/threads.hpp"
 #include "io/output_file.hpp"
 #include "kata/dictionary.hpp"
 #include "kata/psnr.hpp"
@@ -64,15 +64,9 @@ void run(CLI::App* sub, PsnrState& st) {
   require(st.trials >= 1 && st.queries >= 1, "--trials and --queries must be >= 1");
   require(st.d_head >= 0, "--d-head = {} must be >= 0 (0 = use --p)", st.d_head);
   require(st.d_head <= kMaxDim, "--d-head = {} is too large (at most {})", st.d_head, kMaxDim);
-  {
-    std::vector<std::string> shown;
-    for (double t : st.taus) shown.push_back(fmt::format("{}", t));
-    sweep::require_distinct(shown, "--tau");
-    sweep::require_distinct(st.rungs, "--rungs");
-    shown.clear();
-    for (double T : st.Ts) shown.push_back(fmt::format("{}", T));
-    sweep::require_distinct(shown, "--T");
-  }
+  sweep::require_distinct(st.taus, "--tau");
+  sweep::require_distinct(st.rungs, "--rungs");
+  sweep::require_distinct(st.Ts, "--T");
   // key source and dimensions
   Eigen::MatrixXd pool;
   std::int64_t d = st.d_head > 0 ? st.d_head : st.p;
@@ -100,10 +94,11 @@ void run(CLI::App* sub, PsnrState& st) {
   require(st.no_mc || d <= kMaxDim, "--p = {} is too large as the Monte-Carlo key dimension (at most {}); set "
           "--d-head or use --no-mc", d, kMaxDim);
   // rungs
-  for (double t : st.taus)
+  for (double t : st.taus) {
     require(std::isfinite(t) && t > 0, "--tau {} is not a positive finite softmax temperature", t);
-  for (double t : st.taus)  // as kata capacity: below ~1e-6 exp(2(1-mu)/tau) leaves double range (inf rows)
+    // as kata capacity: below ~1e-6 exp(2(1-mu)/tau) leaves double range (inf rows)
     require(t >= 1e-6, "--tau {:g} is too small (exp(2(1-mu)/tau) leaves double range); use tau >= 1e-6", t);
+  }
   std::vector<Rung> rungs;
   for (const auto& name : st.rungs) {
     if (name == "softmax") {
@@ -151,7 +146,7 @@ void run(CLI::App* sub, PsnrState& st) {
       if (pool.size() == 0 || T <= static_cast<double>(pool.rows())) T_mc = std::max(T_mc, T);
     if (T_mc > 0) {
       const double dd = static_cast<double>(d), nq = std::min(T_mc, static_cast<double>(st.queries));
-      const double threads = std::max(1u, std::thread::hardware_concurrency());
+      const double threads = std::max(1, max_threads());  // --threads, or the OpenMP default
       const double bytes = 8.0 * (T_mc * dd + 16 * threads * (T_mc + dd) + static_cast<double>(pool.size()) +
                                   nq * static_cast<double>(st.trials));
       sweep::require_memory(bytes, fmt::format("the pSNR Monte Carlo at --T {:g} (d = {}, --trials {}, --queries {}; "

@@ -111,9 +111,7 @@ sweep::JobOutput run_one(const BoundsJobSpec& spec) {
 template <typename T>
 void distinct(const std::vector<T>& v, const char* flag) {
   require(!v.empty(), "{} is empty; give at least one value", flag);
-  std::vector<std::string> shown;
-  for (const T& x : v) shown.push_back(fmt::format("{:g}", static_cast<double>(x)));
-  sweep::require_distinct(shown, flag);
+  sweep::require_distinct(v, flag);
 }
 
 void run(CLI::App* sub, BoundsState& st) {

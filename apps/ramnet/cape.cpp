@@ -61,11 +61,7 @@ void run(CLI::App* sub, CapeState& st) {
   if (ts.empty())
     for (std::int64_t t = 0; t <= std::min<std::int64_t>(n, 64); ++t) ts.push_back(t);
   for (auto t : ts) require(t >= 0 && t <= (std::int64_t{1} << 40), "--shifts: t = {} must be in [0, 2^40]", t);
-  {
-    std::vector<std::string> shown;
-    for (auto t : ts) shown.push_back(std::to_string(t));
-    sweep::require_distinct(shown, "--shifts");
-  }
+  sweep::require_distinct(ts, "--shifts");
   const int nq = single ? 1 : st.queries;
   const double work = static_cast<double>(nq) * ts.size() * n * (p.U + 4);
   require(work <= 5e10, "{} queries x {} shifts x dp^U = {} slots is too much dense work ({:.2g} slot updates); "

@@ -30,9 +30,7 @@ void run(CLI::App* sub, FieldState& st) {
   st.cfg.columns.clear();
   for (const auto& c : st.columns) st.cfg.columns.push_back(parse_field_column(c));
   {
-    std::vector<std::string> shown;
-    for (double f : st.cfg.beta_factors) shown.push_back(fmt::format("{}", f));
-    sweep::require_distinct(shown, "--beta-factor");
+    sweep::require_distinct(st.cfg.beta_factors, "--beta-factor");
     sweep::require_distinct(st.columns, "--columns");
     // Two spellings of one column (dp4-full, dp4-full-standard) are the same panel: compare what they parse to.
     for (std::size_t i = 0; i < st.cfg.columns.size(); ++i)

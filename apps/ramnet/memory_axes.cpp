@@ -54,18 +54,13 @@ ModelOptions point_options(const ModelAxes& a, const ModelOptions& gate, int dp,
 }
 
 std::vector<ModelPoint> expand_model_axes(const ModelAxes& a, const ModelOptions& gate, bool use_topk) {
-  auto shown = [](const auto& v) {
-    std::vector<std::string> s;
-    for (const auto& x : v) s.push_back(fmt::format("{}", x));
-    return s;
-  };
   require(!a.dps.empty() && !a.Us.empty(), "--dp and --U need at least one value");
   require(!use_topk || !a.topks.empty(), "--topk needs at least one value");
-  sweep::require_distinct(shown(a.dps), "--dp");
-  sweep::require_distinct(shown(a.Us), "--U");
-  sweep::require_distinct(shown(a.betas), "--beta");
-  sweep::require_distinct(shown(a.beta_factors), "--beta-factor");
-  if (use_topk) sweep::require_distinct(shown(a.topks), "--topk");
+  sweep::require_distinct(a.dps, "--dp");
+  sweep::require_distinct(a.Us, "--U");
+  sweep::require_distinct(a.betas, "--beta");
+  sweep::require_distinct(a.beta_factors, "--beta-factor");
+  if (use_topk) sweep::require_distinct(a.topks, "--topk");
   require(a.betas.empty() || a.beta_factors.empty(), "give the beta axis as --beta or as --beta-factor, not both");
   const std::size_t nb = std::max<std::size_t>(1, std::max(a.betas.size(), a.beta_factors.size()));
   const std::size_t nk = use_topk ? a.topks.size() : 1;
@@ -126,12 +121,8 @@ std::vector<Generator> parse_generators(const std::vector<std::string>& specs, s
 
 std::vector<double> parse_gammas(const std::vector<std::string>& texts) {
   std::vector<double> out;
-  std::vector<std::string> shown;  // compared as numbers: "0", "0.0" and "-0" are one value
-  for (const auto& g : texts) {
-    out.push_back(parse_gamma(g, "--gamma"));
-    shown.push_back(fmt::format("{}", out.back() == 0 ? 0.0 : out.back()));
-  }
-  sweep::require_distinct(shown, "--gamma");
+  for (const auto& g : texts) out.push_back(parse_gamma(g, "--gamma"));
+  sweep::require_distinct(out, "--gamma");  // as numbers: "0", "0.0" and "-0" are one value
   return out;
 }
 

@@ -9,10 +9,13 @@
 // most the job in flight.
 #pragma once
 #include <cstdint>
+#include <fmt/format.h>
+
 #include <functional>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
 #include <string_view>
+#include <type_traits>
 #include <utility>
 #include <string>
 #include <vector>
@@ -109,6 +112,15 @@ std::int64_t parse_int(std::string_view text, const std::string& what, std::int6
 std::int64_t to_int(double v, const std::string& what, std::int64_t lo, std::int64_t hi);
 // UserError "FLAG lists 'x' twice" when two entries print the same.
 void require_distinct(const std::vector<std::string>& shown, const std::string& flag);
+// The same for numbers, compared by value: each printed exactly (shortest round trip, so 1e-3 and 0.001 are one
+// value and 1.0000001 and 1.0000002 two), -0 as 0.
+template <class T>
+  requires std::is_arithmetic_v<T>
+void require_distinct(const std::vector<T>& values, const std::string& flag) {
+  std::vector<std::string> shown;
+  for (const T& v : values) shown.push_back(fmt::format("{}", v == T(0) ? T(0) : v));
+  require_distinct(shown, flag);
+}
 // MemAvailable of /proc/meminfo in bytes (-1 when unknown).
 std::int64_t available_memory();
 // UserError when one job of `what` needs more than the available memory (or a non-finite amount).
