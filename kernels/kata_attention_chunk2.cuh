@@ -158,12 +158,20 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_kernel(AttnMap mp, const
 // ---- output pass: C/16 warps x 16 query rows ----------------------------------------------------------------
 // Inter-chunk ψ(Q_c) S_pre (+ ψ(Q_c)·Z_pre), then the intra-chunk causal P V with P from the closed form (PSD
 // maps: Σ_a (q_a·k_a)² or c² Σ_{a,b} (q_a·k_b)², ε terms) or ψ(q)·ψ(k) (the n_ψ = d family).
-template <int C, MapKind KIND, int G, int D>
-__global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const bf16* __restrict__ q,
-                                                             const bf16* __restrict__ k, const bf16* __restrict__ v,
-                                                             const bf16* __restrict__ s_pre,
-                                                             const float* __restrict__ z_pre, bf16* __restrict__ out,
-                                                             int T, int nc, int stride) {
+// STRIDE (compile time, 1 or 4): the stored entering states are every STRIDE-th chunk's. A run-time stride cost
+// registers in the stride-1 kernel too (M_2: 124 -> 138, three CTAs per SM instead of four; the output stage went
+// from 31.1 to 37.3 ms at B = 8, H = 16, T = 128K and from 0.071 to 0.112 ms at B = H = 1, T = 32K). At C = D = 64
+// the shared memory admits four CTAs per SM, and a minimum of four keeps the registers at <= 128 (no spills at
+// stride 1; a few words at stride 4); elsewhere shared memory is the limit (d = 128: two CTAs) and a cap spilled.
+constexpr int output_min_ctas(int C, int D) { return C == 64 && D == 64 ? 4 : 1; }
+template <int C, MapKind KIND, int G, int D, int STRIDE>
+__global__ void __launch_bounds__(C * 2, output_min_ctas(C, D)) chunk_output_kernel(AttnMap mp, const bf16* __restrict__ q,
+                                                                      const bf16* __restrict__ k,
+                                                                      const bf16* __restrict__ v,
+                                                                      const bf16* __restrict__ s_pre,
+                                                                      const float* __restrict__ z_pre,
+                                                                      bf16* __restrict__ out, int T, int nc) {
+  constexpr int stride = STRIDE;
   constexpr int NT = C * 2, SD = D + 8;
   constexpr bool PSD = KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd;
   constexpr int PW = PSD || D < 64 ? 64 : D;  // width of the ψ(Q) tile held at once (>= one 64-feature block)
@@ -373,7 +381,7 @@ __global__ void __launch_bounds__(C * 2) chunk_output_kernel(AttnMap mp, const b
   };
   // stride > 1 (PSD maps, C = 64): the chunks between the stored state and this one, all keys earlier than every
   // query row (no mask), by the closed form; K_j, V_j in the state buffers (free after the readout), ‖k‖² in sZt
-  if constexpr (PSD && C == 64) {
+  if constexpr (PSD && C == 64 && STRIDE > 1) {
     for (int j = (c / stride) * stride; j < c; ++j) {
       bf16* sKj = sS;
       bf16* sVj = sS + 64 * SD;

@@ -87,8 +87,9 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
          cudaStream_t stream) {
   const Sizes z = sizes_of(p);
   // the output pass adds the chunks between stored states by the PSD closed form at C = 64 only
-  if (stride < 1 || (stride > 1 && (form != AttentionForm::chunked || C != 64 || !p.map.is_psd())))
-    cuda_detail::throw_user_error("chunked attention: a state stride > 1 needs the chunked form, a PSD map and C = 64");
+  if ((stride != 1 && stride != 4) || (stride > 1 && (form != AttentionForm::chunked || C != 64 || !p.map.is_psd())))
+    cuda_detail::throw_user_error(
+        "chunked attention: the state stride is 1 or 4, and 4 needs the chunked form, a PSD map and C = 64");
   const AttnMap mp = attn_map(p);
   const int T = static_cast<int>(p.T), nc = static_cast<int>(z.nc);
   const std::int64_t slots = (z.nc + stride - 1) / stride;  // stored entering states per head
@@ -137,19 +138,26 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
   auto launch_out = [&](auto kern, int smem) {
     ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
     kern<<<dim3(static_cast<unsigned>(nc), static_cast<unsigned>(z.bh)), C * 2, smem, stream>>>(
-        mp, q, k, v, s_pre, z_pre, static_cast<bf16*>(a.out), T, nc, stride);
+        mp, q, k, v, s_pre, z_pre, static_cast<bf16*>(a.out), T, nc);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_output_kernel");
   };
   auto psd = [&](auto kind) {
     constexpr MapKind K = decltype(kind)::value;
     constexpr int smem = output_smem<C, K, D>();
-    if (p.map.g == 1) launch_out(chunk_output_kernel<C, K, 1, D>, smem);
-    else if (p.map.g == 2) launch_out(chunk_output_kernel<C, K, 2, D>, smem);
-    else launch_out(chunk_output_kernel<C, K, 4, D>, smem);
+    auto by_g = [&](auto st) {
+      constexpr int S = decltype(st)::value;
+      if (p.map.g == 1) launch_out(chunk_output_kernel<C, K, 1, D, S>, smem);
+      else if (p.map.g == 2) launch_out(chunk_output_kernel<C, K, 2, D, S>, smem);
+      else launch_out(chunk_output_kernel<C, K, 4, D, S>, smem);
+    };
+    if constexpr (C == 64) {
+      if (stride == 4) return by_g(std::integral_constant<int, 4>{});
+    }
+    by_g(std::integral_constant<int, 1>{});
   };
   if (p.map.kind == MapKind::BlockPsd) psd(std::integral_constant<MapKind, MapKind::BlockPsd>{});
   else if (p.map.kind == MapKind::SumPsd) psd(std::integral_constant<MapKind, MapKind::SumPsd>{});
-  else launch_out(chunk_output_kernel<C, MapKind::Linear, 1, D>, output_smem<C, MapKind::Linear, D>());
+  else launch_out(chunk_output_kernel<C, MapKind::Linear, 1, D, 1>, output_smem<C, MapKind::Linear, D>());
 }
 
 }  // namespace chunk2
