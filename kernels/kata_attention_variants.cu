@@ -24,7 +24,8 @@ const char* form_name(AttentionForm f) {
 // with 16 rows per warp beats the Hopper kernel (4 or 16 score accumulators per element); the on-chip chunked
 // pass wins where one CTA holds the whole state (n_ψ = d maps); for the PSD maps at small B*H the split pass
 // through memory beats it (B = H = 1, d = 64, T = 32K ... 128K: M_2 0.260 / 0.471 / 1.025 ms against 0.409 /
-// 0.859 / 1.634, M_1 0.526 / 0.991 / 1.905 against 0.829 / 1.580 / 3.101; twenty-third session).
+// 0.859 / 1.634, M_1 0.526 / 0.991 / 1.905 against 0.829 / 1.580 / 3.101; twenty-third session), and storing
+// every 4th state beats storing each (split-g4, 2pass-g4; twenty-fifth session, below).
 bool sum_psd_small(P p) { return p.map.kind == MapKind::SumPsd && p.d <= 64; }
 // 192 query rows per CTA (ws3) leave a small grid (B*H*T/192 CTAs, one per SM) with a ragged last wave: below
 // about four waves the 128-row CTAs of ws2 balance better (B = H = 1, T = 32K: 0.285 ms against 0.362 ms).
@@ -69,6 +70,27 @@ std::vector<KernelVariant> make_table() {
                [](P p, A a) { return a.cc >= 90 && fused_supported(p); },
                [](P p) { return fused_workspace(p, 1); },
                [](P p, X x, cudaStream_t s) { launch_fused(p, 1, x, s); }, [](P, A) { return false; }});
+  // split's segments with 2pass-g4's stored states, preferred over split at d = 64 (measured there, twenty-fifth
+  // session, B = H = 1, T = 32K / 64K / 128K: M_2 0.251 / 0.438 / 0.996 ms against 0.281 / 0.490 / 1.078, M_1
+  // 0.493 / 0.934 / 1.812 against 0.543 / 1.026 / 2.032; at d = 32 and 128 validated, not timed)
+  t.push_back({AttentionForm::chunked, "split-g4", "tensor cores (mma.sync)",
+               "split storing every 4th chunk's entering state (the segment walks write a quarter of the states); the "
+               "output pass adds the 0-3 chunks in between by the closed form (PSD maps, C = 64)",
+               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
+                                     chunk2_supported(p, AttentionForm::chunked); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, chunk2_segments(p), 4); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, chunk2_segments(p), 4, x, s); },
+               [](P p, A) { return p.d == 64 && chunk2_segments(p) >= 4; }});
+  // PSD maps at C = 64: every 4th chunk's entering state through memory. Preferred over its stride-1 twin at
+  // d = 64 (twenty-fifth session, M_2, B = 8, H = 16, T = 128K: 59.61 ms against 69.86 ms; state 26.92 vs 38.18)
+  t.push_back({AttentionForm::chunked, "2pass-g4", "tensor cores (mma.sync)",
+               "2pass storing every 4th chunk's entering state; the output pass adds the 0-3 chunks in between by the "
+               "closed form (PSD maps, C = 64)",
+               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
+                                     chunk2_supported(p, AttentionForm::chunked); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, 1, 4); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 4, x, s); },
+               [](P p, A) { return p.d == 64; }});
   t.push_back({AttentionForm::chunked, "split", "tensor cores (mma.sync)",
                "2pass with T split into segments for small B*H: local states, scan over segments, each segment's walk",
                [](P p, A a) { return a.cc >= 80 && chunk2_supported(p, AttentionForm::chunked); },
@@ -80,24 +102,6 @@ std::vector<KernelVariant> make_table() {
                [](P p, A a) { return a.cc >= 80 && chunk2_supported(p, AttentionForm::chunked); },
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked); },
                [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 1, x, s); }});
-  // opt-in (never the default): written in the twenty-third session without a GPU to measure it on
-  t.push_back({AttentionForm::chunked, "2pass-g4", "tensor cores (mma.sync)",
-               "2pass storing every 4th chunk's entering state; the output pass adds the 0-3 chunks in between by the "
-               "closed form (PSD maps, C = 64)",
-               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
-                                     chunk2_supported(p, AttentionForm::chunked); },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, 1, 4); },
-               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 4, x, s); },
-               [](P, A) { return false; }});
-  // opt-in, written in the twenty-fourth session without a GPU: split's segments with 2pass-g4's stored states
-  t.push_back({AttentionForm::chunked, "split-g4", "tensor cores (mma.sync)",
-               "split storing every 4th chunk's entering state (the segment walks write a quarter of the states); the "
-               "output pass adds the 0-3 chunks in between by the closed form (PSD maps, C = 64)",
-               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
-                                     chunk2_supported(p, AttentionForm::chunked); },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, chunk2_segments(p), 4); },
-               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, chunk2_segments(p), 4, x, s); },
-               [](P, A) { return false; }});
   t.push_back({AttentionForm::chunked, "simt", "scalar fallback",
                "fp32 CUDA-core kernels for any d, d_v and dtype, C <= 64 (reference-like, slow)",
                [](P p, A) { return p.chunk <= 64 && chunk_simt_smem_bytes(p) <= kMaxSmem; },
