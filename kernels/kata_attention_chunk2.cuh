@@ -15,6 +15,17 @@ namespace chunk2 {
 using bf16 = __nv_bfloat16;
 constexpr int kPS = kFeatureBlock + 8;  // smem stride of a 64-feature ψ tile
 
+// The PSD maps' pair factor √2 (features i ≠ j) is folded into the stored states: the state pass forms ψ(K) with
+// the factor 2 and the output pass forms ψ(Q) with none, so ψ(q)·ψ(k) is unchanged (the ε terms sit on i = j,
+// whose factor is 1) and an off-diagonal ψ(Q) value is a plain product, one bf16x2 multiply per token pair (the
+// product of two bf16 values is exact in fp32: the same bits as the fp32 product rounded once). Both roundings
+// stay one per operand, as before.
+template <MapKind KIND>
+__device__ __forceinline__ void fold_pair_factor(FeatureSlot& s, const DeviceMap& mp, bool key_side) {
+  if constexpr (KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd)
+    s.mult = (key_side && s.i != s.j ? 2.f : 1.f) * (KIND == MapKind::SumPsd ? mp.scale : 1.f);
+}
+
 // KIND: MapKind::BlockPsd / SumPsd, or MapKind::Linear standing for the n_ψ = d family (linear, orthant,
 // Lorentz), whose kind is read at run time (ψ is cheap there; one instantiation instead of three).
 template <MapKind KIND>
@@ -51,7 +62,9 @@ __device__ __forceinline__ float row_aux(const DeviceMap& mp, const E* x) {
 //         [bh][y][np][D] / [np], from the scan over segments); writes the state entering each chunk as MODE 0.
 // FB feature blocks per program (FB groups of 4 warps) share one K / V tile (the launcher's choice, below).
 // The next K tile is fetched once ψ(K_c) is built (one K stage: more programs per SM).
-template <int C, int MODE, MapKind KIND, int D, int FB>
+// FOLD: the states carry the PSD pair factor for the output pass below (fold_pair_factor); false for the fused
+// kernel's segment states, whose walk forms ψ(K) and ψ(Q) with the map's own factors.
+template <int C, int MODE, MapKind KIND, int D, int FB, bool FOLD = true>
 __global__ void __launch_bounds__(128 * FB) chunk_state_kernel(AttnMap mp, const bf16* __restrict__ k,
                                                                const bf16* __restrict__ v, void* __restrict__ s_out,
                                                                float* __restrict__ z_out, int T, int nc, int cpp,
@@ -72,7 +85,8 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_kernel(AttnMap mp, const
   const std::int64_t bh = blockIdx.z;
   k += bh * T * D;
   v += bh * T * D;
-  const FeatureSlot slot = slot_of<KIND>(mp, (active ? fb : 0) * 64 + (lt & 63));
+  FeatureSlot slot = slot_of<KIND>(mp, (active ? fb : 0) * 64 + (lt & 63));
+  if constexpr (FOLD) fold_pair_factor<KIND>(slot, mp, true);
   const int c_begin = MODE != 0 ? static_cast<int>(blockIdx.y) * cpp : 0;
   const int c_end = MODE != 0 ? min(nc, c_begin + cpp) : nc;
   load_tile<C, D>(sK, k, c_begin * C, T, tid, NT);
@@ -281,7 +295,19 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D)) chunk_output_ker
         const int ff = warp * FPW + u;
         const uint32_t sl = sIJ[buf * 64 + ff];
         const int i = sl & 255, j = (sl >> 8) & 255, a0 = (sl >> 16) & 255;
-        const float mult = (i != j ? kSqrt2f : 1.f) * scale, add = i == j ? mp.eps : 0.f;
+        const float add = i == j ? mp.eps : 0.f;  // the pair factor is in the stored state (fold_pair_factor)
+        if (KIND == MapKind::BlockPsd && add == 0.f) {  // a plain product: bf16x2 (uniform over the warp)
+#pragma unroll
+          for (int r = 0; r < C / 64; ++r) {
+            const int t = 2 * (lane + 32 * r);
+            const __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(sQ + (a0 * M + i) * CS + t);
+            const __nv_bfloat162 y = *reinterpret_cast<const __nv_bfloat162*>(sQ + (a0 * M + j) * CS + t);
+            *reinterpret_cast<__nv_bfloat162*>(sPQ + ff * CS + t) =
+                (sl >> 24) ? __hmul2(x, y) : __floats2bfloat162_rn(0.f, 0.f);
+          }
+          continue;
+        }
+        const float mult = scale;
 #pragma unroll
         for (int r = 0; r < C / 64; ++r) {
           const int t = 2 * (lane + 32 * r);
@@ -304,7 +330,8 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D)) chunk_output_ker
       }
       if (tid < 64 && fb + 1 < nfb) sIJ[(buf ^ 1) * 64 + tid] = pack_slot((fb + 1) * 64 + tid);
     } else if constexpr (PSD) {
-      const FeatureSlot slot = make_slot<KIND>(mp, fb * 64 + (tid & 63));
+      FeatureSlot slot = make_slot<KIND>(mp, fb * 64 + (tid & 63));
+      fold_pair_factor<KIND>(slot, mp, false);
       for (int t = tid >> 6; t < C; t += NT / 64)
         sPQ[t * kPS + (tid & 63)] = __float2bfloat16(eval_slot<KIND>(mp, slot, sQ + t * SD, 0.f));
     }

@@ -12,7 +12,7 @@ void launch_chunk2_d64(const AttentionLaunch& p, AttentionForm form, int segment
 
 void launch_segment_states(const AttentionLaunch& p, int cpp, const void* k, const void* v, float* s_loc,
                            float* z_loc, cudaStream_t stream) {
-  chunk2::launch_local_states<64, 64>(p, cpp, k, v, s_loc, z_loc, stream);
+  chunk2::launch_local_states<64, 64, false>(p, cpp, k, v, s_loc, z_loc, stream);  // the fused walk's convention
 }
 
 }  // namespace memcap::kata::cuda

@@ -25,19 +25,20 @@ constexpr int state_smem() {
 // grids of at least eight one-block programs per SM, as in the runs that measured the split variant (B = H = 1,
 // M_1 at T = 32K ... 128K, M_2 at 128K; docs/perf.md, twenty-third session); one otherwise. The per-head walk
 // (MODE 0) keeps one: with two it ran slower (state stage 11.48 ms against 10.30 ms at M_2, B = 8, H = 16,
-// T = 32K), though ncu had put that pass at 80 % of the L2 throughput.
+// T = 32K), though ncu had put that pass at 80 % of the L2 throughput; also when it stores every 4th state
+// (2pass-g4 at 128K: 35.83 ms against 26.92 ms, twenty-fifth session).
 inline int state_fb(int mode, std::int64_t programs_fb1) {
   return mode != 0 && programs_fb1 >= 8 * static_cast<std::int64_t>(current_arch().sms) ? 2 : 1;
 }
 // One launch of the state pass: MODE as chunk_state_kernel, `progs` programs along y (cpp chunks each).
-template <int C, int MODE, MapKind KIND, int D>
+template <int C, int MODE, MapKind KIND, int D, bool FOLD = true>
 void launch_state(const AttentionLaunch& p, const AttnMap& mp, const bf16* k, const bf16* v, void* s_out, float* z_out,
                   int progs, int cpp, const float* s_init, const float* z_init, int stride, cudaStream_t stream) {
   const Sizes z = sizes_of(p);
   const std::int64_t nfb = z.np / 64;
   auto go = [&](auto fbc) {
     constexpr int FB = decltype(fbc)::value;
-    auto kern = chunk_state_kernel<C, MODE, KIND, D, FB>;
+    auto kern = chunk_state_kernel<C, MODE, KIND, D, FB, FOLD>;
     constexpr int smem = state_smem<C, D, FB>();
     ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
     kern<<<dim3(static_cast<unsigned>((nfb + FB - 1) / FB), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)),
@@ -64,14 +65,15 @@ void by_state_kind(const MapParams& m, F&& f) {
   else f(std::integral_constant<MapKind, MapKind::Linear>{});
 }
 
-// Chunk-local (MODE 1) states summed over `cpp` chunks per program: s_loc, z_loc fp32 [bh][ceil(nc/cpp)][np][D].
-template <int C, int D>
+// Chunk-local (MODE 1) states summed over `cpp` chunks per program: s_loc, z_loc fp32 [bh][ceil(nc/cpp)][np][D];
+// FOLD as chunk_state_kernel (false: the fused kernel's segment states).
+template <int C, int D, bool FOLD = true>
 void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const void* v, float* s_loc, float* z_loc,
                          cudaStream_t stream) {
   const Sizes z = sizes_of(p);
   const int progs = static_cast<int>((z.nc + cpp - 1) / cpp);
   by_state_kind(p.map, [&](auto kind) {
-    launch_state<C, 1, decltype(kind)::value, D>(p, attn_map(p), static_cast<const bf16*>(k),
+    launch_state<C, 1, decltype(kind)::value, D, FOLD>(p, attn_map(p), static_cast<const bf16*>(k),
                                                  static_cast<const bf16*>(v), s_loc, z_loc, progs, cpp, nullptr,
                                                  nullptr, 1, stream);
   });
@@ -100,7 +102,17 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
   const auto* q = static_cast<const bf16*>(a.q);
   const auto* k = static_cast<const bf16*>(a.k);
   const auto* v = static_cast<const bf16*>(a.v);
-  if (form == AttentionForm::chunked && segments <= 1) {
+  if (form == AttentionForm::chunked && segments == kChunk2BlockScan) {
+    // local states of the blocks of `stride` chunks (MODE 1, all in parallel), then one exclusive scan over the
+    // blocks: the state entering chunk stride * j, with no walk
+    float* s_loc = reinterpret_cast<float*>(ws + nS * 2 + nZ * 4);
+    float* z_loc = s_loc + nS;
+    launch_local_states<C, D>(p, stride, k, v, s_loc, z_loc, stream);
+    if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
+    launch_scan_tree(s_loc, s_pre, gpu::DType::bf16, z.bh, slots, z.np * D, stream);
+    launch_scan_tree(z_loc, z_pre, gpu::DType::f32, z.bh, slots, z.np, stream);
+    if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
+  } else if (form == AttentionForm::chunked && segments <= 1) {
     by_state_kind(p.map, [&](auto kind) {
       launch_state<C, 0, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, 1, nc, nullptr, nullptr, stride, stream);
     });

@@ -43,6 +43,9 @@ void launch_quad_ws_d128(const AttentionLaunch& p, int nwg, const AttentionPtrs&
 // local states in parallel, an exclusive scan over them, then each run's walk writes its chunks' entering states.
 // stride > 1 (chunked, PSD maps, C = 64: `2pass-g4`, `split-g4`): only every stride-th chunk's entering state
 // is stored; the output pass adds the chunks in between by the closed form (stride times less state traffic).
+// segments == kChunk2BlockScan (chunked, with stride > 1: `scan-g4`): no walk; the local states of every block of
+// `stride` chunks in parallel, then one exclusive scan over the blocks writes the stored states.
+constexpr int kChunk2BlockScan = -1;
 bool chunk2_supported(const AttentionLaunch& p, AttentionForm form);
 int chunk2_segments(const AttentionLaunch& p);  // the split's segments: enough walks to fill the GPU, >= 2 chunks each
 std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int segments = 1, int stride = 1);

@@ -70,6 +70,20 @@ std::vector<KernelVariant> make_table() {
                [](P p, A a) { return a.cc >= 90 && fused_supported(p); },
                [](P p) { return fused_workspace(p, 1); },
                [](P p, X x, cudaStream_t s) { launch_fused(p, 1, x, s); }, [](P, A) { return false; }});
+  // the stored states of 2pass-g4 without a walk (a scan over 4-chunk blocks); preferred where split-g4 would be
+  // (small B*H, d = 64: twenty-fifth session, B = H = 1, T = 32K / 64K / 128K: M_2 0.223 / 0.414 / 0.807 ms
+  // against split-g4's 0.242 / 0.421 / 0.956, M_1 0.382 / 0.734 / 1.468 against 0.477 / 0.900 / 1.745), not at
+  // large B*H, where its fp32 block states cost a second pass through memory (M_2, B = 8, H = 16, T = 128K: 93.2 ms,
+  // the scan alone 31.4 ms)
+  t.push_back({AttentionForm::chunked, "scan-g4", "tensor cores (mma.sync)",
+               "local states of every 4-chunk block in parallel, one scan over the blocks (no walk), then 2pass-g4's "
+               "output pass (PSD maps, C = 64)",
+               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
+                                     chunk2_supported(p, AttentionForm::chunked) &&
+                                     scan_tree_fits((p.T + 4 * p.chunk - 1) / (4 * p.chunk)); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScan, 4); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScan, 4, x, s); },
+               [](P p, A) { return p.d == 64 && chunk2_segments(p) >= 4; }});
   // split's segments with 2pass-g4's stored states, preferred over split at d = 64 (measured there, twenty-fifth
   // session, B = H = 1, T = 32K / 64K / 128K: M_2 0.251 / 0.438 / 0.996 ms against 0.281 / 0.490 / 1.078, M_1
   // 0.493 / 0.934 / 1.812 against 0.543 / 1.026 / 2.032; at d = 32 and 128 validated, not timed)
