@@ -13,6 +13,8 @@
 #include "core/rng.hpp"
 #include "io/h5.hpp"
 #include "mlp/factset.hpp"
+#include "mlp/gated_mlp.hpp"
+#include "mlp/model_io.hpp"
 
 using namespace memcap;
 using namespace memcap::mlp;
@@ -175,6 +177,9 @@ TEST_CASE("loaded tables: paired rows, sampling, and one clear error per defect"
     Eigen::MatrixXd zero = x;
     zero.row(11).setZero();
     f.write("zero", zero);
+    Eigen::MatrixXd tiny = x;
+    tiny.row(13) *= 1e-160;  // not zero, but its squared norm (~1e-320) is below the smallest normal double
+    f.write("tiny", tiny);
     f.write("narrow", Eigen::MatrixXd(y.leftCols(5)));
   }
   FactSetSpec s;
@@ -208,6 +213,7 @@ TEST_CASE("loaded tables: paired rows, sampling, and one clear error per defect"
   CHECK(msg(f, f, 41).find("larger than the value table") != std::string::npos);
   CHECK(msg(f + ":nan", f).find("row 7") != std::string::npos);
   CHECK(msg(f + ":zero", f).find("row 11 is all zeros") != std::string::npos);
+  CHECK(msg(f + ":tiny", f).find("row 13 is too small to normalise") != std::string::npos);
   CHECK(msg(f + ":flat", f).find("2-D") != std::string::npos);
   CHECK(msg(f + ":missing", f).find("no dataset 'missing'") != std::string::npos);
   CHECK(msg(f, f + ":narrow").find("columns") != std::string::npos);
@@ -229,4 +235,34 @@ TEST_CASE("loaded tables: paired rows, sampling, and one clear error per defect"
   FactSetSpec no_values = s;
   no_values.values_file.clear();
   CHECK(error_of(no_values).find("--values-file") != std::string::npos);
+}
+
+TEST_CASE("model files: a params attribute the weights cannot have is refused, a recorded one is kept") {
+  TempDir tmp;
+  GatedMLP mlp;
+  const std::int64_t m = 5, d = 3;
+  mlp.A = rng::normal_matrix(m, d, 1, rng::kUser);
+  mlp.G = rng::normal_matrix(m, d, 2, rng::kUser);
+  mlp.B = rng::normal_matrix(d, m, 3, rng::kUser);
+  mlp.method = "hebbian";
+  auto round_trip = [&](std::int64_t params) {
+    mlp.param_count = params;
+    const std::string path = tmp.file("m" + std::to_string(params) + ".h5");
+    {
+      auto f = h5::File::create(path);
+      auto g = f.child("mlp");
+      write_mlp(g, mlp, 1);
+    }
+    auto f = h5::File::open_read(path);
+    return read_mlp(f.open_group("mlp"));
+  };
+  CHECK(round_trip(3 * m * d).param_count == 45);
+  CHECK(round_trip(3 * m * d + 2 * m + d).param_count == 58);
+  CHECK(round_trip(0).param_count == 0);  // not recorded
+  try {
+    round_trip(7);
+    FAIL("params = 7 was accepted");
+  } catch (const UserError& e) {
+    CHECK(std::string(e.what()).find("params = 7, which weights of m = 5, d = 3 cannot have") != std::string::npos);
+  }
 }

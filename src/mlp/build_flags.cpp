@@ -42,9 +42,17 @@ ResolvedBuild resolve_build_flags(const BuildFlags& f, std::uint64_t seed) {
   r.method = parse_method(f.method);
   r.facts = f.facts;
   r.facts.seed = seed;
-  if (!r.facts.keys_file.empty()) {
-    if (!f.dim_opt || f.dim_opt->count() == 0) r.facts.dim = 0;
-    if (!f.facts_opt || f.facts_opt->count() == 0) r.facts.facts = 0;
+  if (!r.facts.keys_file.empty()) {  // left out: taken from the file (0); given: a count, so >= 1
+    if (!f.dim_opt || f.dim_opt->count() == 0)
+      r.facts.dim = 0;
+    else
+      require(r.facts.dim >= 1, "--dim must be >= 1 (got {}); leave it out to take d from the key file",
+              r.facts.dim);
+    if (!f.facts_opt || f.facts_opt->count() == 0)
+      r.facts.facts = 0;
+    else
+      require(r.facts.facts >= 1, "--facts must be >= 1 (got {}); leave it out to use every row of the key file",
+              r.facts.facts);
   }
   // Sizes far beyond any memory are usage errors (not an out-of-memory exit 4 after a long wait).
   require(r.facts.dim <= (1 << 20), "--dim {} is too large (at most 1048576)", r.facts.dim);

@@ -6,6 +6,7 @@
 #include <fmt/format.h>
 
 #include <cmath>
+#include <limits>
 
 #include "core/error.hpp"
 #include "core/random_fill.hpp"
@@ -115,8 +116,14 @@ void check_table(const Eigen::MatrixXd& t, const std::string& what) {
     for (Eigen::Index j = 0; j < t.cols(); ++j)
       require(std::isfinite(t(i, j)), "{}: row {} column {} is not finite ({}); clean the table first", what,
               i, j, t(i, j));
-    require(t.row(i).squaredNorm() > 0, "{}: row {} is all zeros; drop zero rows (they have no direction)",
-            what, i);
+    const double amax = t.row(i).cwiseAbs().maxCoeff();
+    require(amax > 0, "{}: row {} is all zeros; drop zero rows (they have no direction)", what, i);
+    // a row of tiny (e.g. subnormal) entries is not zero, but its squared norm underflows: normalising it divides
+    // by zero
+    require(t.row(i).squaredNorm() >= std::numeric_limits<double>::min(),
+            "{}: row {} is too small to normalise (largest |entry| {:.3g}: its squared norm underflows); rescale "
+            "the table",
+            what, i, amax);
   }
 }
 

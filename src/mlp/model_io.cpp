@@ -69,6 +69,16 @@ GatedMLP read_mlp(const h5::Group& g) {
   mlp.solver_note = g.attr_string("solver").value_or("");
   mlp.param_count = g.attr_int("params").value_or(0);
   mlp.validate();
+  // the count reported beside the margins must be one the weights can have: spec §3.7's 3md (+ 2m + d with
+  // biases), or every stored weight; 0 (or no attribute) means not recorded
+  const std::int64_t m = mlp.A.rows(), d = mlp.A.cols();
+  const std::int64_t stored = mlp.A.size() + mlp.G.size() + mlp.B.size() + mlp.bias_up.size() +
+                              mlp.bias_gate.size() + mlp.bias_out.size();
+  if (mlp.param_count != 0)
+    require(mlp.param_count == 3 * m * d || mlp.param_count == 3 * m * d + 2 * m + d || mlp.param_count == stored,
+            "'{}': {} says params = {}, which weights of m = {}, d = {} cannot have (3md = {}, 3md + 2m + d = {}, "
+            "stored {})",
+            g.filename(), g.path(), mlp.param_count, m, d, 3 * m * d, 3 * m * d + 2 * m + d, stored);
   return mlp;
 }
 

@@ -43,6 +43,10 @@ expect_error width_negative 2 "--width must be >= 1" "${B[@]}" --width -3
 expect_error facts_gt_values 2 "larger than the value table" build --device cpu --dim 8 --facts 32 --values 16
 expect_error facts_gt_file 2 "larger than the value table" build --device cpu --facts 9 \
   --keys "$DATA/hebb_tables_ok.h5:x" --values-file "$DATA/hebb_tables_ok.h5:y"
+expect_error facts_zero_file 2 "--facts must be >= 1 (got 0); leave it out" build --device cpu --facts 0 \
+  --keys "$DATA/hebb_tables_ok.h5:x" --values-file "$DATA/hebb_tables_ok.h5:y"
+expect_error dim_zero_file 2 "--dim must be >= 1 (got 0); leave it out" build --device cpu --dim 0 \
+  --keys "$DATA/hebb_tables_ok.h5:x" --values-file "$DATA/hebb_tables_ok.h5:y"
 expect_error keys_missing 3 "does not exist" build --device cpu --keys "$T/no_such_keys.h5" --tied
 echo "plain text, not HDF5" >"$T/text.h5"
 expect_error keys_not_hdf5 3 "is not an HDF5 file" build --device cpu --keys "$T/text.h5" --tied
