@@ -102,15 +102,16 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
   const auto* q = static_cast<const bf16*>(a.q);
   const auto* k = static_cast<const bf16*>(a.k);
   const auto* v = static_cast<const bf16*>(a.v);
-  if (form == AttentionForm::chunked && segments == kChunk2BlockScan) {
+  if (form == AttentionForm::chunked && (segments == kChunk2BlockScan || segments == kChunk2BlockScanColumns)) {
     // local states of the blocks of `stride` chunks (MODE 1, all in parallel), then one exclusive scan over the
     // blocks: the state entering chunk stride * j, with no walk
     float* s_loc = reinterpret_cast<float*>(ws + nS * 2 + nZ * 4);
     float* z_loc = s_loc + nS;
     launch_local_states<C, D>(p, stride, k, v, s_loc, z_loc, stream);
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
-    launch_scan_tree(s_loc, s_pre, gpu::DType::bf16, z.bh, slots, z.np * D, stream);
-    launch_scan_tree(z_loc, z_pre, gpu::DType::f32, z.bh, slots, z.np, stream);
+    const auto scan = segments == kChunk2BlockScan ? launch_scan_tree : launch_scan_columns;
+    scan(s_loc, s_pre, gpu::DType::bf16, z.bh, slots, z.np * D, stream);
+    scan(z_loc, z_pre, gpu::DType::f32, z.bh, slots, z.np, stream);
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
   } else if (form == AttentionForm::chunked && segments <= 1) {
     by_state_kind(p.map, [&](auto kind) {

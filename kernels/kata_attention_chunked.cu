@@ -238,7 +238,7 @@ std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int s
   std::size_t extra = form == AttentionForm::tree ? nS * 4 + nZ * 4 : 0;
   if (form == AttentionForm::chunked && segments > 1)
     extra = 2 * static_cast<std::size_t>(p.B * p.H) * static_cast<std::size_t>(segments) * np * (p.d + 1) * 4;
-  if (form == AttentionForm::chunked && segments == kChunk2BlockScan)  // fp32 local states of every block
+  if (form == AttentionForm::chunked && (segments == kChunk2BlockScan || segments == kChunk2BlockScanColumns))
     extra = static_cast<std::size_t>(p.B * p.H) * slots * np * (p.d + 1) * 4;
   return nS * 2 + nZ * 4 + extra;
 }

@@ -46,6 +46,7 @@ void launch_quad_ws_d128(const AttentionLaunch& p, int nwg, const AttentionPtrs&
 // segments == kChunk2BlockScan (chunked, with stride > 1: `scan-g4`): no walk; the local states of every block of
 // `stride` chunks in parallel, then one exclusive scan over the blocks writes the stored states.
 constexpr int kChunk2BlockScan = -1;
+constexpr int kChunk2BlockScanColumns = -2;  // the same with launch_scan_columns (`scan-g4c`)
 bool chunk2_supported(const AttentionLaunch& p, AttentionForm form);
 int chunk2_segments(const AttentionLaunch& p);  // the split's segments: enough walks to fill the GPU, >= 2 chunks each
 std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int segments = 1, int stride = 1);
@@ -84,6 +85,10 @@ void launch_scan_sequential(const float* in, void* out, gpu::DType out_type, std
                             std::int64_t e, cudaStream_t stream);
 void launch_scan_tree(const float* in, void* out, gpu::DType out_type, std::int64_t bh, std::int64_t nc,
                       std::int64_t e, cudaStream_t stream);
+// One thread per (bh, e) as the sequential walk, with the loads of 8 chunks issued before their adds (no shared
+// memory, no limit on nc): for few chunks and wide states (`scan-g4c`).
+void launch_scan_columns(const float* in, void* out, gpu::DType out_type, std::int64_t bh, std::int64_t nc,
+                         std::int64_t e, cudaStream_t stream);
 bool scan_tree_fits(std::int64_t nc);  // the tree scan's shared memory holds nc chunks
 
 }  // namespace memcap::kata::cuda

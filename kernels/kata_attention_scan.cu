@@ -24,6 +24,35 @@ __global__ void scan_sequential_kernel(const float* __restrict__ in, O* __restri
   }
 }
 
+// scan_sequential_kernel with the loads of U chunks issued together (independent addresses), then their U
+// dependent adds and stores: U loads in flight per thread instead of one.
+template <class O, int U>
+__global__ void scan_columns_kernel(const float* __restrict__ in, O* __restrict__ out, std::int64_t nc,
+                                    std::int64_t e) {
+  const std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t bh = blockIdx.y;
+  if (idx >= e) return;
+  const float* src = in + bh * nc * e + idx;
+  O* dst = out + bh * nc * e + idx;
+  float run = 0.f;
+  std::int64_t c = 0;
+  for (; c + U <= nc; c += U) {
+    float x[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) x[u] = src[(c + u) * e];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      dst[(c + u) * e] = from_f<O>(run);
+      run += x[u];
+    }
+  }
+  for (; c < nc; ++c) {
+    const float x = src[c * e];
+    dst[c * e] = from_f<O>(run);
+    run += x;
+  }
+}
+
 // One block per (bh, group of EG consecutive elements); thread t owns element t % EG of chunks
 // t / EG, t / EG + blockDim / EG, ... (EG is a compile-time power of two: no divisions in the loops).
 template <class O, int EG>
@@ -81,6 +110,16 @@ void launch_scan_sequential(const float* in, void* out, gpu::DType out_type, std
   else
     scan_sequential_kernel<<<grid, 256, 0, stream>>>(in, static_cast<float*>(out), nc, e);
   MEMCAP_CUDA_CHECK_LAUNCH("scan_sequential_kernel");
+}
+
+void launch_scan_columns(const float* in, void* out, gpu::DType out_type, std::int64_t bh, std::int64_t nc,
+                         std::int64_t e, cudaStream_t stream) {
+  const dim3 grid(static_cast<unsigned>((e + 255) / 256), static_cast<unsigned>(bh));
+  if (out_type == gpu::DType::bf16)
+    scan_columns_kernel<__nv_bfloat16, 8><<<grid, 256, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), nc, e);
+  else
+    scan_columns_kernel<float, 8><<<grid, 256, 0, stream>>>(in, static_cast<float*>(out), nc, e);
+  MEMCAP_CUDA_CHECK_LAUNCH("scan_columns_kernel");
 }
 
 bool scan_tree_fits(std::int64_t nc) { return 2 * nc * 4 <= 192 * 1024; }

@@ -84,6 +84,17 @@ std::vector<KernelVariant> make_table() {
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScan, 4); },
                [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScan, 4, x, s); },
                [](P p, A) { return p.d == 64 && chunk2_segments(p) >= 4; }});
+  // opt-in (twenty-fifth session, written after the device time ran out, not yet run): scan-g4 with the column
+  // scan (scan-g4's tree scan took 0.123 ms for ~100 MB at M_1, B = H = 1, T = 32K)
+  t.push_back({AttentionForm::chunked, "scan-g4c", "tensor cores (mma.sync)",
+               "scan-g4 with a per-element column scan over the blocks (loads 8 deep, no shared memory)",
+               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
+                                     chunk2_supported(p, AttentionForm::chunked); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               [](P p, X x, cudaStream_t s) {
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s);
+               },
+               [](P, A) { return false; }});
   // split's segments with 2pass-g4's stored states, preferred over split at d = 64 (measured there, twenty-fifth
   // session, B = H = 1, T = 32K / 64K / 128K: M_2 0.251 / 0.438 / 0.996 ms against 0.281 / 0.490 / 1.078, M_1
   // 0.493 / 0.934 / 1.812 against 0.543 / 1.026 / 2.032; at d = 32 and 128 validated, not timed)

@@ -247,6 +247,9 @@ TEST_CASE("the split chunked pass: many segments at B = H = 1 agree with the seq
       std::vector<double> scan4;  // the same stored states from a scan over 4-chunk blocks (no walk)
       CHECK(check_case(c, 8000, &scan4, &v1, "scan-g4") < kTolBf16);
       CHECK(relative_error(scan4, walk) < kTolBf16);
+      std::vector<double> scan4c;  // the column scan
+      CHECK(check_case(c, 8000, &scan4c, &v1, "scan-g4c") < kTolBf16);
+      CHECK(relative_error(scan4c, scan4) < kTolBf16);
       std::printf("stride 4 (%s): split-g4 vs split %.3e, 2pass-g4 vs 2pass %.3e, scan-g4 vs 2pass %.3e\n", map,
                   relative_error(g4, split2), relative_error(walk4, walk), relative_error(scan4, walk));
     }
