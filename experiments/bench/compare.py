@@ -107,6 +107,10 @@ def main():
             if s and c:
                 out.append(f"{m} T=128K: sequential chunk scan {s:.3f} ms / split {c:.3f} ms = {s / c:.2f}x "
                            f"(>=3x: {verdict(s / c, 3)})")
+        out.append("stage split of the chunked rows (ms, one extra launch):")
+        for r in a4:
+            if r["kernel"] == "chunked" and r["stage_ms"]:
+                out.append(f"  {r['map'].split(':')[0]} T={T(int(r['T'])):>5} {r['variant']:<18} {r['stage_ms']}")
     # forward + backward (table9; issue 12 acceptance 3): the MQAR mixer cores vs SDPA forward + backward
     if fwdbwd:
         out.append("")
