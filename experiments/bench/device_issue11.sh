@@ -14,7 +14,8 @@ S="$OUT/summary.log"
 note() { echo "$*" | tee -a "$S"; }
 nvidia-smi --query-gpu=name,memory.total,clocks.sm,clocks.mem,driver_version --format=csv > "$OUT/gpu.txt" 2>&1
 t0=$(date +%s)
-# PREBUILT=DIR: DIR/kata and DIR/tests/gpu_test_kata_{attention,capacity} built elsewhere (carried), no build here
+# PREBUILT=DIR: DIR/kata and DIR/tests/gpu_test_kata_{attention,capacity} built elsewhere (carried), no build here.
+# STAGE=ncu profiles the chunked passes instead of timing the preset (NCU_SPECS below).
 BD=${PREBUILT:-build-gpu}
 if [ -z "${PREBUILT:-}" ]; then
   cmake -S . -B build-gpu -G Ninja -DCMAKE_BUILD_TYPE=Release -DCMAKE_CUDA_ARCHITECTURES=90a -DMEMCAP_ENABLE_CUDA=ON \
@@ -57,6 +58,27 @@ if [ "$STAGE" = explore ] || [ "$STAGE" = both ]; then
     note "explore [$spec] rc=$rc"
     grep -E "^custom|stages|error|Error" "$OUT/explore.log" | awk '{print "  " $0}' | cut -c1-190 | tee -a "$S"
   done
+fi
+# STAGE=ncu: ncu sections of the chunked passes (item 3's walk and output pass at a smaller T, item 4's scans);
+# NCU_SPECS = "variant B H T map;...". The full reports go into the log archive, a digest into the summary.
+NCU_SPECS=${NCU_SPECS:-"2pass-g4 8 16 16384 m2;scan-g4 1 1 32768 m1;scan-g4c 1 1 32768 m1"}
+if [ "$STAGE" = ncu ]; then
+  if command -v ncu > /dev/null; then
+    IFS=';' read -ra specs <<< "$NCU_SPECS"
+    for spec in "${specs[@]}"; do
+      set -- $spec
+      f="$OUT/ncu_$1_B$2_T$4_$5.txt"
+      timeout 150 ncu --clock-control none --section SpeedOfLight --section Occupancy --section LaunchStats \
+        --section WarpStateStats -k "regex:chunk_|scan_" --launch-count 8 $K bench --device cuda --shapes custom \
+        --forms chunked --maps "$5" --B "$2" --H "$3" --T "$4" --d-head 64 --chunk 64 --variant "$1" --repeats 1 \
+        --warmup 0 > "$f" 2>&1
+      note "ncu [$spec] rc=$?"
+      digest="^  [a-z_:0-9]+.*\(|Duration|Memory Throughput|Compute \(SM\) Throughput|Achieved Occupancy"
+      grep -E "$digest|Registers Per Thread|Issue Slots Busy" "$f" | head -48 | tee -a "$S"
+    done
+  else
+    note "ncu: not on PATH"
+  fi
 fi
 if [ "$STAGE" = accept ] || [ "$STAGE" = both ]; then
   timeout 300 $K bench --device cuda --shapes accept --repeats 5 --warmup 2 --out "$OUT/kata_accept.h5" > "$OUT/kata_accept.txt" 2>&1
