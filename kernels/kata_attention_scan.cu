@@ -8,9 +8,24 @@
 namespace memcap::kata::cuda {
 namespace {
 
-// One thread per (bh, element) walking the chunks: the loads of U chunks issued together (independent addresses),
-// then their U dependent adds and stores in chunk order (U = 1: the plain sequential walk; the sums are the same
-// for every U).
+template <class O>
+__global__ void scan_sequential_kernel(const float* __restrict__ in, O* __restrict__ out, std::int64_t nc,
+                                       std::int64_t e) {
+  const std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t bh = blockIdx.y;
+  if (idx >= e) return;
+  const float* src = in + bh * nc * e + idx;
+  O* dst = out + bh * nc * e + idx;
+  float run = 0.f;
+  for (std::int64_t c = 0; c < nc; ++c) {
+    const float x = src[c * e];
+    dst[c * e] = from_f<O>(run);
+    run += x;
+  }
+}
+
+// scan_sequential_kernel with the loads of U chunks issued together (independent addresses), then their U
+// dependent adds and stores: U loads in flight per thread instead of one.
 template <class O, int U>
 __global__ void scan_columns_kernel(const float* __restrict__ in, O* __restrict__ out, std::int64_t nc,
                                     std::int64_t e) {
@@ -91,10 +106,10 @@ void launch_scan_sequential(const float* in, void* out, gpu::DType out_type, std
                             std::int64_t e, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((e + 255) / 256), static_cast<unsigned>(bh));
   if (out_type == gpu::DType::bf16)
-    scan_columns_kernel<__nv_bfloat16, 1><<<grid, 256, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), nc, e);
+    scan_sequential_kernel<<<grid, 256, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), nc, e);
   else
-    scan_columns_kernel<float, 1><<<grid, 256, 0, stream>>>(in, static_cast<float*>(out), nc, e);
-  MEMCAP_CUDA_CHECK_LAUNCH("scan_columns_kernel");
+    scan_sequential_kernel<<<grid, 256, 0, stream>>>(in, static_cast<float*>(out), nc, e);
+  MEMCAP_CUDA_CHECK_LAUNCH("scan_sequential_kernel");
 }
 
 void launch_scan_columns(const float* in, void* out, gpu::DType out_type, std::int64_t bh, std::int64_t nc,
