@@ -25,7 +25,9 @@ __global__ void scan_sequential_kernel(const float* __restrict__ in, O* __restri
 }
 
 // scan_sequential_kernel with the loads of U chunks issued together (independent addresses), then their U
-// dependent adds and stores: U loads in flight per thread instead of one.
+// dependent adds and stores: U loads in flight per thread instead of one. (Once `scan-g4c` has run on a GPU,
+// scan_sequential_kernel can become this kernel with U = 1: kept apart until then, since `fused` runs it by
+// default and was validated with it.)
 template <class O, int U>
 __global__ void scan_columns_kernel(const float* __restrict__ in, O* __restrict__ out, std::int64_t nc,
                                     std::int64_t e) {
