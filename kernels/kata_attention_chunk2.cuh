@@ -179,12 +179,10 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_kernel(AttnMap mp, const
 // stride 1; a few words at stride 4); elsewhere shared memory is the limit (d = 128: two CTAs) and a cap spilled.
 constexpr int output_min_ctas(int C, int D) { return C == 64 && D == 64 ? 4 : 1; }
 template <int C, MapKind KIND, int G, int D, int STRIDE>
-__global__ void __launch_bounds__(C * 2, output_min_ctas(C, D)) chunk_output_kernel(AttnMap mp, const bf16* __restrict__ q,
-                                                                      const bf16* __restrict__ k,
-                                                                      const bf16* __restrict__ v,
-                                                                      const bf16* __restrict__ s_pre,
-                                                                      const float* __restrict__ z_pre,
-                                                                      bf16* __restrict__ out, int T, int nc) {
+__global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
+    chunk_output_kernel(AttnMap mp, const bf16* __restrict__ q, const bf16* __restrict__ k,
+                        const bf16* __restrict__ v, const bf16* __restrict__ s_pre, const float* __restrict__ z_pre,
+                        bf16* __restrict__ out, int T, int nc) {
   constexpr int stride = STRIDE;
   constexpr int NT = C * 2, SD = D + 8;
   constexpr bool PSD = KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd;

@@ -74,8 +74,8 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
   const int progs = static_cast<int>((z.nc + cpp - 1) / cpp);
   by_state_kind(p.map, [&](auto kind) {
     launch_state<C, 1, decltype(kind)::value, D, FOLD>(p, attn_map(p), static_cast<const bf16*>(k),
-                                                 static_cast<const bf16*>(v), s_loc, z_loc, progs, cpp, nullptr,
-                                                 nullptr, 1, stream);
+                                                       static_cast<const bf16*>(v), s_loc, z_loc, progs, cpp,
+                                                       nullptr, nullptr, 1, stream);
   });
 }
 

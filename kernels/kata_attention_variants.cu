@@ -31,6 +31,10 @@ bool sum_psd_small(P p) { return p.map.kind == MapKind::SumPsd && p.d <= 64; }
 // about four waves the 128-row CTAs of ws2 balance better (B = H = 1, T = 32K: 0.285 ms against 0.362 ms).
 bool many_waves(P p, A a) { return p.B * p.H * ((p.T + 191) / 192) >= 4 * static_cast<std::int64_t>(a.sms); }
 bool fused_pays(P p) { return p.map.is_linear_family(); }
+// The variants that store every 4th chunk's entering state (the output pass's closed form: PSD maps, C = 64).
+bool stride4_applies(P p, A a) {
+  return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 && chunk2_supported(p, AttentionForm::chunked);
+}
 
 std::vector<KernelVariant> make_table() {
   using X = const AttentionPtrs&;
@@ -78,9 +82,9 @@ std::vector<KernelVariant> make_table() {
   t.push_back({AttentionForm::chunked, "scan-g4", "tensor cores (mma.sync)",
                "local states of every 4-chunk block in parallel, one scan over the blocks (no walk), then 2pass-g4's "
                "output pass (PSD maps, C = 64)",
-               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
-                                     chunk2_supported(p, AttentionForm::chunked) &&
-                                     scan_tree_fits((p.T + 4 * p.chunk - 1) / (4 * p.chunk)); },
+               [](P p, A a) {
+                 return stride4_applies(p, a) && scan_tree_fits((p.T + 4 * p.chunk - 1) / (4 * p.chunk));
+               },
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScan, 4); },
                [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScan, 4, x, s); },
                [](P p, A) { return p.d == 64 && chunk2_segments(p) >= 4; }});
@@ -88,8 +92,7 @@ std::vector<KernelVariant> make_table() {
   // scan (scan-g4's tree scan took 0.123 ms for ~100 MB at M_1, B = H = 1, T = 32K)
   t.push_back({AttentionForm::chunked, "scan-g4c", "tensor cores (mma.sync)",
                "scan-g4 with a per-element column scan over the blocks (loads 8 deep, no shared memory)",
-               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
-                                     chunk2_supported(p, AttentionForm::chunked); },
+               stride4_applies,
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
                [](P p, X x, cudaStream_t s) {
                  launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s);
@@ -101,8 +104,7 @@ std::vector<KernelVariant> make_table() {
   t.push_back({AttentionForm::chunked, "split-g4", "tensor cores (mma.sync)",
                "split storing every 4th chunk's entering state (the segment walks write a quarter of the states); the "
                "output pass adds the 0-3 chunks in between by the closed form (PSD maps, C = 64)",
-               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
-                                     chunk2_supported(p, AttentionForm::chunked); },
+               stride4_applies,
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, chunk2_segments(p), 4); },
                [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, chunk2_segments(p), 4, x, s); },
                [](P p, A) { return p.d == 64 && chunk2_segments(p) >= 4; }});
@@ -111,8 +113,7 @@ std::vector<KernelVariant> make_table() {
   t.push_back({AttentionForm::chunked, "2pass-g4", "tensor cores (mma.sync)",
                "2pass storing every 4th chunk's entering state; the output pass adds the 0-3 chunks in between by the "
                "closed form (PSD maps, C = 64)",
-               [](P p, A a) { return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 &&
-                                     chunk2_supported(p, AttentionForm::chunked); },
+               stride4_applies,
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, 1, 4); },
                [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 4, x, s); },
                [](P p, A) { return p.d == 64; }});
