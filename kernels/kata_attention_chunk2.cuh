@@ -8,6 +8,7 @@
 #include "cuda_check.cuh"
 #include "kata_attention_common.cuh"
 #include "kata_attention_impl.cuh"
+#include "kata_attention_wgmma.cuh"
 
 namespace memcap::kata::cuda {
 namespace chunk2 {
@@ -169,6 +170,13 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_kernel(AttnMap mp, const
   }
 }
 
+// A fragment as load_a_trans, from a 64 x 64 bf16 tile stored as one 128-byte-swizzled atom (row k: 128 bytes,
+// 16-byte chunk c at c ^ (k & 7)), the layout wgmma reads.
+__device__ __forceinline__ void load_a_trans_sw(uint32_t (&r)[4], const bf16* atom, int row0, int k0, int lane) {
+  const int i = lane >> 3, row = k0 + (i >> 1) * 8 + (lane & 7), chunk = (row0 + (i & 1) * 8) >> 3;
+  ldmatrix_x4_trans(r, reinterpret_cast<const unsigned char*>(atom) + row * 128 + ((chunk ^ (row & 7)) << 4));
+}
+
 // ---- output pass: C/16 warps x 16 query rows ----------------------------------------------------------------
 // Inter-chunk ψ(Q_c) S_pre (+ ψ(Q_c)·Z_pre), then the intra-chunk causal P V with P from the closed form (PSD
 // maps: Σ_a (q_a·k_a)² or c² Σ_{a,b} (q_a·k_b)², ε terms) or ψ(q)·ψ(k) (the n_ψ = d family).
@@ -177,8 +185,12 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_kernel(AttnMap mp, const
 // from 31.1 to 37.3 ms at B = 8, H = 16, T = 128K and from 0.071 to 0.112 ms at B = H = 1, T = 32K). At C = D = 64
 // the shared memory admits four CTAs per SM, and a minimum of four keeps the registers at <= 128 (no spills at
 // stride 1; a few words at stride 4); elsewhere shared memory is the limit (d = 128: two CTAs) and a cap spilled.
+// WG (sm_90a, C = D = 64, PSD maps): the readout ψ(Q_c) S_pre on wgmma (m64n64k16, ψ(Q) fragments from registers,
+// S from shared memory) instead of mma.sync: with mma.sync every warp reads the whole 64 x 64 S tile of a feature
+// block for its 16 rows (by our count the largest share of the pass's shared-memory traffic), wgmma reads it once
+// per warpgroup. ψ(Q) and the two S buffers are then 128-byte-swizzled atoms at a 1024-aligned start.
 constexpr int output_min_ctas(int C, int D) { return C == 64 && D == 64 ? 4 : 1; }
-template <int C, MapKind KIND, int G, int D, int STRIDE>
+template <int C, MapKind KIND, int G, int D, int STRIDE, bool WG = false>
 __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
     chunk_output_kernel(AttnMap mp, const bf16* __restrict__ q, const bf16* __restrict__ k,
                         const bf16* __restrict__ v, const bf16* __restrict__ s_pre, const float* __restrict__ z_pre,
@@ -194,14 +206,18 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
   constexpr bool TQ = PSD && D <= 64;
   constexpr int CS = C + 8;  // stride of the transposed tiles (Q [D][CS] in sQ's place, ψ(Q) [64][CS] in sPQ's)
   static_assert(!TQ || (D * CS <= C * SD && 64 * CS <= C * (PW + 8)), "transposed tiles must fit in place");
+  static_assert(!WG || (TQ && C == 64 && D == 64), "the wgmma readout is for PSD maps at C = D = 64");
+  constexpr int kAtom = ws::kAtom;  // bytes of one 64 x 64 bf16 swizzled atom
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* sQ = reinterpret_cast<bf16*>(smem_raw);
+  // WG: [ψ(Q) atom][S atom x 2] from the first 1024-aligned byte, then Q, K, V; else Q, K, V, ψ(Q), ψ(K), S
+  unsigned char* sw = smem_raw + (WG ? (1024u - (smem_u32(smem_raw) & 1023u)) & 1023u : 0u);
+  bf16* sQ = reinterpret_cast<bf16*>(sw + (WG ? 3 * kAtom : 0));
   bf16* sK = sQ + C * SD;
   bf16* sV = sK + C * SD;
-  bf16* sPQ = sV + C * SD;
+  bf16* sPQ = WG ? reinterpret_cast<bf16*>(sw) : sV + C * SD;
   bf16* sPK = sPQ + C * (PW + 8);  // family: ψ(K), stride PW + 8
-  bf16* sS = sPK + (PSD ? 0 : C * (PW + 8));                 // 2 buffers of 64 x SD
-  float* sZt = reinterpret_cast<float*>(sS + 2 * 64 * SD);   // 2 buffers of 64
+  bf16* sS = WG ? reinterpret_cast<bf16*>(sw + kAtom) : sPK + (PSD ? 0 : C * (PW + 8));  // 2 buffers of 64 x SD
+  float* sZt = reinterpret_cast<float*>(WG ? sV + C * SD : sS + 2 * 64 * SD);             // 2 buffers of 64
   float* sNormQ = sZt + 2 * 64;
   float* sNormK = sNormQ + C;
   uint32_t* sIJ = reinterpret_cast<uint32_t*>(sNormK + C);  // TQ: 2 x 64 packed slots (i, j, block, active)
@@ -270,12 +286,25 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
   auto issue_state = [&](int fb, int buf) {  // S_pre and Z_pre tiles of feature block fb -> smem buffer
     const bf16* S = s_pre + (cbase + fb * 64) * D;
     constexpr int CPR = D / 8;
-    for (int e = tid; e < 64 * CPR; e += NT)
-      cp_async16(sS + buf * 64 * SD + (e / CPR) * SD + (e % CPR) * 8, S + (e / CPR) * D + (e % CPR) * 8, true);
+    for (int e = tid; e < 64 * CPR; e += NT) {
+      const int r = e / CPR, c8 = e % CPR;
+      if constexpr (WG)
+        cp_async16(reinterpret_cast<unsigned char*>(sS) + buf * kAtom + r * 128 + ((c8 ^ (r & 7)) << 4), S + r * D + c8 * 8,
+                   true);
+      else
+        cp_async16(sS + buf * 64 * SD + r * SD + c8 * 8, S + r * D + c8 * 8, true);
+    }
     if (tid < 16) cp_async16(sZt + buf * 64 + tid * 4, z_pre + cbase + fb * 64 + tid * 4, mp.normalized != 0);
     cp_async_commit();
   };
   issue_state(0, 0);
+  auto pq_at = [&](int ff, int t) -> bf16* {  // ψ(Q) tile element (feature ff, token t), t even
+    if constexpr (WG)
+      return reinterpret_cast<bf16*>(reinterpret_cast<unsigned char*>(sPQ) + ff * 128 + (((t >> 3) ^ (ff & 7)) << 4) +
+                                     (t & 7) * 2);
+    else
+      return sPQ + ff * CS + t;
+  };
   // ψ(Q)·Z_pre on the tensor cores beside the readout: Z as two bf16 columns (hi, lo: fp32 to about 2^-16) of
   // an 8-column B tile, so den = C[row][0] + C[row][1]. A per-thread loop over ψ(Q) rows read shared memory with
   // 4-way bank conflicts (by our count the largest share of the pass's shared-memory wavefronts; ncu had the pass
@@ -300,7 +329,7 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
             const int t = 2 * (lane + 32 * r);
             const __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(sQ + (a0 * M + i) * CS + t);
             const __nv_bfloat162 y = *reinterpret_cast<const __nv_bfloat162*>(sQ + (a0 * M + j) * CS + t);
-            *reinterpret_cast<__nv_bfloat162*>(sPQ + ff * CS + t) =
+            *reinterpret_cast<__nv_bfloat162*>(pq_at(ff, t)) =
                 (sl >> 24) ? __hmul2(x, y) : __floats2bfloat162_rn(0.f, 0.f);
           }
           continue;
@@ -323,7 +352,7 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
             v0 = mult * s0 + add;
             v1 = mult * s1 + add;
           }
-          *reinterpret_cast<__nv_bfloat162*>(sPQ + ff * CS + t) = __floats2bfloat162_rn(v0, v1);
+          *reinterpret_cast<__nv_bfloat162*>(pq_at(ff, t)) = __floats2bfloat162_rn(v0, v1);
         }
       }
       if (tid < 64 && fb + 1 < nfb) sIJ[(buf ^ 1) * 64 + tid] = pack_slot((fb + 1) * 64 + tid);
@@ -338,26 +367,62 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
     else
       cp_async_wait_all();
     __syncthreads();
-    const bf16* cS = sS + buf * 64 * SD;
-    const int f0 = PSD ? 0 : fb * 64;  // column of this block in sPQ
+    auto den_mma = [&](const uint32_t(&a)[4], int ks) {  // dacc += ψ(Q) rows · Z_pre (k-slice ks)
+      uint32_t zb0 = 0u, zb1 = 0u;
+      if (g < 2) {  // B[k][n]: column 0 = bf16(Z), column 1 = bf16(Z - bf16(Z)), the others 0
+        const float* Z = sZt + buf * 64 + ks * 16 + 2 * tq;
+        auto part = [&](float z) {
+          const float hi = __bfloat162float(__float2bfloat16(z));
+          return g == 0 ? hi : z - hi;
+        };
+        zb0 = pack_bf16(part(Z[0]), part(Z[1]));
+        zb1 = pack_bf16(part(Z[8]), part(Z[9]));
+      }
+      mma_bf16(dacc, a, zb0, zb1);
+    };
+    if constexpr (WG) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      uint32_t a[4][4];
 #pragma unroll
-    for (int ks = 0; ks < 4; ++ks) {
-      uint32_t a[4];
-      if constexpr (TQ) load_a_trans(a, sPQ, CS, warp * 16, ks * 16, lane);
-      else load_a(a, sPQ, PW + 8, warp * 16, f0 + ks * 16, lane);
-      mma_rows_x_tile<D>(acc, a, cS, SD, ks * 16, lane);
-      if (mp.normalized) {
-        uint32_t zb0 = 0u, zb1 = 0u;
-        if (g < 2) {  // B[k][n]: column 0 = bf16(Z), column 1 = bf16(Z - bf16(Z)), the others 0
-          const float* Z = sZt + buf * 64 + ks * 16 + 2 * tq;
-          auto part = [&](float z) {
-            const float hi = __bfloat162float(__float2bfloat16(z));
-            return g == 0 ? hi : z - hi;
-          };
-          zb0 = pack_bf16(part(Z[0]), part(Z[1]));
-          zb1 = pack_bf16(part(Z[8]), part(Z[9]));
-        }
-        mma_bf16(dacc, a, zb0, zb1);
+      for (int ks = 0; ks < 4; ++ks) load_a_trans_sw(a[ks], sPQ, warp * 16, ks * 16, lane);
+      if (mp.normalized)  // before the wgmma: its A registers may not be read until it is waited on (PTX ISA)
+#pragma unroll
+        for (int ks = 0; ks < 4; ++ks) den_mma(a[ks], ks);
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ws::fence_f(acc[j][e]);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+        for (int h = 0; h < 4; ++h) ws::fence_u(a[ks][h]);
+      ws::wg_fence();
+      const uint64_t ds = ws::sw128_desc(smem_u32(sS) + buf * kAtom);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) ws::wgmma_rs_mn(acc, a[ks], ds + ((ks * 16 * 128) >> 4));
+      ws::wg_commit();
+      ws::wg_wait<0>();
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ws::fence_f(acc[j][e]);
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+        for (int h = 0; h < 4; ++h) ws::fence_u(a[ks][h]);
+#else
+      __trap();  // not launched: the variants with WG apply only where the sm_90a kernels run
+#endif
+    } else {
+      const bf16* cS = sS + buf * 64 * SD;
+      const int f0 = PSD ? 0 : fb * 64;  // column of this block in sPQ
+#pragma unroll
+      for (int ks = 0; ks < 4; ++ks) {
+        uint32_t a[4];
+        if constexpr (TQ) load_a_trans(a, sPQ, CS, warp * 16, ks * 16, lane);
+        else load_a(a, sPQ, PW + 8, warp * 16, f0 + ks * 16, lane);
+        mma_rows_x_tile<D>(acc, a, cS, SD, ks * 16, lane);
+        if (mp.normalized) den_mma(a, ks);
       }
     }
     __syncthreads();
@@ -405,11 +470,12 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
     mma_rows_x_tile<D>(acc, pa, vt, SD, kb * 16, lane);
   };
   // stride > 1 (PSD maps, C = 64): the chunks between the stored state and this one, all keys earlier than every
-  // query row (no mask), by the closed form; K_j, V_j in the state buffers (free after the readout), ‖k‖² in sZt
+  // query row (no mask), by the closed form; K_j, V_j in the state buffers (free after the readout; WG: the ψ(Q)
+  // and S atoms, 24 KB), ‖k‖² in sZt
   if constexpr (PSD && C == 64 && STRIDE > 1) {
     for (int j = (c / stride) * stride; j < c; ++j) {
-      bf16* sKj = sS;
-      bf16* sVj = sS + 64 * SD;
+      bf16* sKj = WG ? sPQ : sS;
+      bf16* sVj = sKj + 64 * SD;
       load_tile<C, D>(sKj, k, j * C, T, tid, NT);
       load_tile<C, D>(sVj, v, j * C, T, tid, NT);
       cp_async_commit();

@@ -56,6 +56,11 @@ constexpr int output_smem() {
   return (3 * C * (D + 8) + C * (PW + 8) + (PSD ? 0 : C * (PW + 8)) + 2 * 64 * (D + 8)) * 2 + (2 * 64 + 2 * C) * 4 +
          2 * 64 * 4;
 }
+// The wgmma readout's layout (chunk_output_kernel, WG): up to 1 KB of alignment, three swizzled atoms, Q, K, V.
+template <int C, int D>
+constexpr int output_smem_wg() {
+  return 1024 + 3 * ws::kAtom + 3 * C * (D + 8) * 2 + (2 * 64 + 2 * C) * 4 + 2 * 64 * 4;
+}
 
 // kind(std::integral_constant<MapKind, K>) for the state pass: BlockPsd, SumPsd or the family (Linear).
 template <class F>
@@ -84,10 +89,13 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
 // segment's walk from its entering state (MODE 2); stages: state = the local states, scan = the scan and the
 // walks, output = the output pass. stride > 1 (chunked form, PSD maps, C = 64; one walk or segments): only every
 // stride-th chunk's entering state is stored; the output pass adds the chunks in between by the closed form.
+// wg: the output pass's readout on wgmma (chunk_output_kernel's WG: sm_90a, stride 4, C = D = 64).
 template <int C, int D>
 void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
-         cudaStream_t stream) {
+         cudaStream_t stream, bool wg = false) {
   const Sizes z = sizes_of(p);
+  if (wg && (C != 64 || D != 64 || stride != 4))
+    cuda_detail::throw_user_error("chunked attention: the wgmma output pass needs C = d = 64 and the state stride 4");
   // the output pass adds the chunks between stored states by the PSD closed form at C = 64 only
   if ((stride != 1 && stride != 4) || (stride > 1 && (form != AttentionForm::chunked || C != 64 || !p.map.is_psd())))
     cuda_detail::throw_user_error(
@@ -156,17 +164,21 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
   };
   auto psd = [&](auto kind) {
     constexpr MapKind K = decltype(kind)::value;
-    constexpr int smem = output_smem<C, K, D>();
-    auto by_g = [&](auto st) {
+    auto by_g = [&](auto st, auto wgc) {
       constexpr int S = decltype(st)::value;
-      if (p.map.g == 1) launch_out(chunk_output_kernel<C, K, 1, D, S>, smem);
-      else if (p.map.g == 2) launch_out(chunk_output_kernel<C, K, 2, D, S>, smem);
-      else launch_out(chunk_output_kernel<C, K, 4, D, S>, smem);
+      constexpr bool W = decltype(wgc)::value;
+      constexpr int smem = W ? output_smem_wg<C, D>() : output_smem<C, K, D>();
+      if (p.map.g == 1) launch_out(chunk_output_kernel<C, K, 1, D, S, W>, smem);
+      else if (p.map.g == 2) launch_out(chunk_output_kernel<C, K, 2, D, S, W>, smem);
+      else launch_out(chunk_output_kernel<C, K, 4, D, S, W>, smem);
     };
-    if constexpr (C == 64) {
-      if (stride == 4) return by_g(std::integral_constant<int, 4>{});
+    if constexpr (C == 64 && D == 64) {
+      if (wg) return by_g(std::integral_constant<int, 4>{}, std::true_type{});
     }
-    by_g(std::integral_constant<int, 1>{});
+    if constexpr (C == 64) {
+      if (stride == 4) return by_g(std::integral_constant<int, 4>{}, std::false_type{});
+    }
+    by_g(std::integral_constant<int, 1>{}, std::false_type{});
   };
   if (p.map.kind == MapKind::BlockPsd) psd(std::integral_constant<MapKind, MapKind::BlockPsd>{});
   else if (p.map.kind == MapKind::SumPsd) psd(std::integral_constant<MapKind, MapKind::SumPsd>{});

@@ -98,6 +98,25 @@ std::vector<KernelVariant> make_table() {
                  launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s);
                },
                [](P, A) { return false; }});
+  // opt-in (twenty-sixth session, not yet timed): the stride-4 variants with the output pass's readout ψ(Q) S_pre
+  // on wgmma (each S tile read once per warpgroup from shared memory instead of once per warp)
+  t.push_back({AttentionForm::chunked, "scan-g4w", "tensor cores (wgmma)",
+               "scan-g4 with the output pass's readout on wgmma (d = 64)",
+               [](P p, A a) {
+                 return a.wgmma && p.d == 64 && stride4_applies(p, a) &&
+                        scan_tree_fits((p.T + 4 * p.chunk - 1) / (4 * p.chunk));
+               },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScan, 4); },
+               [](P p, X x, cudaStream_t s) {
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScan, 4, x, s, true);
+               },
+               [](P, A) { return false; }});
+  t.push_back({AttentionForm::chunked, "2pass-g4w", "tensor cores (wgmma)",
+               "2pass-g4 with the output pass's readout on wgmma (d = 64)",
+               [](P p, A a) { return a.wgmma && p.d == 64 && stride4_applies(p, a); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, 1, 4); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 4, x, s, true); },
+               [](P, A) { return false; }});
   // split's segments with 2pass-g4's stored states, preferred over split at d = 64 (measured there, twenty-fifth
   // session, B = H = 1, T = 32K / 64K / 128K: M_2 0.251 / 0.438 / 0.996 ms against 0.281 / 0.490 / 1.078, M_1
   // 0.493 / 0.934 / 1.812 against 0.543 / 1.026 / 2.032; at d = 32 and 128 validated, not timed)

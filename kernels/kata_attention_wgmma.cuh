@@ -46,6 +46,13 @@ struct Layout {  // byte offsets from the 1024-aligned start of dynamic shared m
   "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3]), "+f"(d[4]), "+f"(d[5]), "+f"(d[6]), "+f"(d[7]), "+f"(d[8]),  \
       "+f"(d[9]), "+f"(d[10]), "+f"(d[11]), "+f"(d[12]), "+f"(d[13]), "+f"(d[14]), "+f"(d[15])
 #define MEMCAP_WS_DLIST16 "{%0,%1,%2,%3,%4,%5,%6,%7,%8,%9,%10,%11,%12,%13,%14,%15}"
+#define MEMCAP_WS_D8X4 \
+  "+f"(d[0][0]), "+f"(d[0][1]), "+f"(d[0][2]), "+f"(d[0][3]), "+f"(d[1][0]), "+f"(d[1][1]), "+f"(d[1][2]), \
+      "+f"(d[1][3]), "+f"(d[2][0]), "+f"(d[2][1]), "+f"(d[2][2]), "+f"(d[2][3]), "+f"(d[3][0]), \
+      "+f"(d[3][1]), "+f"(d[3][2]), "+f"(d[3][3]), "+f"(d[4][0]), "+f"(d[4][1]), "+f"(d[4][2]), \
+      "+f"(d[4][3]), "+f"(d[5][0]), "+f"(d[5][1]), "+f"(d[5][2]), "+f"(d[5][3]), "+f"(d[6][0]), \
+      "+f"(d[6][1]), "+f"(d[6][2]), "+f"(d[6][3]), "+f"(d[7][0]), "+f"(d[7][1]), "+f"(d[7][2]), \
+      "+f"(d[7][3])
 
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
 // Shared-memory matrix descriptor for a 128B-swizzled atom: both byte offsets 1024 (8 rows of 128 B), so
@@ -98,6 +105,16 @@ __device__ __forceinline__ void wgmma_rs_mn(float (&d)[32], const uint32_t (&a)[
       "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MEMCAP_WS_DLIST32
       ", {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
       : MEMCAP_WS_D32
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+// The same with the accumulator as eight mma.sync m16n8 tiles (acc[j][e]: n-block j, the same element as d[4j+e]
+// above: row 16 warp + g + 8 (e >> 1), column 8 j + 2 tq + (e & 1)), for kernels that mix the two.
+__device__ __forceinline__ void wgmma_rs_mn(float (&d)[8][4], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n64k16.f32.bf16.bf16 " MEMCAP_WS_DLIST32
+      ", {%32,%33,%34,%35}, %36, p, 1, 1, 1;\n}\n"
+      : MEMCAP_WS_D8X4
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {

@@ -92,7 +92,7 @@ def main():
         for m in ("m1", "m2"):
             for t in sorted({k[2] for k in ms}):
                 q = ms.get(("quadratic", m, t, "ws3")) or ms.get(("quadratic", m, t, "ws2"))
-                split = {v: ms[("chunked", m, t, v)] for v in ("fused", "split", "split-g4", "scan-g4", "scan-g4c")
+                split = {v: ms[("chunked", m, t, v)] for v in ("fused", "split", "split-g4", "scan-g4", "scan-g4c", "scan-g4w")
                          if ("chunked", m, t, v) in ms}
                 c = min(split.values()) if split else None
                 if q is None:
@@ -102,7 +102,7 @@ def main():
                     out.append(f"{m} T={T(t):>5}: quadratic {q:.3f} ms, chunked {c:.3f} ms ({each}) -> "
                                f"{'chunked faster: pass' if c < q else f'MISS by {c / q:.2f}x'}")
             s = ms.get(("chunked", m, 128 * 1024, "fused-seq"))
-            both = [("chunked", m, 128 * 1024, v) for v in ("fused", "split", "split-g4", "scan-g4", "scan-g4c")]
+            both = [("chunked", m, 128 * 1024, v) for v in ("fused", "split", "split-g4", "scan-g4", "scan-g4c", "scan-g4w")]
             c = min((ms[k] for k in both if k in ms), default=None)
             if s and c:
                 out.append(f"{m} T=128K: sequential chunk scan {s:.3f} ms / split {c:.3f} ms = {s / c:.2f}x "

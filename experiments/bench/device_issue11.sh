@@ -61,7 +61,7 @@ if [ "$STAGE" = explore ] || [ "$STAGE" = both ]; then
 fi
 # STAGE=ncu: ncu sections of the chunked passes (item 3's walk and output pass at a smaller T, item 4's scans);
 # NCU_SPECS = "variant B H T map;...". The full reports go into the log archive, a digest into the summary.
-NCU_SPECS=${NCU_SPECS:-"2pass-g4 8 16 16384 m2;scan-g4 1 1 32768 m1;scan-g4c 1 1 32768 m1"}
+NCU_SPECS=${NCU_SPECS:-"2pass-g4 8 16 16384 m2;2pass-g4w 8 16 16384 m2;scan-g4 1 1 32768 m1;scan-g4c 1 1 32768 m1"}
 if [ "$STAGE" = ncu ]; then
   if command -v ncu > /dev/null; then
     IFS=';' read -ra specs <<< "$NCU_SPECS"
