@@ -170,6 +170,314 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_kernel(AttnMap mp, const
   }
 }
 
+// ---- state pass, PSD maps at C = D = 64: ψ(K)ᵀ fragments formed in registers ------------------------------------
+// The same passes (MODE, FB, FOLD, stride, workspace layout) as chunk_state_kernel, which spent most of its
+// instructions forming ψ(K) in shared memory (a thread per feature walking 32 tokens, two scalar loads, a store
+// and a conversion each: ~840 instructions per warp and chunk, ncu, M_2 at B = 8, H = 16, T = 16K). Here K_c is
+// transposed in place once per chunk (ldmatrix.trans, each warp a set of 8 x 8 blocks closed under transposition),
+// and each thread forms its own A fragments of ψ(K_c)ᵀ (feature rows warp·16 + g, + 8; token pairs) from bf16x2
+// loads of Kᵀ, with no ψ tile in shared memory; Z = ψ(K)ᵀ 1 comes from one extra mma per k-step against a column
+// of ones. K and V have two stages each (the next chunk's copies are issued a whole step ahead).
+// WG (sm_90a): S += ψ(K_c)ᵀ V_c on wgmma (A from those registers, V as swizzled atoms) instead of mma.sync.
+// The 8 x 8 blocks (row r, column c of the 64 x 64 tile) of the transposition: groups of four, closed under
+// transposition (14 groups of two off-diagonal pairs, 2 of four diagonal blocks); warp w moves groups 4w .. 4w + 3.
+__constant__ unsigned char kTransposeBlocks[64] = {
+    1,  8,  2,  16, 3,  24, 4,  32, 5,  40, 6,  48, 7,  56, 10, 17, 11, 25, 12, 33, 13, 41, 14,
+    49, 15, 57, 19, 26, 20, 34, 21, 42, 22, 50, 23, 58, 28, 35, 29, 43, 30, 51, 31, 59, 37, 44,
+    38, 52, 39, 60, 46, 53, 47, 61, 55, 62, 0,  9,  18, 27, 36, 45, 54, 63};
+// Transposes the 64 x 64 bf16 tile X (stride SD) in place; warps 0-3 only, then a block barrier is needed.
+template <int SD>
+__device__ __forceinline__ void transpose64_in_place(bf16* X, int warp, int lane) {
+  uint32_t r[4][4];
+#pragma unroll
+  for (int q = 0; q < 4; ++q) {  // lane group m = lane >> 3 addresses the rows of block m of group 4 warp + q
+    const int b = kTransposeBlocks[(warp * 4 + q) * 4 + (lane >> 3)];
+    ldmatrix_x4_trans(r[q], X + ((b >> 3) * 8 + (lane & 7)) * SD + (b & 7) * 8);
+  }
+  __syncwarp();
+#pragma unroll
+  for (int q = 0; q < 4; ++q)
+#pragma unroll
+    for (int m = 0; m < 4; ++m) {  // r[q][m]: row lane >> 2 of block m transposed -> block (c, r)
+      const int b = kTransposeBlocks[(warp * 4 + q) * 4 + m];
+      *reinterpret_cast<uint32_t*>(X + ((b & 7) * 8 + (lane >> 2)) * SD + (b >> 3) * 8 + 2 * (lane & 3)) = r[q][m];
+    }
+}
+
+// One feature row of a thread's fragments: rows of Kᵀ (times SD) of its factors, multiplier, ε term.
+struct FragSlot {
+  int xo = 0, yo = 0;
+  float mult = 0.f, add = 0.f;
+  bool active = false;
+};
+template <MapKind KIND, int SD, int M>
+__device__ __forceinline__ FragSlot frag_slot(const DeviceMap& mp, int f, bool fold) {
+  FeatureSlot s = make_slot<KIND>(mp, f);
+  if (fold) fold_pair_factor<KIND>(s, mp, true);
+  FragSlot r;
+  r.xo = ((KIND == MapKind::BlockPsd ? s.a0 * M : 0) + s.i) * SD;
+  r.yo = ((KIND == MapKind::BlockPsd ? s.a0 * M : 0) + s.j) * SD;
+  r.mult = s.mult;
+  r.add = s.add;
+  r.active = s.active;
+  return r;
+}
+// ψ of feature s at tokens t, t + 1 (columns of Kᵀ), bf16x2; `fast`: BlockPsd, folded, no ε (a plain product,
+// doubled off the diagonal: the bits of the fp32 value rounded once, as the scalar path).
+template <MapKind KIND, int SD, int G, int M>
+__device__ __forceinline__ uint32_t psi_pair(const bf16* kt, const FragSlot& s, int t, bool fast) {
+  if (!s.active) return 0u;
+  if (KIND == MapKind::BlockPsd && fast) {
+    const __nv_bfloat162 x = *reinterpret_cast<const __nv_bfloat162*>(kt + s.xo + t);
+    const __nv_bfloat162 y = *reinterpret_cast<const __nv_bfloat162*>(kt + s.yo + t);
+    __nv_bfloat162 p = __hmul2(x, y);
+    if (s.mult != 1.f) p = __hadd2(p, p);
+    return *reinterpret_cast<uint32_t*>(&p);
+  }
+  float v0 = 0.f, v1 = 0.f;
+#pragma unroll
+  for (int a = 0; a < (KIND == MapKind::SumPsd ? G : 1); ++a) {
+    const float2 x = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(kt + s.xo + a * M * SD + t));
+    const float2 y = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(kt + s.yo + a * M * SD + t));
+    v0 += x.x * y.x;
+    v1 += x.y * y.y;
+  }
+  return pack_bf16(s.mult * v0 + s.add, s.mult * v1 + s.add);
+}
+
+// A fragment of ψ(K)ᵀ (m16n8k16 layout): feature rows s0, s1 (g, g + 8), tokens t, t + 1 and t + 8, t + 9 of the
+// transposed chunk kt; tokens at or past t_end (padding of the last chunk) give 0, ε terms included.
+template <MapKind KIND, int SD, int G, int M>
+__device__ __forceinline__ void psi_fragment(uint32_t (&a)[4], const bf16* kt, const FragSlot& s0, const FragSlot& s1,
+                                             int t, int t_end, bool fast) {
+  a[0] = psi_pair<KIND, SD, G, M>(kt, s0, t, fast);
+  a[1] = psi_pair<KIND, SD, G, M>(kt, s1, t, fast);
+  a[2] = psi_pair<KIND, SD, G, M>(kt, s0, t + 8, fast);
+  a[3] = psi_pair<KIND, SD, G, M>(kt, s1, t + 8, fast);
+  if (t_end < 64) {
+    const uint32_t m0 = (t < t_end ? 0xFFFFu : 0u) | (t + 1 < t_end ? 0xFFFF0000u : 0u);
+    const uint32_t m1 = (t + 8 < t_end ? 0xFFFFu : 0u) | (t + 9 < t_end ? 0xFFFF0000u : 0u);
+    a[0] &= m0;
+    a[1] &= m0;
+    a[2] &= m1;
+    a[3] &= m1;
+  }
+}
+
+template <int MODE, MapKind KIND, int G, int FB, bool FOLD = true, bool WG = false>
+__global__ void __launch_bounds__(128 * FB) chunk_state_frag_kernel(AttnMap mp, const bf16* __restrict__ k,
+                                                                    const bf16* __restrict__ v, void* __restrict__ s_out,
+                                                                    float* __restrict__ z_out, int T, int nc, int cpp,
+                                                                    const float* __restrict__ s_init,
+                                                                    const float* __restrict__ z_init, int stride) {
+  constexpr int C = 64, D = 64, SD = D + 8, NT = 128 * FB, M = D / G;
+  static_assert(KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd, "PSD maps only");
+  constexpr int kAtom = ws::kAtom;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  const int tid = threadIdx.x, warp = (tid >> 5) & 3, grp = tid >> 7, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+  // WG: [V atom x 2][K x 2] from the first 1024-aligned byte; else [K x 2][V x 2]
+  unsigned char* sw = smem_raw + (WG ? (1024u - (smem_u32(smem_raw) & 1023u)) & 1023u : 0u);
+  bf16* sK = reinterpret_cast<bf16*>(sw + (WG ? 2 * kAtom : 0));
+  bf16* sV = WG ? reinterpret_cast<bf16*>(sw) : sK + 2 * C * SD;
+  auto v_stage = [&](int st) {
+    return WG ? reinterpret_cast<bf16*>(reinterpret_cast<unsigned char*>(sV) + st * kAtom) : sV + st * C * SD;
+  };
+  auto load_chunk = [&](int st, int t0) {
+    load_tile<C, D>(sK + st * C * SD, k, t0, T, tid, NT);
+    if constexpr (WG) load_tile_sw64(reinterpret_cast<unsigned char*>(v_stage(st)), v, t0, T, tid, NT);
+    else load_tile<C, D>(v_stage(st), v, t0, T, tid, NT);
+    cp_async_commit();
+  };
+  const int fb = blockIdx.x * FB + grp;
+  const int np = mp.n_padded;
+  const bool active = fb * 64 < np;  // the last program's spare group only takes part in the barriers
+  const std::int64_t bh = blockIdx.z;
+  k += bh * T * D;
+  v += bh * T * D;
+  const int f0 = (active ? fb : 0) * 64 + warp * 16 + g;
+  const FragSlot s0 = frag_slot<KIND, SD, M>(mp, f0, FOLD), s1 = frag_slot<KIND, SD, M>(mp, f0 + 8, FOLD);
+  const bool fast = KIND == MapKind::BlockPsd && FOLD && mp.eps == 0.f;
+  const int c_begin = MODE != 0 ? static_cast<int>(blockIdx.y) * cpp : 0;
+  const int c_end = MODE != 0 ? min(nc, c_begin + cpp) : nc;
+  load_chunk(0, c_begin * C);
+  float acc[D / 8][4] = {};
+  float zacc[4] = {0.f, 0.f, 0.f, 0.f};  // Z of rows g (0, 1) and g + 8 (2, 3), every column the same
+  const std::int64_t row0 = warp * 16 + g;  // this thread's first feature row within the block
+  if (MODE == 2 && active) {  // the state entering the segment
+    const std::int64_t base = (bh * static_cast<std::int64_t>(gridDim.y) + blockIdx.y) * np + fb * 64;
+    const float* S = s_init + base * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int col = j * 8 + 2 * tq;
+      const float2 a = *reinterpret_cast<const float2*>(S + row0 * D + col);
+      const float2 b = *reinterpret_cast<const float2*>(S + (row0 + 8) * D + col);
+      acc[j][0] = a.x;
+      acc[j][1] = a.y;
+      acc[j][2] = b.x;
+      acc[j][3] = b.y;
+    }
+    zacc[0] = zacc[1] = z_init[base + row0];
+    zacc[2] = zacc[3] = z_init[base + row0 + 8];
+  }
+  const uint32_t ones = pack_bf16(1.f, 1.f);
+  for (int c = c_begin; c < c_end; ++c) {
+    const int st = (c - c_begin) & 1;
+    cp_async_wait_all();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (WG) ws::fence_proxy_async();  // V_c (cp.async) -> the wgmma's reads
+#endif
+    __syncthreads();  // chunk c landed; every warp is done with chunk c - 1 (its stages are free)
+    if (c + 1 < c_end) load_chunk(st ^ 1, (c + 1) * C);
+    bf16* kt = sK + st * C * SD;
+    if (tid < 128) transpose64_in_place<SD>(kt, warp, lane);
+    __syncthreads();
+    if (!active) continue;
+    if (MODE != 1 && c % stride == 0) {  // state entering chunk c
+      const std::int64_t slots = (nc + stride - 1) / stride;
+      const std::int64_t base = (bh * slots + c / stride) * static_cast<std::int64_t>(np) + fb * 64;
+      if (tq == 0) {
+        z_out[base + row0] = zacc[0];
+        z_out[base + row0 + 8] = zacc[2];
+      }
+      bf16* S = static_cast<bf16*>(s_out) + base * D;
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j) {
+        const int col = j * 8 + 2 * tq;
+        *reinterpret_cast<__nv_bfloat162*>(S + row0 * D + col) = __floats2bfloat162_rn(acc[j][0], acc[j][1]);
+        *reinterpret_cast<__nv_bfloat162*>(S + (row0 + 8) * D + col) = __floats2bfloat162_rn(acc[j][2], acc[j][3]);
+      }
+    }
+    const int t_end = T - c * C;  // tokens of this chunk at or past it are padding
+    auto fragment = [&](uint32_t(&a)[4], int ks) {
+      psi_fragment<KIND, SD, G, M>(a, kt, s0, s1, ks * 16 + 2 * tq, t_end, fast);
+    };
+    const bf16* cV = v_stage(st);
+    if constexpr (WG) {
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+      uint32_t a[C / 16][4];
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks) {
+        fragment(a[ks], ks);
+        mma_bf16(zacc, a[ks], ones, ones);  // before the wgmma: its A registers are not read until waited on
+      }
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ws::fence_f(acc[j][e]);
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks)
+#pragma unroll
+        for (int h = 0; h < 4; ++h) ws::fence_u(a[ks][h]);
+      ws::wg_fence();
+      const uint64_t db = ws::sw128_desc(smem_u32(cV));
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks) ws::wgmma_rs_mn(acc, a[ks], db + ks * 128);
+      ws::wg_commit();
+      ws::wg_wait<0>();
+#pragma unroll
+      for (int j = 0; j < D / 8; ++j)
+#pragma unroll
+        for (int e = 0; e < 4; ++e) ws::fence_f(acc[j][e]);
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks)
+#pragma unroll
+        for (int h = 0; h < 4; ++h) ws::fence_u(a[ks][h]);
+#else
+      __trap();  // not launched: the variants with WG apply only where the sm_90a kernels run
+#endif
+    } else {
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks) {
+        uint32_t a[4];
+        fragment(a, ks);
+        mma_rows_x_tile<D>(acc, a, cV, SD, ks * 16, lane);
+        mma_bf16(zacc, a, ones, ones);
+      }
+    }
+  }
+  if (MODE == 1 && active) {
+    const std::int64_t base = (bh * (static_cast<std::int64_t>(gridDim.y)) + blockIdx.y) * np + fb * 64;
+    if (tq == 0) {
+      z_out[base + row0] = zacc[0];
+      z_out[base + row0 + 8] = zacc[2];
+    }
+    float* S = static_cast<float*>(s_out) + base * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int col = j * 8 + 2 * tq;
+      *reinterpret_cast<float2*>(S + row0 * D + col) = make_float2(acc[j][0], acc[j][1]);
+      *reinterpret_cast<float2*>(S + (row0 + 8) * D + col) = make_float2(acc[j][2], acc[j][3]);
+    }
+  }
+}
+
+// ---- block-local states with every feature block of a CTA from one K / V load (PSD maps, C = D = 64) ----------
+// MODE 1 of chunk_state_frag_kernel for blocks of cpp <= 4 chunks (`scan-g4`, `scan-g4c`): there each of the n_ψ / 64
+// feature-block programs of a block loads the block's K and V again (73 GB through L2 at M_2, B = 8, H = 16,
+// T = 128K, about the whole 25 ms of the stage). Here a CTA loads the block's chunks once (K transposed in place),
+// then its two warpgroups take feature blocks fb0, fb0 + 1, ... < fb0 + fb_per in turn, each forming ψ(K)ᵀ fragments
+// as chunk_state_frag_kernel does and writing its fp32 local state and Z (same layout as MODE 1).
+template <MapKind KIND, int G, bool FOLD = true>
+__global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, const bf16* __restrict__ k,
+                                                                const bf16* __restrict__ v, float* __restrict__ s_out,
+                                                                float* __restrict__ z_out, int T, int nc, int cpp,
+                                                                int fb_per) {
+  constexpr int C = 64, D = 64, SD = D + 8, NT = 256, M = D / G;
+  extern __shared__ __align__(16) unsigned char smem_raw[];
+  bf16* sK = reinterpret_cast<bf16*>(smem_raw);  // [4][C][SD], then V [4][C][SD]
+  bf16* sV = sK + 4 * C * SD;
+  const int tid = threadIdx.x, warp = (tid >> 5) & 3, grp = tid >> 7, lane = tid & 31;
+  const int g = lane >> 2, tq = lane & 3;
+  const std::int64_t bh = blockIdx.z;
+  k += bh * T * D;
+  v += bh * T * D;
+  const int c_begin = static_cast<int>(blockIdx.y) * cpp, n = min(nc, c_begin + cpp) - c_begin;
+  for (int ch = 0; ch < n; ++ch) {
+    load_tile<C, D>(sK + ch * C * SD, k, (c_begin + ch) * C, T, tid, NT);
+    load_tile<C, D>(sV + ch * C * SD, v, (c_begin + ch) * C, T, tid, NT);
+  }
+  cp_async_commit();
+  cp_async_wait_all();
+  __syncthreads();
+  for (int ch = grp; ch < n; ch += 2) transpose64_in_place<SD>(sK + ch * C * SD, warp, lane);
+  __syncthreads();
+  const int np = mp.n_padded, nfb = np / 64;
+  const bool fast = KIND == MapKind::BlockPsd && FOLD && mp.eps == 0.f;
+  const uint32_t ones = pack_bf16(1.f, 1.f);
+  const int row0 = warp * 16 + g;
+  const int fb_end = min(nfb, static_cast<int>(blockIdx.x) * fb_per + fb_per);
+  for (int fb = static_cast<int>(blockIdx.x) * fb_per + grp; fb < fb_end; fb += 2) {
+    const FragSlot s0 = frag_slot<KIND, SD, M>(mp, fb * 64 + row0, FOLD);
+    const FragSlot s1 = frag_slot<KIND, SD, M>(mp, fb * 64 + row0 + 8, FOLD);
+    float acc[D / 8][4] = {};
+    float zacc[4] = {0.f, 0.f, 0.f, 0.f};
+    for (int ch = 0; ch < n; ++ch) {
+      const bf16* kt = sK + ch * C * SD;
+      const int t_end = T - (c_begin + ch) * C;
+#pragma unroll
+      for (int ks = 0; ks < C / 16; ++ks) {
+        uint32_t a[4];
+        psi_fragment<KIND, SD, G, M>(a, kt, s0, s1, ks * 16 + 2 * tq, t_end, fast);
+        mma_rows_x_tile<D>(acc, a, sV + ch * C * SD, SD, ks * 16, lane);
+        mma_bf16(zacc, a, ones, ones);
+      }
+    }
+    const std::int64_t base = (bh * static_cast<std::int64_t>(gridDim.y) + blockIdx.y) * np + fb * 64;
+    if (tq == 0) {
+      z_out[base + row0] = zacc[0];
+      z_out[base + row0 + 8] = zacc[2];
+    }
+    float* S = s_out + base * D;
+#pragma unroll
+    for (int j = 0; j < D / 8; ++j) {
+      const int col = j * 8 + 2 * tq;
+      *reinterpret_cast<float2*>(S + row0 * D + col) = make_float2(acc[j][0], acc[j][1]);
+      *reinterpret_cast<float2*>(S + (row0 + 8) * D + col) = make_float2(acc[j][2], acc[j][3]);
+    }
+  }
+}
+
 // A fragment as load_a_trans, from a 64 x 64 bf16 tile stored as one 128-byte-swizzled atom (row k: 128 bytes,
 // 16-byte chunk c at c ^ (k & 7)), the layout wgmma reads.
 __device__ __forceinline__ void load_a_trans_sw(uint32_t (&r)[4], const bf16* atom, int row0, int k0, int lane) {
@@ -366,6 +674,9 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
       cp_async_wait_one_pending();
     else
       cp_async_wait_all();
+#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
+    if constexpr (WG) ws::fence_proxy_async();  // the S tile's cp.async -> the wgmma's reads
+#endif
     __syncthreads();
     auto den_mma = [&](const uint32_t(&a)[4], int ks) {  // dacc += ψ(Q) rows · Z_pre (k-slice ks)
       uint32_t zb0 = 0u, zb1 = 0u;

@@ -1,6 +1,7 @@
 // Host side of the two-pass chunked / tree kernels (kata_attention_chunk2.cuh) for one head width D: workspace
 // layout, kernel selection by map kind, stage events. Included by kernels/kata_attention_chunk2_d*.cu.
 #pragma once
+#include <algorithm>
 #include "smem_limit.cuh"
 #include "kata_attention_chunk2.cuh"
 #include "kata_attention_variants.cuh"
@@ -21,6 +22,11 @@ template <int C, int D, int FB>
 constexpr int state_smem() {
   return 3 * C * (D + 8) * 2 + FB * C * kPS * 2 + (C + FB * 128) * 4;
 }
+// chunk_state_frag_kernel: K and V in two stages each (WG: V as swizzled atoms, up to 1 KB of alignment)
+template <bool WG>
+constexpr int state_frag_smem() {
+  return WG ? 1024 + 2 * ws::kAtom + 2 * 64 * 72 * 2 : 4 * 64 * 72 * 2;
+}
 // Feature blocks per state program. Two, sharing their K / V tiles, for the segment passes (MODE 1 and 2) on
 // grids of at least eight one-block programs per SM, as in the runs that measured the split variant (B = H = 1,
 // M_1 at T = 32K ... 128K, M_2 at 128K; docs/perf.md, twenty-third session); one otherwise. The per-head walk
@@ -30,24 +36,41 @@ constexpr int state_smem() {
 inline int state_fb(int mode, std::int64_t programs_fb1) {
   return mode != 0 && programs_fb1 >= 8 * static_cast<std::int64_t>(current_arch().sms) ? 2 : 1;
 }
-// One launch of the state pass: MODE as chunk_state_kernel, `progs` programs along y (cpp chunks each).
+// One launch of the state pass: MODE as chunk_state_kernel, `progs` programs along y (cpp chunks each). PSD maps
+// at C = D = 64 run chunk_state_frag_kernel (ψ(K) fragments in registers; wg: its products on wgmma), the rest
+// chunk_state_kernel.
 template <int C, int MODE, MapKind KIND, int D, bool FOLD = true>
 void launch_state(const AttentionLaunch& p, const AttnMap& mp, const bf16* k, const bf16* v, void* s_out, float* z_out,
-                  int progs, int cpp, const float* s_init, const float* z_init, int stride, cudaStream_t stream) {
+                  int progs, int cpp, const float* s_init, const float* z_init, int stride, cudaStream_t stream,
+                  bool wg = false) {
   const Sizes z = sizes_of(p);
   const std::int64_t nfb = z.np / 64;
-  auto go = [&](auto fbc) {
-    constexpr int FB = decltype(fbc)::value;
-    auto kern = chunk_state_kernel<C, MODE, KIND, D, FB, FOLD>;
-    constexpr int smem = state_smem<C, D, FB>();
+  auto go = [&](auto kern, int smem, int FB) {
     ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
     kern<<<dim3(static_cast<unsigned>((nfb + FB - 1) / FB), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)),
            128 * FB, smem, stream>>>(mp, k, v, s_out, z_out, static_cast<int>(p.T), static_cast<int>(z.nc), cpp, s_init,
                                      z_init, stride);
     MEMCAP_CUDA_CHECK_LAUNCH("chunk_state_kernel");
   };
-  if (nfb >= 2 && state_fb(MODE, nfb * progs * z.bh) == 2) go(std::integral_constant<int, 2>{});
-  else go(std::integral_constant<int, 1>{});
+  const bool two = nfb >= 2 && state_fb(MODE, nfb * progs * z.bh) == 2;
+  if constexpr (C == 64 && D == 64 && (KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd)) {
+    auto frag = [&](auto gc, auto wgc) {
+      constexpr int G = decltype(gc)::value;
+      constexpr bool W = decltype(wgc)::value;
+      if (two) go(chunk_state_frag_kernel<MODE, KIND, G, 2, FOLD, W>, state_frag_smem<W>(), 2);
+      else go(chunk_state_frag_kernel<MODE, KIND, G, 1, FOLD, W>, state_frag_smem<W>(), 1);
+    };
+    auto by_g = [&](auto wgc) {
+      if (p.map.g == 1) frag(std::integral_constant<int, 1>{}, wgc);
+      else if (p.map.g == 2) frag(std::integral_constant<int, 2>{}, wgc);
+      else frag(std::integral_constant<int, 4>{}, wgc);
+    };
+    if (wg) by_g(std::true_type{});
+    else by_g(std::false_type{});
+  } else {
+    if (two) go(chunk_state_kernel<C, MODE, KIND, D, 2, FOLD>, state_smem<C, D, 2>(), 2);
+    else go(chunk_state_kernel<C, MODE, KIND, D, 1, FOLD>, state_smem<C, D, 1>(), 1);
+  }
 }
 template <int C, MapKind KIND, int D>
 constexpr int output_smem() {
@@ -71,16 +94,44 @@ void by_state_kind(const MapParams& m, F&& f) {
 }
 
 // Chunk-local (MODE 1) states summed over `cpp` chunks per program: s_loc, z_loc fp32 [bh][ceil(nc/cpp)][np][D];
-// FOLD as chunk_state_kernel (false: the fused kernel's segment states).
+// FOLD as chunk_state_kernel (false: the fused kernel's segment states). PSD maps at C = D = 64 with cpp <= 4 (the
+// block scans) and no wg: chunk_local_multi_kernel, each CTA several feature blocks from one K / V load; as many
+// per CTA as leave at least 12 CTAs per SM (all of them at large B·H).
 template <int C, int D, bool FOLD = true>
 void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const void* v, float* s_loc, float* z_loc,
-                         cudaStream_t stream) {
+                         cudaStream_t stream, bool wg = false) {
   const Sizes z = sizes_of(p);
   const int progs = static_cast<int>((z.nc + cpp - 1) / cpp);
+  if constexpr (C == 64 && D == 64) {
+    if (p.map.is_psd() && cpp <= 4 && !wg) {
+      const int nfb = static_cast<int>(z.np / 64);
+      const std::int64_t want = 12 * static_cast<std::int64_t>(current_arch().sms);
+      const std::int64_t groups = std::min<std::int64_t>(std::max<std::int64_t>(1, (want + progs * z.bh - 1) /
+                                                                                       (progs * z.bh)), (nfb + 1) / 2);
+      const int fb_per = static_cast<int>((nfb + groups - 1) / groups);
+      const int ngroups = (nfb + fb_per - 1) / fb_per;
+      constexpr int smem = 8 * 64 * 72 * 2;
+      auto go = [&](auto kern) {
+        ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
+        kern<<<dim3(static_cast<unsigned>(ngroups), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)), 256,
+               smem, stream>>>(attn_map(p), static_cast<const bf16*>(k), static_cast<const bf16*>(v), s_loc, z_loc,
+                               static_cast<int>(p.T), static_cast<int>(z.nc), cpp, fb_per);
+        MEMCAP_CUDA_CHECK_LAUNCH("chunk_local_multi_kernel");
+      };
+      auto by_g = [&](auto kind) {
+        constexpr MapKind K = decltype(kind)::value;
+        if (p.map.g == 1) go(chunk_local_multi_kernel<K, 1, FOLD>);
+        else if (p.map.g == 2) go(chunk_local_multi_kernel<K, 2, FOLD>);
+        else go(chunk_local_multi_kernel<K, 4, FOLD>);
+      };
+      if (p.map.kind == MapKind::BlockPsd) return by_g(std::integral_constant<MapKind, MapKind::BlockPsd>{});
+      return by_g(std::integral_constant<MapKind, MapKind::SumPsd>{});
+    }
+  }
   by_state_kind(p.map, [&](auto kind) {
     launch_state<C, 1, decltype(kind)::value, D, FOLD>(p, attn_map(p), static_cast<const bf16*>(k),
                                                        static_cast<const bf16*>(v), s_loc, z_loc, progs, cpp,
-                                                       nullptr, nullptr, 1, stream);
+                                                       nullptr, nullptr, 1, stream, wg);
   });
 }
 
@@ -89,7 +140,8 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
 // segment's walk from its entering state (MODE 2); stages: state = the local states, scan = the scan and the
 // walks, output = the output pass. stride > 1 (chunked form, PSD maps, C = 64; one walk or segments): only every
 // stride-th chunk's entering state is stored; the output pass adds the chunks in between by the closed form.
-// wg: the output pass's readout on wgmma (chunk_output_kernel's WG: sm_90a, stride 4, C = D = 64).
+// wg: the state pass (walk or block-local states) and the output pass's readout on wgmma (chunk_state_kernel's and
+// chunk_output_kernel's WG: sm_90a, stride 4, C = D = 64).
 template <int C, int D>
 void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
          cudaStream_t stream, bool wg = false) {
@@ -115,7 +167,7 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
     // blocks: the state entering chunk stride * j, with no walk
     float* s_loc = reinterpret_cast<float*>(ws + nS * 2 + nZ * 4);
     float* z_loc = s_loc + nS;
-    launch_local_states<C, D>(p, stride, k, v, s_loc, z_loc, stream);
+    launch_local_states<C, D>(p, stride, k, v, s_loc, z_loc, stream, wg);
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
     const auto scan = segments == kChunk2BlockScan ? launch_scan_tree : launch_scan_columns;
     scan(s_loc, s_pre, gpu::DType::bf16, z.bh, slots, z.np * D, stream);
@@ -123,7 +175,8 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[1], stream));
   } else if (form == AttentionForm::chunked && segments <= 1) {
     by_state_kind(p.map, [&](auto kind) {
-      launch_state<C, 0, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, 1, nc, nullptr, nullptr, stride, stream);
+      launch_state<C, 0, decltype(kind)::value, D>(p, mp, k, v, s_pre, z_pre, 1, nc, nullptr, nullptr, stride, stream,
+                                                   wg);
     });
     if (p.stage_events) {
       MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));

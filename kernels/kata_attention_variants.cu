@@ -74,11 +74,25 @@ std::vector<KernelVariant> make_table() {
                [](P p, A a) { return a.cc >= 90 && fused_supported(p); },
                [](P p) { return fused_workspace(p, 1); },
                [](P p, X x, cudaStream_t s) { launch_fused(p, 1, x, s); }, [](P, A) { return false; }});
-  // the stored states of 2pass-g4 without a walk (a scan over 4-chunk blocks); preferred where split-g4 would be
-  // (small B*H, d = 64: twenty-fifth session, B = H = 1, T = 32K / 64K / 128K: M_2 0.223 / 0.414 / 0.807 ms
-  // against split-g4's 0.242 / 0.421 / 0.956, M_1 0.382 / 0.734 / 1.468 against 0.477 / 0.900 / 1.745), not at
-  // large B*H, where its fp32 block states cost a second pass through memory (M_2, B = 8, H = 16, T = 128K: 93.2 ms,
-  // the scan alone 31.4 ms)
+  // scan-g4 with the column scan over the blocks, whose block-local states come from chunk_local_multi_kernel (one
+  // K / V load per CTA for all its feature blocks): the default at d = 64 (twenty-sixth session, H100: B = H = 1,
+  // T = 32K / 64K / 128K, M_2 0.159 / 0.285 / 0.527 ms against scan-g4's 0.208 / 0.371 / 0.707 and split-g4's
+  // 0.237 / 0.403 / 0.866, M_1 0.266 / 0.480 / 0.877 against 0.343 / 0.634 / 1.228; M_2, B = 8, H = 16, T = 128K:
+  // 52.2 ms against 2pass-g4's 55.3 ms). Its workspace holds the fp32 block states besides the bf16 stored ones
+  // (3x 2pass-g4's: 27 GB at that 128K shape).
+  t.push_back({AttentionForm::chunked, "scan-g4c", "tensor cores (mma.sync)",
+               "scan-g4 with a per-element column scan over the blocks (loads 8 deep, no shared memory)",
+               stride4_applies,
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               [](P p, X x, cudaStream_t s) {
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s);
+               },
+               [](P p, A) { return p.d == 64; }});
+  // the stored states of 2pass-g4 without a walk (a scan over 4-chunk blocks, Hillis-Steele in shared memory);
+  // was the default at small B*H (twenty-fifth session: B = H = 1, T = 32K / 64K / 128K, M_2 0.223 / 0.414 / 0.807 ms
+  // against split-g4's 0.242 / 0.421 / 0.956, M_1 0.382 / 0.734 / 1.468 against 0.477 / 0.900 / 1.745) until
+  // scan-g4c; not at large B*H, where its fp32 block states cost a second pass through memory (M_2, B = 8, H = 16,
+  // T = 128K: 93.2 ms, the scan alone 31.4 ms)
   t.push_back({AttentionForm::chunked, "scan-g4", "tensor cores (mma.sync)",
                "local states of every 4-chunk block in parallel, one scan over the blocks (no walk), then 2pass-g4's "
                "output pass (PSD maps, C = 64)",
@@ -87,32 +101,22 @@ std::vector<KernelVariant> make_table() {
                },
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScan, 4); },
                [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScan, 4, x, s); },
-               [](P p, A) { return p.d == 64 && chunk2_segments(p) >= 4; }});
-  // opt-in (twenty-fifth session, written after the device time ran out, not yet run): scan-g4 with the column
-  // scan (scan-g4's tree scan took 0.123 ms for ~100 MB at M_1, B = H = 1, T = 32K)
-  t.push_back({AttentionForm::chunked, "scan-g4c", "tensor cores (mma.sync)",
-               "scan-g4 with a per-element column scan over the blocks (loads 8 deep, no shared memory)",
-               stride4_applies,
+               [](P, A) { return false; }});
+  // opt-in: the stride-4 variants with the state pass's ψ(K)ᵀ V and the output pass's readout ψ(Q) S_pre on wgmma
+  // (each V / S tile read once per warpgroup from shared memory, not once per warp as with mma.sync). Twenty-sixth
+  // session, H100, M_2, B = 8, H = 16, T = 128K: 2pass-g4w 52.4 ms against 2pass-g4's 55.3 (output 28.0 vs 29.8,
+  // walk 24.3 vs 25.7); scan-g4w (block states per feature-block program, not chunk_local_multi_kernel) is slower
+  // than scan-g4c at B = H = 1 (M_1, 32K: 0.283 against 0.266 ms)
+  t.push_back({AttentionForm::chunked, "scan-g4w", "tensor cores (wgmma)",
+               "scan-g4c with its local states and the output pass's readout on wgmma (d = 64)",
+               [](P p, A a) { return a.wgmma && p.d == 64 && stride4_applies(p, a); },
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
                [](P p, X x, cudaStream_t s) {
-                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s);
-               },
-               [](P, A) { return false; }});
-  // opt-in (twenty-sixth session, not yet timed): the stride-4 variants with the output pass's readout ψ(Q) S_pre
-  // on wgmma (each S tile read once per warpgroup from shared memory instead of once per warp)
-  t.push_back({AttentionForm::chunked, "scan-g4w", "tensor cores (wgmma)",
-               "scan-g4 with the output pass's readout on wgmma (d = 64)",
-               [](P p, A a) {
-                 return a.wgmma && p.d == 64 && stride4_applies(p, a) &&
-                        scan_tree_fits((p.T + 4 * p.chunk - 1) / (4 * p.chunk));
-               },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScan, 4); },
-               [](P p, X x, cudaStream_t s) {
-                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScan, 4, x, s, true);
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, true);
                },
                [](P, A) { return false; }});
   t.push_back({AttentionForm::chunked, "2pass-g4w", "tensor cores (wgmma)",
-               "2pass-g4 with the output pass's readout on wgmma (d = 64)",
+               "2pass-g4 with its walk and the output pass's readout on wgmma (d = 64)",
                [](P p, A a) { return a.wgmma && p.d == 64 && stride4_applies(p, a); },
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, 1, 4); },
                [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 4, x, s, true); },

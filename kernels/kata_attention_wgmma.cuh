@@ -75,6 +75,9 @@ __device__ __forceinline__ uint32_t col_off(int c, int row0) {
 // Register fences: keep the compiler from moving reads/writes of wgmma operands across async regions.
 __device__ __forceinline__ void fence_f(float& x) { asm volatile("" : "+f"(x)::"memory"); }
 __device__ __forceinline__ void fence_u(uint32_t& x) { asm volatile("" : "+r"(x)::"memory"); }
+// Shared-memory writes of the generic proxy (st.shared, cp.async) made visible to wgmma's operand reads (async
+// proxy): each writing thread fences, then the block barrier.
+__device__ __forceinline__ void fence_proxy_async() { asm volatile("fence.proxy.async.shared::cta;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_fence() { asm volatile("wgmma.fence.sync.aligned;\n" ::: "memory"); }
 __device__ __forceinline__ void wg_commit() { asm volatile("wgmma.commit_group.sync.aligned;\n" ::: "memory"); }
 template <int N>
