@@ -264,6 +264,29 @@ __device__ __forceinline__ void psi_fragment(uint32_t (&a)[4], const bf16* kt, c
   }
 }
 
+// One feature block's state from this thread's accumulators (rows row0, row0 + 8 of the block; every column of
+// zacc holds Z) to S [64][64] (bf16 or fp32) and Z [64] at `base` feature rows in.
+template <class OutT>
+__device__ __forceinline__ void store_state_rows(OutT* s_out, float* z_out, std::int64_t base, const float (&acc)[8][4],
+                                                 const float (&zacc)[4], int row0, int tq) {
+  if (tq == 0) {
+    z_out[base + row0] = zacc[0];
+    z_out[base + row0 + 8] = zacc[2];
+  }
+  OutT* S = s_out + base * 64;
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const int col = j * 8 + 2 * tq;
+    if constexpr (std::is_same_v<OutT, float>) {
+      *reinterpret_cast<float2*>(S + row0 * 64 + col) = make_float2(acc[j][0], acc[j][1]);
+      *reinterpret_cast<float2*>(S + (row0 + 8) * 64 + col) = make_float2(acc[j][2], acc[j][3]);
+    } else {
+      *reinterpret_cast<__nv_bfloat162*>(S + row0 * 64 + col) = __floats2bfloat162_rn(acc[j][0], acc[j][1]);
+      *reinterpret_cast<__nv_bfloat162*>(S + (row0 + 8) * 64 + col) = __floats2bfloat162_rn(acc[j][2], acc[j][3]);
+    }
+  }
+}
+
 template <int MODE, MapKind KIND, int G, int FB, bool FOLD = true, bool WG = false>
 __global__ void __launch_bounds__(128 * FB) chunk_state_frag_kernel(AttnMap mp, const bf16* __restrict__ k,
                                                                     const bf16* __restrict__ v, void* __restrict__ s_out,
@@ -303,7 +326,7 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_frag_kernel(AttnMap mp, 
   load_chunk(0, c_begin * C);
   float acc[D / 8][4] = {};
   float zacc[4] = {0.f, 0.f, 0.f, 0.f};  // Z of rows g (0, 1) and g + 8 (2, 3), every column the same
-  const std::int64_t row0 = warp * 16 + g;  // this thread's first feature row within the block
+  const int row0 = warp * 16 + g;  // this thread's first feature row within the block
   if (MODE == 2 && active) {  // the state entering the segment
     const std::int64_t base = (bh * static_cast<std::int64_t>(gridDim.y) + blockIdx.y) * np + fb * 64;
     const float* S = s_init + base * D;
@@ -336,17 +359,7 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_frag_kernel(AttnMap mp, 
     if (MODE != 1 && c % stride == 0) {  // state entering chunk c
       const std::int64_t slots = (nc + stride - 1) / stride;
       const std::int64_t base = (bh * slots + c / stride) * static_cast<std::int64_t>(np) + fb * 64;
-      if (tq == 0) {
-        z_out[base + row0] = zacc[0];
-        z_out[base + row0 + 8] = zacc[2];
-      }
-      bf16* S = static_cast<bf16*>(s_out) + base * D;
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j) {
-        const int col = j * 8 + 2 * tq;
-        *reinterpret_cast<__nv_bfloat162*>(S + row0 * D + col) = __floats2bfloat162_rn(acc[j][0], acc[j][1]);
-        *reinterpret_cast<__nv_bfloat162*>(S + (row0 + 8) * D + col) = __floats2bfloat162_rn(acc[j][2], acc[j][3]);
-      }
+      store_state_rows(static_cast<bf16*>(s_out), z_out, base, acc, zacc, row0, tq);
     }
     const int t_end = T - c * C;  // tokens of this chunk at or past it are padding
     auto fragment = [&](uint32_t(&a)[4], int ks) {
@@ -361,28 +374,7 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_frag_kernel(AttnMap mp, 
         fragment(a[ks], ks);
         mma_bf16(zacc, a[ks], ones, ones);  // before the wgmma: its A registers are not read until waited on
       }
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) ws::fence_f(acc[j][e]);
-#pragma unroll
-      for (int ks = 0; ks < C / 16; ++ks)
-#pragma unroll
-        for (int h = 0; h < 4; ++h) ws::fence_u(a[ks][h]);
-      ws::wg_fence();
-      const uint64_t db = ws::sw128_desc(smem_u32(cV));
-#pragma unroll
-      for (int ks = 0; ks < C / 16; ++ks) ws::wgmma_rs_mn(acc, a[ks], db + ks * 128);
-      ws::wg_commit();
-      ws::wg_wait<0>();
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) ws::fence_f(acc[j][e]);
-#pragma unroll
-      for (int ks = 0; ks < C / 16; ++ks)
-#pragma unroll
-        for (int h = 0; h < 4; ++h) ws::fence_u(a[ks][h]);
+      ws::wgmma_rs_mn_k64(acc, a, ws::sw128_desc(smem_u32(cV)));
 #else
       __trap();  // not launched: the variants with WG apply only where the sm_90a kernels run
 #endif
@@ -398,17 +390,7 @@ __global__ void __launch_bounds__(128 * FB) chunk_state_frag_kernel(AttnMap mp, 
   }
   if (MODE == 1 && active) {
     const std::int64_t base = (bh * (static_cast<std::int64_t>(gridDim.y)) + blockIdx.y) * np + fb * 64;
-    if (tq == 0) {
-      z_out[base + row0] = zacc[0];
-      z_out[base + row0 + 8] = zacc[2];
-    }
-    float* S = static_cast<float*>(s_out) + base * D;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      const int col = j * 8 + 2 * tq;
-      *reinterpret_cast<float2*>(S + row0 * D + col) = make_float2(acc[j][0], acc[j][1]);
-      *reinterpret_cast<float2*>(S + (row0 + 8) * D + col) = make_float2(acc[j][2], acc[j][3]);
-    }
+    store_state_rows(static_cast<float*>(s_out), z_out, base, acc, zacc, row0, tq);
   }
 }
 
@@ -464,17 +446,7 @@ __global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, cons
       }
     }
     const std::int64_t base = (bh * static_cast<std::int64_t>(gridDim.y) + blockIdx.y) * np + fb * 64;
-    if (tq == 0) {
-      z_out[base + row0] = zacc[0];
-      z_out[base + row0 + 8] = zacc[2];
-    }
-    float* S = s_out + base * D;
-#pragma unroll
-    for (int j = 0; j < D / 8; ++j) {
-      const int col = j * 8 + 2 * tq;
-      *reinterpret_cast<float2*>(S + row0 * D + col) = make_float2(acc[j][0], acc[j][1]);
-      *reinterpret_cast<float2*>(S + (row0 + 8) * D + col) = make_float2(acc[j][2], acc[j][3]);
-    }
+    store_state_rows(s_out, z_out, base, acc, zacc, row0, tq);
   }
 }
 
@@ -699,28 +671,7 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
       if (mp.normalized)  // before the wgmma: its A registers may not be read until it is waited on (PTX ISA)
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) den_mma(a[ks], ks);
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) ws::fence_f(acc[j][e]);
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-        for (int h = 0; h < 4; ++h) ws::fence_u(a[ks][h]);
-      ws::wg_fence();
-      const uint64_t ds = ws::sw128_desc(smem_u32(sS) + buf * kAtom);
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks) ws::wgmma_rs_mn(acc, a[ks], ds + ((ks * 16 * 128) >> 4));
-      ws::wg_commit();
-      ws::wg_wait<0>();
-#pragma unroll
-      for (int j = 0; j < D / 8; ++j)
-#pragma unroll
-        for (int e = 0; e < 4; ++e) ws::fence_f(acc[j][e]);
-#pragma unroll
-      for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-        for (int h = 0; h < 4; ++h) ws::fence_u(a[ks][h]);
+      ws::wgmma_rs_mn_k64(acc, a, ws::sw128_desc(smem_u32(sS) + buf * kAtom));
 #else
       __trap();  // not launched: the variants with WG apply only where the sm_90a kernels run
 #endif
