@@ -288,11 +288,10 @@ __device__ __forceinline__ void store_state_rows(OutT* s_out, float* z_out, std:
 }
 
 template <int MODE, MapKind KIND, int G, int FB, bool FOLD = true, bool WG = false>
-__global__ void __launch_bounds__(128 * FB) chunk_state_frag_kernel(AttnMap mp, const bf16* __restrict__ k,
-                                                                    const bf16* __restrict__ v, void* __restrict__ s_out,
-                                                                    float* __restrict__ z_out, int T, int nc, int cpp,
-                                                                    const float* __restrict__ s_init,
-                                                                    const float* __restrict__ z_init, int stride) {
+__global__ void __launch_bounds__(128 * FB)
+    chunk_state_frag_kernel(AttnMap mp, const bf16* __restrict__ k, const bf16* __restrict__ v,
+                            void* __restrict__ s_out, float* __restrict__ z_out, int T, int nc, int cpp,
+                            const float* __restrict__ s_init, const float* __restrict__ z_init, int stride) {
   constexpr int C = 64, D = 64, SD = D + 8, NT = 128 * FB, M = D / G;
   static_assert(KIND == MapKind::BlockPsd || KIND == MapKind::SumPsd, "PSD maps only");
   constexpr int kAtom = ws::kAtom;
@@ -453,8 +452,9 @@ __global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, cons
 // A fragment as load_a_trans, from a 64 x 64 bf16 tile stored as one 128-byte-swizzled atom (row k: 128 bytes,
 // 16-byte chunk c at c ^ (k & 7)), the layout wgmma reads.
 __device__ __forceinline__ void load_a_trans_sw(uint32_t (&r)[4], const bf16* atom, int row0, int k0, int lane) {
-  const int i = lane >> 3, row = k0 + (i >> 1) * 8 + (lane & 7), chunk = (row0 + (i & 1) * 8) >> 3;
-  ldmatrix_x4_trans(r, reinterpret_cast<const unsigned char*>(atom) + row * 128 + ((chunk ^ (row & 7)) << 4));
+  const int i = lane >> 3;
+  ldmatrix_x4_trans(r, reinterpret_cast<const unsigned char*>(atom) +
+                           sw128_offset(k0 + (i >> 1) * 8 + (lane & 7), row0 + (i & 1) * 8));
 }
 
 // ---- output pass: C/16 warps x 16 query rows ----------------------------------------------------------------
@@ -569,7 +569,7 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
     for (int e = tid; e < 64 * CPR; e += NT) {
       const int r = e / CPR, c8 = e % CPR;
       if constexpr (WG)
-        cp_async16(reinterpret_cast<unsigned char*>(sS) + buf * kAtom + r * 128 + ((c8 ^ (r & 7)) << 4), S + r * D + c8 * 8,
+        cp_async16(reinterpret_cast<unsigned char*>(sS) + buf * kAtom + sw128_offset(r, c8 * 8), S + r * D + c8 * 8,
                    true);
       else
         cp_async16(sS + buf * 64 * SD + r * SD + c8 * 8, S + r * D + c8 * 8, true);
@@ -580,8 +580,7 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
   issue_state(0, 0);
   auto pq_at = [&](int ff, int t) -> bf16* {  // ψ(Q) tile element (feature ff, token t), t even
     if constexpr (WG)
-      return reinterpret_cast<bf16*>(reinterpret_cast<unsigned char*>(sPQ) + ff * 128 + (((t >> 3) ^ (ff & 7)) << 4) +
-                                     (t & 7) * 2);
+      return reinterpret_cast<bf16*>(reinterpret_cast<unsigned char*>(sPQ) + sw128_offset(ff, t));
     else
       return sPQ + ff * CS + t;
   };

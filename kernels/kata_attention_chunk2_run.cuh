@@ -140,8 +140,8 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
 // segment's walk from its entering state (MODE 2); stages: state = the local states, scan = the scan and the
 // walks, output = the output pass. stride > 1 (chunked form, PSD maps, C = 64; one walk or segments): only every
 // stride-th chunk's entering state is stored; the output pass adds the chunks in between by the closed form.
-// wg: the state pass (walk or block-local states) and the output pass's readout on wgmma (chunk_state_kernel's and
-// chunk_output_kernel's WG: sm_90a, stride 4, C = D = 64).
+// wg: the state pass (walk or block-local states) and the output pass's readout on wgmma (chunk_state_frag_kernel's
+// and chunk_output_kernel's WG: sm_90a, stride 4, C = D = 64).
 template <int C, int D>
 void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
          cudaStream_t stream, bool wg = false) {

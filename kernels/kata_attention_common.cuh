@@ -257,14 +257,18 @@ __device__ __forceinline__ void load_tile(__nv_bfloat16* dst, const __nv_bfloat1
   }
 }
 
-// The same for a 64-row, 64-column tile stored as one 128-byte-swizzled atom (row r: 128 bytes at r * 128, its
-// 16-byte piece c at c ^ (r & 7)), the layout wgmma reads; dst 1024-aligned.
+// Byte offset of bf16 element (r, c), c < 64, in a 64-column tile stored as 128-byte-swizzled atoms (row r: 128
+// bytes at r * 128, its 16-byte piece p at p ^ (r & 7)): the layout TMA's 128B swizzle writes and wgmma reads.
+__device__ __forceinline__ int sw128_offset(int r, int c) {
+  return r * 128 + (((c >> 3) ^ (r & 7)) << 4) + (c & 7) * 2;
+}
+// load_tile for a 64-row, 64-column tile stored as one such atom; dst 1024-aligned.
 __device__ __forceinline__ void load_tile_sw64(unsigned char* dst, const __nv_bfloat16* src, int t0, int T, int tid,
                                                int nthreads) {
   for (int c = tid; c < 64 * 8; c += nthreads) {
     const int r = c >> 3, p = c & 7;
     const bool valid = t0 + r < T;
-    cp_async16(dst + r * 128 + ((p ^ (r & 7)) << 4), src + (valid ? (static_cast<int64_t>(t0 + r) * 64 + p * 8) : 0),
+    cp_async16(dst + sw128_offset(r, p * 8), src + (valid ? (static_cast<int64_t>(t0 + r) * 64 + p * 8) : 0),
                valid);
   }
 }

@@ -65,8 +65,7 @@ __device__ __forceinline__ uint64_t sw128_desc(uint32_t saddr) {
 __device__ __forceinline__ float sw128_elem(const unsigned char* tile, int r, int c) {
   const unsigned char* atom = tile + (c >> 6) * kAtom;
   const int cc = c & 63;
-  return __bfloat162float(
-      *reinterpret_cast<const __nv_bfloat16*>(atom + r * 128 + (((cc >> 3) ^ (r & 7)) << 4) + (cc & 7) * 2));
+  return __bfloat162float(*reinterpret_cast<const __nv_bfloat16*>(atom + sw128_offset(r, cc)));
 }
 // Descriptor offset (16-byte units) of column c (multiple of 16) in a tile of atoms, from row `row0`.
 __device__ __forceinline__ uint32_t col_off(int c, int row0) {
