@@ -204,15 +204,19 @@ __device__ __forceinline__ void transpose64_in_place(bf16* X, int warp, int lane
     }
 }
 
-// One feature row of a thread's fragments: rows of Kᵀ (times SD) of its factors, multiplier, ε term.
+// One feature row of a thread's fragments: rows of Kᵀ (times SD) of its factors, multiplier, ε term. PAIRED: the
+// features in the paired order of M_g (make_paired_slot; `scan-g4p`), else the packed order.
 struct FragSlot {
   int xo = 0, yo = 0;
   float mult = 0.f, add = 0.f;
   bool active = false;
 };
-template <MapKind KIND, int SD, int M>
+template <MapKind KIND, int SD, int M, bool PAIRED = false>
 __device__ __forceinline__ FragSlot frag_slot(const DeviceMap& mp, int f, bool fold) {
-  FeatureSlot s = make_slot<KIND>(mp, f);
+  static_assert(!PAIRED || KIND == MapKind::BlockPsd, "the paired order is M_g's");
+  FeatureSlot s;
+  if constexpr (PAIRED) s = make_paired_slot(mp, f);
+  else s = make_slot<KIND>(mp, f);
   if (fold) fold_pair_factor<KIND>(s, mp, true);
   FragSlot r;
   r.xo = ((KIND == MapKind::BlockPsd ? s.a0 * M : 0) + s.i) * SD;
@@ -398,8 +402,9 @@ __global__ void __launch_bounds__(128 * FB)
 // feature-block programs of a block loads the block's K and V again (73 GB through L2 at M_2, B = 8, H = 16,
 // T = 128K, about the whole 25 ms of the stage). Here a CTA loads the block's chunks once (K transposed in place),
 // then its two warpgroups take feature blocks fb0, fb0 + 1, ... < fb0 + fb_per in turn, each forming ψ(K)ᵀ fragments
-// as chunk_state_frag_kernel does and writing its fp32 local state and Z (same layout as MODE 1).
-template <MapKind KIND, int G, bool FOLD = true>
+// as chunk_state_frag_kernel does and writing its fp32 local state and Z (same layout as MODE 1). PAIRED: the
+// feature rows in the paired order of M_g (for chunk_output_kernel's PAIRED).
+template <MapKind KIND, int G, bool FOLD = true, bool PAIRED = false>
 __global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, const bf16* __restrict__ k,
                                                                 const bf16* __restrict__ v, float* __restrict__ s_out,
                                                                 float* __restrict__ z_out, int T, int nc, int cpp,
@@ -429,8 +434,8 @@ __global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, cons
   const int row0 = warp * 16 + g;
   const int fb_end = min(nfb, static_cast<int>(blockIdx.x) * fb_per + fb_per);
   for (int fb = static_cast<int>(blockIdx.x) * fb_per + grp; fb < fb_end; fb += 2) {
-    const FragSlot s0 = frag_slot<KIND, SD, M>(mp, fb * 64 + row0, FOLD);
-    const FragSlot s1 = frag_slot<KIND, SD, M>(mp, fb * 64 + row0 + 8, FOLD);
+    const FragSlot s0 = frag_slot<KIND, SD, M, PAIRED>(mp, fb * 64 + row0, FOLD);
+    const FragSlot s1 = frag_slot<KIND, SD, M, PAIRED>(mp, fb * 64 + row0 + 8, FOLD);
     float acc[D / 8][4] = {};
     float zacc[4] = {0.f, 0.f, 0.f, 0.f};
     for (int ch = 0; ch < n; ++ch) {
@@ -469,8 +474,14 @@ __device__ __forceinline__ void load_a_trans_sw(uint32_t (&r)[4], const bf16* at
 // S from shared memory) instead of mma.sync: with mma.sync every warp reads the whole 64 x 64 S tile of a feature
 // block for its 16 rows (by our count the largest share of the pass's shared-memory traffic), wgmma reads it once
 // per warpgroup. ψ(Q) and the two S buffers are then 128-byte-swizzled atoms at a 1024-aligned start.
+// PAIRED (M_g at C = D = 64, the states in the paired order of make_paired_slot: `scan-g4p`, `scan-g4pw`): no ψ(Q)
+// tile at all. A thread's A-fragment register holds two features (i, j0), (i, j0 + 1) of one query row, so it is
+// q_i · (q_j0, q_j0+1): one bf16x2 load from the untransposed Q row, one broadcast load and one bf16x2 multiply,
+// the 64 features' row offsets in sIJ (32 pairs per feature block, the next block's written during this one). The
+// transposed Q tile, its ψ(Q) stores and the ldmatrix reads of them go away; the inactive repeats (2r + 1, 2r) meet
+// zero state rows. Written in the twenty-seventh session, not yet run on a GPU.
 constexpr int output_min_ctas(int C, int D) { return C == 64 && D == 64 ? 4 : 1; }
-template <int C, MapKind KIND, int G, int D, int STRIDE, bool WG = false>
+template <int C, MapKind KIND, int G, int D, int STRIDE, bool WG = false, bool PAIRED = false>
 __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
     chunk_output_kernel(AttnMap mp, const bf16* __restrict__ q, const bf16* __restrict__ k,
                         const bf16* __restrict__ v, const bf16* __restrict__ s_pre, const float* __restrict__ z_pre,
@@ -483,10 +494,11 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
   // TQ (PSD maps, d <= 64): ψ(Q) of each feature block from a transposed Q tile, a lane per token pair and a warp
   // per feature (conflict-free bf16x2 loads and stores), kept as [feature][token]; else one thread per feature
   // walking the tokens (scalar loads).
-  constexpr bool TQ = PSD && D <= 64;
+  constexpr bool TQ = PSD && D <= 64 && !PAIRED;
   constexpr int CS = C + 8;  // stride of the transposed tiles (Q [D][CS] in sQ's place, ψ(Q) [64][CS] in sPQ's)
   static_assert(!TQ || (D * CS <= C * SD && 64 * CS <= C * (PW + 8)), "transposed tiles must fit in place");
-  static_assert(!WG || (TQ && C == 64 && D == 64), "the wgmma readout is for PSD maps at C = D = 64");
+  static_assert(!WG || ((TQ || PAIRED) && C == 64 && D == 64), "the wgmma readout is for PSD maps at C = D = 64");
+  static_assert(!PAIRED || (KIND == MapKind::BlockPsd && C == 64 && D == 64), "the paired order: M_g, C = D = 64");
   constexpr int kAtom = ws::kAtom;  // bytes of one 64 x 64 bf16 swizzled atom
   extern __shared__ __align__(16) unsigned char smem_raw[];
   // WG: [ψ(Q) atom][S atom x 2] from the first 1024-aligned byte, then Q, K, V; else Q, K, V, ψ(Q), ψ(K), S
@@ -516,6 +528,19 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
   cp_async_wait_all();
   __syncthreads();
   const bool use_eps = PSD && mp.eps != 0.f;
+  // PAIRED: pair P (features 2P, 2P + 1) -> row offsets of q_i and q_j0 in a Q row, and which half is diagonal (ε)
+  auto pack_pair = [&](int P) -> uint32_t {
+    constexpr int per = M * (M + 2) / 2;  // paired_block_slots(M)
+    const int f = 2 * P, a0 = f / per;
+    if (a0 >= G) return 0u;  // past the blocks (none at d = 64): zero state rows
+    int i = 0, j = 0;
+    paired_pair(M, f - a0 * per, i, j);
+    return static_cast<uint32_t>(a0 * M + i) | (static_cast<uint32_t>(a0 * M + j) << 8) |
+           (j == i ? 1u << 16 : 0u) | (j + 1 == i ? 1u << 17 : 0u);
+  };
+  if constexpr (PAIRED) {
+    if (tid < 32) sIJ[tid] = pack_pair(tid);
+  }
   if (tid < C) {
     if (!PSD) {
       sNormQ[tid] = row_aux(mp, sQ + tid * SD);
@@ -635,6 +660,8 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
         }
       }
       if (tid < 64 && fb + 1 < nfb) sIJ[(buf ^ 1) * 64 + tid] = pack_slot((fb + 1) * 64 + tid);
+    } else if constexpr (PAIRED) {
+      if (tid < 32 && fb + 1 < nfb) sIJ[(buf ^ 1) * 64 + tid] = pack_pair((fb + 1) * 32 + tid);
     } else if constexpr (PSD) {
       FeatureSlot slot = make_slot<KIND>(mp, fb * 64 + (tid & 63));
       fold_pair_factor<KIND>(slot, mp, false);
@@ -662,11 +689,37 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
       }
       mma_bf16(dacc, a, zb0, zb1);
     };
+    // PAIRED: the A fragment of k-slice ks (features ks * 16 + 2 tq, + 1 and + 8, + 9 of rows g, g + 8) from Q rows
+    auto paired_a = [&](uint32_t(&a)[4], int ks) {
+      const bf16* r0 = sQ + (warp * 16 + g) * SD;
+      const bf16* r1 = r0 + 8 * SD;
+#pragma unroll
+      for (int h = 0; h < 2; ++h) {
+        const uint32_t e = sIJ[buf * 64 + ks * 8 + tq + 4 * h];
+        const int xi = e & 255, xj = (e >> 8) & 255;
+        if (!use_eps) {  // the bits of the fp32 products rounded once, as the transposed path's bf16x2 multiply
+          __nv_bfloat162 p0 = __hmul2(__bfloat162bfloat162(r0[xi]), *reinterpret_cast<const __nv_bfloat162*>(r0 + xj));
+          __nv_bfloat162 p1 = __hmul2(__bfloat162bfloat162(r1[xi]), *reinterpret_cast<const __nv_bfloat162*>(r1 + xj));
+          a[2 * h] = *reinterpret_cast<uint32_t*>(&p0);
+          a[2 * h + 1] = *reinterpret_cast<uint32_t*>(&p1);
+        } else {
+          const float e0 = (e >> 16) & 1u ? mp.eps : 0.f, e1 = (e >> 17) & 1u ? mp.eps : 0.f;
+          const float x0 = __bfloat162float(r0[xi]), x1 = __bfloat162float(r1[xi]);
+          const float2 y0 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(r0 + xj));
+          const float2 y1 = __bfloat1622float2(*reinterpret_cast<const __nv_bfloat162*>(r1 + xj));
+          a[2 * h] = pack_bf16(x0 * y0.x + e0, x0 * y0.y + e1);
+          a[2 * h + 1] = pack_bf16(x1 * y1.x + e0, x1 * y1.y + e1);
+        }
+      }
+    };
     if constexpr (WG) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
       uint32_t a[4][4];
 #pragma unroll
-      for (int ks = 0; ks < 4; ++ks) load_a_trans_sw(a[ks], sPQ, warp * 16, ks * 16, lane);
+      for (int ks = 0; ks < 4; ++ks) {
+        if constexpr (PAIRED) paired_a(a[ks], ks);
+        else load_a_trans_sw(a[ks], sPQ, warp * 16, ks * 16, lane);
+      }
       if (mp.normalized)  // before the wgmma: its A registers may not be read until it is waited on (PTX ISA)
 #pragma unroll
         for (int ks = 0; ks < 4; ++ks) den_mma(a[ks], ks);
@@ -680,7 +733,8 @@ __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))
 #pragma unroll
       for (int ks = 0; ks < 4; ++ks) {
         uint32_t a[4];
-        if constexpr (TQ) load_a_trans(a, sPQ, CS, warp * 16, ks * 16, lane);
+        if constexpr (PAIRED) paired_a(a, ks);
+        else if constexpr (TQ) load_a_trans(a, sPQ, CS, warp * 16, ks * 16, lane);
         else load_a(a, sPQ, PW + 8, warp * 16, f0 + ks * 16, lane);
         mma_rows_x_tile<D>(acc, a, cS, SD, ks * 16, lane);
         if (mp.normalized) den_mma(a, ks);

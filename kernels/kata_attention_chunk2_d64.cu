@@ -5,9 +5,9 @@
 namespace memcap::kata::cuda {
 
 void launch_chunk2_d64(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
-                       const AttentionPtrs& a, cudaStream_t stream, bool wgmma_out) {
-  if (p.chunk == 128) chunk2::run<128, 64>(p, form, segments, stride, a, stream, wgmma_out);
-  else chunk2::run<64, 64>(p, form, segments, stride, a, stream, wgmma_out);
+                       const AttentionPtrs& a, cudaStream_t stream, unsigned opts) {
+  if (p.chunk == 128) chunk2::run<128, 64>(p, form, segments, stride, a, stream, opts);
+  else chunk2::run<64, 64>(p, form, segments, stride, a, stream, opts);
 }
 
 void launch_segment_states(const AttentionLaunch& p, int cpp, const void* k, const void* v, float* s_loc,

@@ -96,12 +96,16 @@ void by_state_kind(const MapParams& m, F&& f) {
 // Chunk-local (MODE 1) states summed over `cpp` chunks per program: s_loc, z_loc fp32 [bh][ceil(nc/cpp)][np][D];
 // FOLD as chunk_state_kernel (false: the fused kernel's segment states). PSD maps at C = D = 64 with cpp <= 4 (the
 // block scans) and no wg: chunk_local_multi_kernel, each CTA several feature blocks from one K / V load; as many
-// per CTA as leave at least 12 CTAs per SM (all of them at large B·H).
+// per CTA as leave at least 12 CTAs per SM (all of them at large B·H). paired: the states' feature rows in the
+// paired order of M_g (chunk_local_multi_kernel only: M_g, C = D = 64, cpp <= 4, no wg).
 template <int C, int D, bool FOLD = true>
 void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const void* v, float* s_loc, float* z_loc,
-                         cudaStream_t stream, bool wg = false) {
+                         cudaStream_t stream, bool wg = false, bool paired = false) {
   const Sizes z = sizes_of(p);
   const int progs = static_cast<int>((z.nc + cpp - 1) / cpp);
+  if (paired && (!FOLD || C != 64 || D != 64 || p.map.kind != MapKind::BlockPsd || cpp > 4 || wg))
+    cuda_detail::throw_user_error("chunked attention: the paired feature order needs M_g, C = d = 64 and blocks of "
+                                  "<= 4 chunks");
   if constexpr (C == 64 && D == 64) {
     if (p.map.is_psd() && cpp <= 4 && !wg) {
       const int nfb = static_cast<int>(z.np / 64);
@@ -118,14 +122,20 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
                                static_cast<int>(p.T), static_cast<int>(z.nc), cpp, fb_per);
         MEMCAP_CUDA_CHECK_LAUNCH("chunk_local_multi_kernel");
       };
-      auto by_g = [&](auto kind) {
+      auto by_g = [&](auto kind, auto pc) {
         constexpr MapKind K = decltype(kind)::value;
-        if (p.map.g == 1) go(chunk_local_multi_kernel<K, 1, FOLD>);
-        else if (p.map.g == 2) go(chunk_local_multi_kernel<K, 2, FOLD>);
-        else go(chunk_local_multi_kernel<K, 4, FOLD>);
+        constexpr bool PR = decltype(pc)::value;
+        if (p.map.g == 1) go(chunk_local_multi_kernel<K, 1, FOLD, PR>);
+        else if (p.map.g == 2) go(chunk_local_multi_kernel<K, 2, FOLD, PR>);
+        else go(chunk_local_multi_kernel<K, 4, FOLD, PR>);
       };
-      if (p.map.kind == MapKind::BlockPsd) return by_g(std::integral_constant<MapKind, MapKind::BlockPsd>{});
-      return by_g(std::integral_constant<MapKind, MapKind::SumPsd>{});
+      if (p.map.kind == MapKind::BlockPsd) {
+        if constexpr (FOLD) {  // the paired order is for the stored states (the output pass), not the fused walk's
+          if (paired) return by_g(std::integral_constant<MapKind, MapKind::BlockPsd>{}, std::true_type{});
+        }
+        return by_g(std::integral_constant<MapKind, MapKind::BlockPsd>{}, std::false_type{});
+      }
+      return by_g(std::integral_constant<MapKind, MapKind::SumPsd>{}, std::false_type{});
     }
   }
   by_state_kind(p.map, [&](auto kind) {
@@ -140,12 +150,19 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
 // segment's walk from its entering state (MODE 2); stages: state = the local states, scan = the scan and the
 // walks, output = the output pass. stride > 1 (chunked form, PSD maps, C = 64; one walk or segments): only every
 // stride-th chunk's entering state is stored; the output pass adds the chunks in between by the closed form.
-// wg: the state pass (walk or block-local states) and the output pass's readout on wgmma (chunk_state_frag_kernel's
-// and chunk_output_kernel's WG: sm_90a, stride 4, C = D = 64).
+// opts & kChunk2Wgmma: the state pass (walk or block-local states) and the output pass's readout on wgmma
+// (chunk_state_frag_kernel's and chunk_output_kernel's WG: sm_90a, stride 4, C = D = 64). opts & kChunk2Paired: the
+// paired feature order of M_g (block scans, stride 4, C = D = 64): chunk_local_multi_kernel's and
+// chunk_output_kernel's PAIRED; with wgmma, the block-local states stay on chunk_local_multi_kernel.
 template <int C, int D>
 void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
-         cudaStream_t stream, bool wg = false) {
+         cudaStream_t stream, unsigned opts = 0) {
+  const bool wg = (opts & kChunk2Wgmma) != 0, paired = (opts & kChunk2Paired) != 0;
   const Sizes z = sizes_of(p);
+  if (paired && (C != 64 || D != 64 || stride != 4 || p.map.kind != MapKind::BlockPsd || p.map.g > 4 ||
+                 (segments != kChunk2BlockScan && segments != kChunk2BlockScanColumns)))
+    cuda_detail::throw_user_error("chunked attention: the paired feature order needs M_g (g <= 4), C = d = 64 and "
+                                  "a block scan of stride 4");
   if (wg && (C != 64 || D != 64 || stride != 4))
     cuda_detail::throw_user_error("chunked attention: the wgmma output pass needs C = d = 64 and the state stride 4");
   // the output pass adds the chunks between stored states by the PSD closed form at C = 64 only
@@ -167,7 +184,7 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
     // blocks: the state entering chunk stride * j, with no walk
     float* s_loc = reinterpret_cast<float*>(ws + nS * 2 + nZ * 4);
     float* z_loc = s_loc + nS;
-    launch_local_states<C, D>(p, stride, k, v, s_loc, z_loc, stream, wg);
+    launch_local_states<C, D>(p, stride, k, v, s_loc, z_loc, stream, wg && !paired, paired);
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
     const auto scan = segments == kChunk2BlockScan ? launch_scan_tree : launch_scan_columns;
     scan(s_loc, s_pre, gpu::DType::bf16, z.bh, slots, z.np * D, stream);
@@ -217,21 +234,25 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
   };
   auto psd = [&](auto kind) {
     constexpr MapKind K = decltype(kind)::value;
-    auto by_g = [&](auto st, auto wgc) {
+    auto by_g = [&](auto st, auto wgc, auto pc) {
       constexpr int S = decltype(st)::value;
-      constexpr bool W = decltype(wgc)::value;
+      constexpr bool W = decltype(wgc)::value, PR = decltype(pc)::value;
       constexpr int smem = W ? output_smem_wg<C, D>() : output_smem<C, K, D>();
-      if (p.map.g == 1) launch_out(chunk_output_kernel<C, K, 1, D, S, W>, smem);
-      else if (p.map.g == 2) launch_out(chunk_output_kernel<C, K, 2, D, S, W>, smem);
-      else launch_out(chunk_output_kernel<C, K, 4, D, S, W>, smem);
+      if (p.map.g == 1) launch_out(chunk_output_kernel<C, K, 1, D, S, W, PR>, smem);
+      else if (p.map.g == 2) launch_out(chunk_output_kernel<C, K, 2, D, S, W, PR>, smem);
+      else launch_out(chunk_output_kernel<C, K, 4, D, S, W, PR>, smem);
     };
+    if constexpr (C == 64 && D == 64 && K == MapKind::BlockPsd) {
+      if (paired && wg) return by_g(std::integral_constant<int, 4>{}, std::true_type{}, std::true_type{});
+      if (paired) return by_g(std::integral_constant<int, 4>{}, std::false_type{}, std::true_type{});
+    }
     if constexpr (C == 64 && D == 64) {
-      if (wg) return by_g(std::integral_constant<int, 4>{}, std::true_type{});
+      if (wg) return by_g(std::integral_constant<int, 4>{}, std::true_type{}, std::false_type{});
     }
     if constexpr (C == 64) {
-      if (stride == 4) return by_g(std::integral_constant<int, 4>{}, std::false_type{});
+      if (stride == 4) return by_g(std::integral_constant<int, 4>{}, std::false_type{}, std::false_type{});
     }
-    by_g(std::integral_constant<int, 1>{}, std::false_type{});
+    by_g(std::integral_constant<int, 1>{}, std::false_type{}, std::false_type{});
   };
   if (p.map.kind == MapKind::BlockPsd) psd(std::integral_constant<MapKind, MapKind::BlockPsd>{});
   else if (p.map.kind == MapKind::SumPsd) psd(std::integral_constant<MapKind, MapKind::SumPsd>{});

@@ -244,11 +244,12 @@ std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int s
 }
 
 void launch_chunk2(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
-                   cudaStream_t stream, bool wgmma_out) {
-  if (wgmma_out && p.d != 64)
-    cuda_detail::throw_user_error("chunked attention: the wgmma output pass is built for d = 64 only");
+                   cudaStream_t stream, unsigned opts) {
+  if (opts != 0 && p.d != 64)
+    cuda_detail::throw_user_error("chunked attention: the wgmma output pass and the paired order are built for d = 64 "
+                                  "only");
   if (p.d == 32) launch_chunk2_d32(p, form, segments, stride, a, stream);
-  else if (p.d == 64) launch_chunk2_d64(p, form, segments, stride, a, stream, wgmma_out);
+  else if (p.d == 64) launch_chunk2_d64(p, form, segments, stride, a, stream, opts);
   else launch_chunk2_d128(p, form, segments, stride, a, stream);
 }
 

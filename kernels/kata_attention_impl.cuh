@@ -50,13 +50,16 @@ constexpr int kChunk2BlockScanColumns = -2;  // the same with launch_scan_column
 bool chunk2_supported(const AttentionLaunch& p, AttentionForm form);
 int chunk2_segments(const AttentionLaunch& p);  // the split's segments: enough walks to fill the GPU, >= 2 chunks each
 std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int segments = 1, int stride = 1);
-// wgmma_out: the output pass's readout on wgmma (`2pass-g4w`, `scan-g4w`: sm_90a, d = 64, C = 64, stride 4).
+// opts (d = 64, C = 64, stride 4): kChunk2Wgmma, the output pass's readout on wgmma (`2pass-g4w`, `scan-g4w`:
+// sm_90a); kChunk2Paired, M_g's features in the paired order of make_paired_slot (`scan-g4p`, `scan-g4pw`: block
+// scans), the output pass forming ψ(Q) in registers.
+constexpr unsigned kChunk2Wgmma = 1u, kChunk2Paired = 2u;
 void launch_chunk2(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
-                   cudaStream_t stream, bool wgmma_out = false);
+                   cudaStream_t stream, unsigned opts = 0);
 void launch_chunk2_d32(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
                        const AttentionPtrs& a, cudaStream_t stream);
 void launch_chunk2_d64(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
-                       const AttentionPtrs& a, cudaStream_t stream, bool wgmma_out);
+                       const AttentionPtrs& a, cudaStream_t stream, unsigned opts);
 void launch_chunk2_d128(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
                         const AttentionPtrs& a, cudaStream_t stream);
 // Scalar fallback (fp32 arithmetic, any d / d_v, C <= 64): chunk-local states, sequential or tree scan, output.

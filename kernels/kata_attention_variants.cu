@@ -112,14 +112,36 @@ std::vector<KernelVariant> make_table() {
                [](P p, A a) { return a.wgmma && p.d == 64 && stride4_applies(p, a); },
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
                [](P p, X x, cudaStream_t s) {
-                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, true);
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, kChunk2Wgmma);
+               },
+               [](P, A) { return false; }});
+  // opt-in, written in the twenty-seventh session and not yet run on a GPU: scan-g4c (and scan-g4w's readout) with
+  // M_g's features in the paired order (make_paired_slot), so the output pass forms each ψ(Q) A-fragment register
+  // as q_i · (q_j0, q_j0+1) from the untransposed Q rows: no ψ(Q) tile, no transposed Q, no ldmatrix of ψ(Q)
+  t.push_back({AttentionForm::chunked, "scan-g4p", "tensor cores (mma.sync)",
+               "scan-g4c with M_g's features paired, ψ(Q) formed in registers in the output pass (d = 64)",
+               [](P p, A a) { return p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               [](P p, X x, cudaStream_t s) {
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, kChunk2Paired);
+               },
+               [](P, A) { return false; }});
+  t.push_back({AttentionForm::chunked, "scan-g4pw", "tensor cores (wgmma)",
+               "scan-g4p with the output pass's readout on wgmma (d = 64)",
+               [](P p, A a) {
+                 return a.wgmma && p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a);
+               },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               [](P p, X x, cudaStream_t s) {
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
+                               kChunk2Paired | kChunk2Wgmma);
                },
                [](P, A) { return false; }});
   t.push_back({AttentionForm::chunked, "2pass-g4w", "tensor cores (wgmma)",
                "2pass-g4 with its walk and the output pass's readout on wgmma (d = 64)",
                [](P p, A a) { return a.wgmma && p.d == 64 && stride4_applies(p, a); },
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, 1, 4); },
-               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 4, x, s, true); },
+               [](P p, X x, cudaStream_t s) { launch_chunk2(p, AttentionForm::chunked, 1, 4, x, s, kChunk2Wgmma); },
                [](P, A) { return false; }});
   // split's segments with 2pass-g4's stored states, preferred over split at d = 64 (measured there, twenty-fifth
   // session, B = H = 1, T = 32K / 64K / 128K: M_2 0.251 / 0.438 / 0.996 ms against 0.281 / 0.490 / 1.078, M_1

@@ -188,6 +188,42 @@ __device__ __forceinline__ Acc psi_value(const DeviceMap& mp, const E* x, int f,
   return eval_slot<K, Acc>(mp, make_slot<K, Acc>(mp, f), x, aux);
 }
 
+// The paired order of an M_g block (BlockPsd, m even; the `scan-g4p` kernels): slots 2P and 2P + 1 are (i, j0) and
+// (i, j0 + 1) with j0 even, so a query row's two features in one mma A-fragment register are q_i · (q_j0, q_j0+1),
+// one bf16x2 product from an untransposed row. Rows i = 2r and 2r + 1 both take the column pairs r .. m/2 - 1
+// (couple r starts at pair r (m + 1 - r)); slot (2r + 1, 2r) repeats (2r, 2r + 1) and is inactive. m (m + 2) / 2
+// slots per block, m / 2 of them inactive: at d = 64 exactly n_ψ rounded up to the 64-feature block, for every g.
+__host__ __device__ __forceinline__ int paired_block_slots(int m) { return m * (m + 2) / 2; }
+// Slot l of a block -> (i, j); false for the inactive repeats.
+__host__ __device__ __forceinline__ bool paired_pair(int m, int l, int& i, int& j) {
+  const int P = l >> 1, half_m = m / 2;
+  const float b = static_cast<float>(m) + 1.f;
+  const float disc = b * b - 4.f * static_cast<float>(P);
+  int r = static_cast<int>((b - sqrtf(disc > 0.f ? disc : 0.f)) * 0.5f);
+  r = r < 0 ? 0 : (r > half_m - 1 ? half_m - 1 : r);
+  while (r > 0 && r * (m + 1 - r) > P) --r;
+  while (r + 1 < half_m && (r + 1) * (m - r) <= P) ++r;
+  const int o = P - r * (m + 1 - r), len = half_m - r;
+  i = o < len ? 2 * r : 2 * r + 1;
+  j = 2 * (r + (o < len ? o : o - len)) + (l & 1);
+  return !((i & 1) && j == i - 1);
+}
+// The slot of feature f of an M_g map in the paired order (blocks of paired_block_slots(m) slots); inactive past
+// the g blocks and at the repeats, so ψ_paired(q) · ψ_paired(k) = ψ(q) · ψ(k).
+template <class Acc = float>
+__device__ __forceinline__ FeatureSlotT<Acc> make_paired_slot(const DeviceMap& mp, int f) {
+  FeatureSlotT<Acc> s;
+  const int per = paired_block_slots(mp.m), a0 = f / per;
+  if (a0 >= mp.g) return s;
+  s.a0 = a0;
+  s.a1 = a0 + 1;
+  s.active = paired_pair(mp.m, f - a0 * per, s.i, s.j);
+  if (!s.active) return s;
+  s.mult = s.i != s.j ? sqrt2_of<Acc>() : Acc(1);
+  s.add = s.i == s.j ? map_eps<Acc>(mp) : Acc(0);
+  return s;
+}
+
 // Packed feature index of the pair (i, j) of an m x m factor (the inverse of packed_pair).
 __host__ __device__ __forceinline__ int packed_index(int m, int i, int j) {
   if (i > j) {

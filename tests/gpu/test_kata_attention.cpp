@@ -250,6 +250,13 @@ TEST_CASE("the split chunked pass: many segments at B = H = 1 agree with the seq
       std::vector<double> scan4c;  // the column scan
       CHECK(check_case(c, 8000, &scan4c, &v1, "scan-g4c") < kTolBf16);
       CHECK(relative_error(scan4c, scan4) < kTolBf16);
+      const bool paired = map[0] == 'm';  // M_g: the paired feature order (scan-g4p), the same outputs
+      std::vector<double> scan4p;
+      if (paired) {
+        CHECK(check_case(c, 8000, &scan4p, &v1, "scan-g4p") < kTolBf16);
+        CHECK(relative_error(scan4p, scan4c) < kTolBf16);
+        std::printf("paired order (%s): scan-g4p vs scan-g4c %.3e\n", map, relative_error(scan4p, scan4c));
+      }
       const auto vs = attention_variants(AttentionForm::chunked, s, options_of(c), GpuDType::bf16);
       if (std::find(vs.begin(), vs.end(), "2pass-g4w") != vs.end()) {  // state and readout on wgmma (sm_90a)
         std::vector<double> w4, scan4w;
@@ -259,6 +266,12 @@ TEST_CASE("the split chunked pass: many segments at B = H = 1 agree with the seq
         CHECK(relative_error(scan4w, scan4c) < kTolBf16);
         std::printf("wgmma (%s): 2pass-g4w vs 2pass-g4 %.3e, scan-g4w vs scan-g4c %.3e\n", map,
                     relative_error(w4, walk4), relative_error(scan4w, scan4c));
+        if (paired) {
+          std::vector<double> scan4pw;
+          CHECK(check_case(c, 8000, &scan4pw, &v1, "scan-g4pw") < kTolBf16);
+          CHECK(relative_error(scan4pw, scan4p) < kTolBf16);
+          std::printf("wgmma, paired (%s): scan-g4pw vs scan-g4p %.3e\n", map, relative_error(scan4pw, scan4p));
+        }
       }
       std::printf("stride 4 (%s): split-g4 vs split %.3e, 2pass-g4 vs 2pass %.3e, scan-g4 vs 2pass %.3e\n", map,
                   relative_error(g4, split2), relative_error(walk4, walk), relative_error(scan4, walk));

@@ -71,3 +71,70 @@ TEST_CASE("device psi and VJP (kata_feature_map.cuh) compiled for the host = Fea
       CHECK(cuda::packed_index(m, j, i) == l);
     }
 }
+
+TEST_CASE("the paired feature order of M_g (scan-g4p): every pair once, ψ(q)·ψ(k) unchanged, n_ψ padded at d = 64") {
+  for (const int m : {2, 4, 8, 16, 32, 64}) {
+    const int slots = cuda::paired_block_slots(m);
+    std::vector<int> seen(static_cast<std::size_t>(m * m), 0);
+    int inactive = 0;
+    for (int l = 0; l < slots; ++l) {
+      int i = -1, j = -1;
+      const bool active = cuda::paired_pair(m, l, i, j);
+      REQUIRE(i >= 0);
+      REQUIRE(j < m);
+      if (l % 2 == 1) {  // the second slot of a pair: same row, next column, the first column even
+        int i0 = -1, j0 = -1;
+        cuda::paired_pair(m, l - 1, i0, j0);
+        CHECK(i0 == i);
+        CHECK(j0 + 1 == j);
+        CHECK(j0 % 2 == 0);
+      }
+      if (!active) {
+        ++inactive;
+        CHECK(i % 2 == 1);
+        CHECK(j == i - 1);
+        continue;
+      }
+      CHECK(i <= j);
+      ++seen[static_cast<std::size_t>(i * m + j)];
+    }
+    CHECK(inactive == m / 2);
+    int once = 0;
+    for (int i = 0; i < m; ++i)
+      for (int j = i; j < m; ++j) once += seen[static_cast<std::size_t>(i * m + j)] == 1 ? 1 : 0;
+    CHECK(once == m * (m + 1) / 2);
+  }
+  std::mt19937_64 gen(5);
+  std::normal_distribution<double> nd;
+  for (const char* spec : {"m1", "m2:eps=1e-3", "m4", "m8:eps=0.5"})
+    for (const int d : {8, 32, 64}) {
+      const FeatureMap fm = FeatureMap::parse(spec, d);
+      const cuda::DeviceMap dm = cuda::device_map(fm.params());
+      if (dm.m % 2 != 0) continue;  // the paired order needs an even block width (m8 at d = 8: m = 1)
+      const int total = dm.g * cuda::paired_block_slots(dm.m);
+      if (d == 64) CHECK(total == dm.n_padded);
+      CHECK(total >= dm.n_features);
+      std::vector<double> q(static_cast<std::size_t>(d)), k(static_cast<std::size_t>(d));
+      for (int rep = 0; rep < 3; ++rep) {
+        for (int i = 0; i < d; ++i) {
+          q[static_cast<std::size_t>(i)] = nd(gen);
+          k[static_cast<std::size_t>(i)] = nd(gen);
+        }
+        double packed = 0, paired = 0, magnitude = 0;  // magnitude: Σ |ψ_f(q) ψ_f(k)|, the sums' rounding scale
+        for (int f = 0; f < dm.n_features; ++f) {
+          const double t = cuda::psi_value<MapKind::BlockPsd, double>(dm, q.data(), f, 0.0) *
+                           cuda::psi_value<MapKind::BlockPsd, double>(dm, k.data(), f, 0.0);
+          packed += t;
+          magnitude += std::abs(t);
+        }
+        for (int f = 0; f < total + 64; ++f) {  // past the g blocks: inactive
+          const auto s = cuda::make_paired_slot<double>(dm, f);
+          if (f >= total) CHECK_FALSE(s.active);
+          paired += cuda::eval_slot<MapKind::BlockPsd, double>(dm, s, q.data(), 0.0) *
+                    cuda::eval_slot<MapKind::BlockPsd, double>(dm, s, k.data(), 0.0);
+        }
+        INFO(std::string(spec) << " d=" << d);
+        CHECK(std::abs(paired - packed) <= 1e-13 * magnitude);
+      }
+    }
+}
