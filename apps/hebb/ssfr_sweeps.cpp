@@ -164,6 +164,20 @@ void check_training_memory(const SsfrSweepState& st, const Prepared& p, const nn
   std::fprintf(stderr, "hebb ssfr: warning: %s (a real run stops here)\n", problem.c_str());
 }
 
+// Host memory of `hebb ssfr noise`'s measurement after the training (on the CPU whatever the device): the float64
+// block on --noise-batch rows and every measured distance (--noise-batches x --noise-batch), checked before any job.
+void check_noise_memory(const SsfrSweepState& st, const margin::SsfrNoiseSpec& js, const std::string& what) {
+  const double n = static_cast<double>(js.noise_batches) * static_cast<double>(js.noise_batch);
+  const double need = nn::ssfr_cpu_bytes(js.task(), js.dim, 0, js.noise_batch) + 8 * n;
+  const double have = margin::host_available_bytes();
+  if (have <= 0 || need <= 0.9 * have) return;
+  const std::string problem = fmt::format("{} needs about {:.2f} GiB of memory ({} distances) but {:.2f} GiB are "
+                                          "available; lower --noise-batches or --noise-batch",
+                                          what, need / (1 << 30), n, have / (1 << 30));
+  if (!st.sweep.dry_run) throw UserError(problem);
+  std::fprintf(stderr, "hebb ssfr: warning: %s (a real run stops here)\n", problem.c_str());
+}
+
 int run_plan(const sweep::Plan& plan, SsfrSweepState& st, const Prepared& p, sweep::WorkerPool& pool,
              const std::function<margin::SsfrJobOutput(const sweep::Job&, const margin::SsfrRunner&,
                                                        const sweep::JobContext&)>& job) {
@@ -355,6 +369,7 @@ void run_noise(CLI::App* sub, SsfrSweepState& st) {
         (void)js.task();
         check_training_memory(st, p, js.task(), js.dim, 0,
                               fmt::format("the training at d = {}, F = {}, J = {}", js.dim, js.facts, J));
+        check_noise_memory(st, js, fmt::format("the noise measurement at d = {}, F = {}, J = {}", js.dim, js.facts, J));
         sweep::Job j;
         j.index = static_cast<std::int64_t>(plan.jobs.size());
         j.seed = js.seed;

@@ -128,8 +128,11 @@ SsfrTrainResult train_ssfr_cpu(const SsfrProblem& p, const SsfrTrainConfig& cfg)
     eval_s = r.eval_s;
     spent_s = r.wall_s;
   }
-  r.loss_curve.reserve(static_cast<std::size_t>(cfg.steps));
-  r.batch_acc_curve.reserve(static_cast<std::size_t>(cfg.steps));
+  // at most 65,536 entries up front: the curves grow with the steps actually run (a huge --steps, or an early
+  // stop, must not allocate the whole curve before the first step)
+  const auto hint = static_cast<std::size_t>(std::min<std::int64_t>(cfg.steps, std::int64_t{1} << 16));
+  r.loss_curve.reserve(hint);
+  r.batch_acc_curve.reserve(hint);
   for (std::int64_t t = t_first; t < cfg.steps; ++t) {
     ssfr_batch(batch, p.task, p.map_a.data(), B, cfg.seed, rng::kSsfrTrain, static_cast<std::uint64_t>(t));
     const SsfrStats st = ssfr_forward(ws, arena.params.data(), batch, p.mlp_a);
