@@ -424,10 +424,17 @@ TEST_CASE("lock, stale temporaries, another split, and --resume on a finished ou
                        doctest::Contains("split into 1 shard"), UserError);
   o.shard = "";
   // A temporary record left by a killed run is removed; the resume reruns only the missing jobs.
+  // So are the PATH.tmp-<pid> files of checkpoints a signal interrupted mid-write.
   { std::ofstream(d + "/out.h5.partial/.tmp-job-00000007.h5") << "junk"; }
+  { std::ofstream(d + "/out.h5.partial/scratch-pretrain-seed=1.h5.ckpt.tmp-4242") << "junk"; }
+  { std::ofstream(d + "/out.h5.partial/scratch-00000007-ckpt.tmp-99") << "junk"; }
   int resumed = 0;
   CHECK(sweep::run(toy_plan(), o, ctx_for("a"), d + "/out.h5", [&](const sweep::Job& j) {
-          ++resumed;
+          if (++resumed == 1) {
+            CHECK_FALSE(fs::exists(d + "/out.h5.partial/.tmp-job-00000007.h5"));
+            CHECK_FALSE(fs::exists(d + "/out.h5.partial/scratch-pretrain-seed=1.h5.ckpt.tmp-4242"));
+            CHECK_FALSE(fs::exists(d + "/out.h5.partial/scratch-00000007-ckpt.tmp-99"));
+          }
           return toy_job(j);
         }) == 0);
   CHECK(resumed == 5);
@@ -441,6 +448,28 @@ TEST_CASE("lock, stale temporaries, another split, and --resume on a finished ou
         }) == 0);
   CHECK(again == 0);
   CHECK(fs::last_write_time(d + "/out.h5") == mtime);
+}
+
+TEST_CASE("a numerical failure before any job finished leaves no partial folder, checkpoints included") {
+  const std::string d = temp_dir() + "/diverged";
+  fs::create_directories(d);
+  sweep::Options o;
+  o.progress = "none";
+  CHECK_THROWS_AS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/div.h5",
+                             [&](const sweep::Job&) -> sweep::JobOutput {
+                               std::ofstream(d + "/div.h5.partial/scratch-00000000-ckpt") << "a checkpoint";
+                               throw NumericError("training diverged: non-finite loss at step 1");
+                             }),
+                  NumericError);
+  CHECK(listing(d).empty());
+  // another failure (here an I/O error) keeps what a resume could use
+  CHECK_THROWS_AS(sweep::run(toy_plan(), o, ctx_for("a"), d + "/io.h5",
+                             [&](const sweep::Job&) -> sweep::JobOutput {
+                               std::ofstream(d + "/io.h5.partial/scratch-00000000-ckpt") << "a checkpoint";
+                               throw IoError("disk full");
+                             }),
+                  IoError);
+  CHECK(fs::exists(d + "/io.h5.partial/scratch-00000000-ckpt"));
 }
 
 TEST_CASE("a single run without --resume clears a dead run's partial folder") {

@@ -202,6 +202,16 @@ PartialLock lock_partial(const fs::path& partial, bool& created) {
   return lock;
 }
 
+// A temporary a writer renames into place when done: ".tmp-<record>" (job records) or "<file>.tmp-<pid>"
+// (checkpoints, pretrained weights). Under the lock, any such file was left by a dead run.
+bool is_dead_temporary(const std::string& n) {
+  if (n.rfind(".tmp-", 0) == 0 || n == "meta.json.tmp") return true;
+  const auto at = n.rfind(".tmp-");
+  if (at == std::string::npos || at + 5 >= n.size()) return false;
+  return std::all_of(n.begin() + static_cast<std::ptrdiff_t>(at + 5), n.end(),
+                     [](char c) { return c >= '0' && c <= '9'; });
+}
+
 // Removes everything in OUT.partial but the lock.
 void clear_partial(const fs::path& partial) {
   std::error_code ec;
@@ -418,7 +428,7 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
     std::error_code ec;
     for (fs::directory_iterator it(partial, ec), end; !ec && it != end; it.increment(ec)) {
       const std::string n = it->path().filename().string();
-      if (n.rfind(".tmp-", 0) == 0 || n == "meta.json.tmp") fs::remove(it->path(), ec);  // left by a dead run
+      if (is_dead_temporary(n)) fs::remove_all(it->path(), ec);  // left by a dead run
       else if (n.rfind("job-", 0) == 0 || n.rfind("scratch-", 0) == 0) has_records = true;
     }
   }
@@ -541,13 +551,22 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
     for (auto& t : threads) t.join();
   }
   if (first_error) {
-    // Nothing worth resuming (no record, no scratch): leave no folder behind.
+    // Nothing worth resuming (no record, no scratch): leave no folder behind. A numerical failure (a diverged
+    // training) is deterministic: its checkpoints would only diverge again, so they are not worth resuming either,
+    // and the run with a lower --lr must not find them in its way.
+    bool numeric = false;
+    try {
+      std::rethrow_exception(first_error);
+    } catch (const NumericError&) {
+      numeric = true;
+    } catch (...) {
+    }
     if (done == 0 && created) {
       bool keep = false;
       std::error_code ec;
       for (fs::directory_iterator it(partial, ec), end; !ec && it != end; it.increment(ec)) {
         const std::string n = it->path().filename().string();
-        if (n != "meta.json" && n != "lock") keep = true;
+        if (n != "meta.json" && n != "lock" && !numeric) keep = true;
       }
       if (!keep) {
         fs::remove_all(partial, ec);
