@@ -140,6 +140,8 @@ void run_base(CLI::App* sub, BaseState& st) {
   info.facts = corpus.num_facts();
   info.templates = corpus.num_templates();
   info.vocab_fingerprint = edit::vocab_fingerprint(corpus);
+  info.facts_fingerprint = edit::facts_fingerprint(corpus);
+  info.has_facts_fingerprint = true;
   info.expert = expert_kind;
   info.expert_method = expert_method;
   info.expert_seed = st.expert_seed;

@@ -97,13 +97,7 @@ void run_edit(CLI::App* sub, RunState& st) {
                                 st.base, base.config.d, st.dim, st.dim));
   const std::string data = find_edit_data(st.data);
   const nn::EditCorpus corpus = nn::load_edit_corpus(data, base.info.facts, base.info.templates);
-  const std::uint64_t fp = edit::vocab_fingerprint(corpus);
-  if (fp != base.info.vocab_fingerprint || corpus.vocab_size() != base.config.vocab)
-    throw UserError(fmt::format("--base '{}' was trained on another vocabulary ({} tokens, fingerprint {:016x}) than "
-                                "'{}' gives for its {} facts x {} templates ({} tokens, {:016x}); retrain it with hebb "
-                                "edit base on this data",
-                                st.base, base.config.vocab, base.info.vocab_fingerprint, data, base.info.facts,
-                                base.info.templates, corpus.vocab_size(), fp));
+  edit::check_base_corpus(base, st.base, corpus, data);
   const bool constructed = st.method == "swap-constructed";
   const std::string want_expert = constructed ? "data-dependent" : "gd-mse";
   if (!local && base.info.expert != want_expert)

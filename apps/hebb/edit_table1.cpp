@@ -464,13 +464,7 @@ void run_table1(CLI::App* sub, Table1State& st) {
     }
     const std::string data = find_edit_data(st.data);
     sh->corpus = nn::load_edit_corpus(data, F, K);
-    const std::uint64_t fp = edit::vocab_fingerprint(sh->corpus);
-    if (fp != sh->base.info.vocab_fingerprint || sh->corpus.vocab_size() != cfg.vocab)
-      throw UserError(fmt::format("--base '{}' was trained on another vocabulary ({} tokens, fingerprint {:016x}) than "
-                                  "'{}' gives for its {} facts x {} templates ({} tokens, {:016x}); retrain it with hebb "
-                                  "edit base on this data",
-                                  st.base, cfg.vocab, sh->base.info.vocab_fingerprint, data, F, K,
-                                  sh->corpus.vocab_size(), fp));
+    edit::check_base_corpus(sh->base, st.base, sh->corpus, data);
     sh->seqs = nn::pack_edit_sequences(sh->corpus, nn::EditLabels::all);
     T = sh->seqs.T;
     where = fmt::format("{} ({} facts x {} templates, d {}, vocabulary {}, {} expert h {})", st.base, F, K, cfg.d,

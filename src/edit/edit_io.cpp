@@ -73,6 +73,7 @@ void write_base_model(h5::Group& root, const EditModel& model, const mlp::GatedM
   g.attr("facts", info.facts);
   g.attr("templates", info.templates);
   g.attr("vocab_fingerprint", fmt::format("{:016x}", info.vocab_fingerprint));
+  if (info.has_facts_fingerprint) g.attr("facts_fingerprint", fmt::format("{:016x}", info.facts_fingerprint));
   g.attr("expert", info.expert);
   g.attr("expert_method", info.expert_method);
   g.attr("expert_seed", static_cast<std::int64_t>(info.expert_seed));
@@ -108,13 +109,20 @@ BaseModelFile read_base_model(const h5::Group& root) {
   }
   b.info.facts = need_int(g, "facts");
   b.info.templates = need_int(g, "templates");
-  const std::string fp = need_string(g, "vocab_fingerprint");
-  try {
-    std::size_t pos = 0;
-    b.info.vocab_fingerprint = std::stoull(fp, &pos, 16);
-    if (pos != fp.size()) throw std::invalid_argument("trailing");
-  } catch (const std::exception&) {
-    throw IoError(fmt::format("'{}': /model@vocab_fingerprint '{}' is not a hex number", root.filename(), fp));
+  auto hex = [&](const char* name, const std::string& fp) {
+    try {
+      std::size_t pos = 0;
+      const std::uint64_t v = std::stoull(fp, &pos, 16);
+      if (pos != fp.size() || fp.empty() || fp[0] == '-' || fp[0] == '+') throw std::invalid_argument("not hex");
+      return v;
+    } catch (const std::exception&) {
+      throw IoError(fmt::format("'{}': /model@{} '{}' is not a hex number", root.filename(), name, fp));
+    }
+  };
+  b.info.vocab_fingerprint = hex("vocab_fingerprint", need_string(g, "vocab_fingerprint"));
+  if (g.has_attr("facts_fingerprint")) {
+    b.info.facts_fingerprint = hex("facts_fingerprint", need_string(g, "facts_fingerprint"));
+    b.info.has_facts_fingerprint = true;
   }
   b.info.expert = need_string(g, "expert");
   b.info.expert_method = need_string(g, "expert_method");

@@ -14,6 +14,8 @@ namespace memcap::edit {
 struct BaseModelInfo {
   std::int64_t facts = 0, templates = 0;
   std::uint64_t vocab_fingerprint = 0;
+  std::uint64_t facts_fingerprint = 0;  // edit::facts_fingerprint; absent from files written before it existed
+  bool has_facts_fingerprint = false;
   std::string expert;         // "gd-mse" (§2.7) | "data-dependent" (Fig. 9)
   std::string expert_method;  // the expert's method spec text
   std::uint64_t expert_seed = 0;

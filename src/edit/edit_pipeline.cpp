@@ -14,6 +14,7 @@
 #include "core/error.hpp"
 #include "core/random_fill.hpp"
 #include "core/timing.hpp"
+#include "edit/edit_io.hpp"
 #include "margin/margins.hpp"
 #include "nn/layers.hpp"
 #include "nn/tied_ce.hpp"
@@ -315,6 +316,55 @@ BaseTrainResult train_base(EditModel& model, const nn::EditSequences& seqs, cons
   }
   P.params = best;
   return res;
+}
+
+namespace {
+struct Fnv {
+  std::uint64_t h = 14695981039346656037ull;
+  void byte(unsigned char c) {
+    h ^= c;
+    h *= 1099511628211ull;
+  }
+  void i32(std::int32_t v) {
+    for (int b = 0; b < 4; ++b) byte(static_cast<unsigned char>((static_cast<std::uint32_t>(v) >> (8 * b)) & 255u));
+  }
+};
+}  // namespace
+
+std::uint64_t facts_fingerprint(const nn::EditCorpus& corpus) {
+  std::vector<std::pair<std::int32_t, std::int32_t>> pairs;
+  for (std::size_t i = 0; i < corpus.book_token.size(); ++i) pairs.emplace_back(corpus.book_token[i], corpus.author_token[i]);
+  std::sort(pairs.begin(), pairs.end());
+  std::vector<std::vector<std::int32_t>> templates = corpus.template_tokens;
+  std::sort(templates.begin(), templates.end());
+  Fnv f;
+  for (const auto& [book, author] : pairs) {
+    f.i32(book);
+    f.i32(author);
+  }
+  for (const auto& t : templates) {
+    f.i32(static_cast<std::int32_t>(t.size()));
+    for (const std::int32_t id : t) f.i32(id);
+  }
+  return f.h;
+}
+
+void check_base_corpus(const BaseModelFile& base, const std::string& base_path, const nn::EditCorpus& corpus,
+                       const std::string& data) {
+  const std::uint64_t fp = vocab_fingerprint(corpus);
+  if (fp != base.info.vocab_fingerprint || corpus.vocab_size() != base.config.vocab)
+    throw UserError(fmt::format("--base '{}' was trained on another vocabulary ({} tokens, fingerprint {:016x}) than "
+                                "'{}' gives for its {} facts x {} templates ({} tokens, {:016x}); retrain it with hebb "
+                                "edit base on this data",
+                                base_path, base.config.vocab, base.info.vocab_fingerprint, data, base.info.facts,
+                                base.info.templates, corpus.vocab_size(), fp));
+  const std::uint64_t ff = facts_fingerprint(corpus);
+  if (base.info.has_facts_fingerprint && ff != base.info.facts_fingerprint)
+    throw UserError(fmt::format("--base '{}' was trained on other facts than '{}' gives for its {} facts x {} "
+                                "templates: the same vocabulary, but other book -> author pairs or other template "
+                                "sentences (facts fingerprint {:016x}, the data's {:016x}); retrain it with hebb edit "
+                                "base on this data",
+                                base_path, data, base.info.facts, base.info.templates, base.info.facts_fingerprint, ff));
 }
 
 std::uint64_t vocab_fingerprint(const nn::EditCorpus& corpus) {

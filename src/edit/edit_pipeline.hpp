@@ -107,5 +107,14 @@ inline constexpr std::uint64_t kEditShuffleStream = 1000 + 610;  // rng::kUser +
 // 64-bit FNV-1a over the vocabulary strings (each followed by a 0 byte): a base file trained on another
 // vocabulary is refused by comparing it.
 std::uint64_t vocab_fingerprint(const nn::EditCorpus& corpus);
+// 64-bit FNV-1a over the sorted (book token, author token) pairs and the sorted templates' token lists: the same
+// vocabulary with other book -> author pairs, or other sentences, gives another value; the order of the rows or
+// of the templates does not count (the base model learned the same map from them).
+std::uint64_t facts_fingerprint(const nn::EditCorpus& corpus);
+// UserError (exit 2) unless `corpus` (read from `data`) is what the base model in `base_path` was trained on: the
+// vocabulary (size and vocab_fingerprint) and, for base files that record it, facts_fingerprint.
+struct BaseModelFile;
+void check_base_corpus(const BaseModelFile& base, const std::string& base_path, const nn::EditCorpus& corpus,
+                       const std::string& data);
 
 }  // namespace memcap::edit

@@ -136,6 +136,13 @@ mkdir -p "$T/data2"
 cp "$DATA/book_authors.csv" "$T/data2/"
 sed '1s/author/writer/' "$DATA/author_templates.txt" >"$T/data2/author_templates.txt"
 refused "trained on another vocabulary" --data "$T/data2" --base "$T/base.h5"
+# the same vocabulary, other facts: the authors of the first two rows swapped (the row order alone would not count)
+mkdir -p "$T/data3"
+cp "$DATA/author_templates.txt" "$T/data3/"
+awk -F, -v OFS=, 'NR == FNR { if (FNR == 2) a = $2; if (FNR == 3) b = $2; next }
+  FNR == 2 { $2 = b } FNR == 3 { $2 = a } { print }' "$DATA/book_authors.csv" "$DATA/book_authors.csv" \
+  >"$T/data3/book_authors.csv"
+refused "was trained on other facts" --data "$T/data3" --base "$T/base.h5"
 refused "has d = 48, not the --dim 64" --data "$DATA" --base "$T/base.h5" --dim 64
 refused "holds a gd-mse expert" --data "$DATA" --base "$T/base.h5" --method swap-constructed
 refused "must be in (0, 1]" --data "$DATA" --base "$T/base.h5" --fraction 1.01
