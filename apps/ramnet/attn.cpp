@@ -109,7 +109,7 @@ void print_relative(const std::string& path) {
     }
     fmt::print("{}: argmin JS at f = {:.3g}, argmin NMSE at f = {:.3g}\n", g, fac[best_js], fac[best_nm]);
     fmt::print("  {:>7} {:>10} {:>10}\n", "f", "JS/JS*", "NMSE/NMSE*");
-    for (auto i : idx) fmt::print("  {:>7.3f} {:>10} {:>10}\n", fac[i], app::num(js[i]), app::num(nm[i]));
+    for (auto i : idx) fmt::print("  {:>7} {:>10} {:>10}\n", app::factor_text(fac[i]), app::num(js[i]), app::num(nm[i]));
   }
 }
 
@@ -212,8 +212,8 @@ void run(CLI::App* sub, AttnState& st) {
         .set("intersection", r.intersection)
         .set("zero_kernel_fraction", r.zero_kernel_fraction)
         .set("gsu_empty_reads", r.gsu_empty_reads);
-    fmt::print("{:<24} {:<10} {:>3} {:>2} {:>4} {:>6.3f} |", c.gen.spec(), codebook_name(c.codebook), c.params.dp,
-               c.params.U, c.topk, j.params["beta_factor"].get<double>());
+    fmt::print("{:<24} {:<10} {:>3} {:>2} {:>4} {:>6} |", c.gen.spec(), codebook_name(c.codebook), c.params.dp,
+               c.params.U, c.topk, app::factor_text(j.params["beta_factor"].get<double>()));
     for (const auto& s : r.students) fmt::print(" {:>12}", app::num(s.js));
     fmt::print("\n");
     return jo;

@@ -120,9 +120,10 @@ void run(CLI::App* sub, GsuState& st) {
         .set("dead_standard", r.dead_standard)
         .set("dead_mass", r.dead_mass)
         .set("empty_reads", r.empty_reads);
-    fmt::print("{:<14} {:>3} {:>2} {:>4} {:>6.3f} {:>5} | {:>9.2e} {:>9.2e} {:>9.2e} | {:>5} {:>5} {:>8.4g} {:>9.2e} | "
+    fmt::print("{:<14} {:>3} {:>2} {:>4} {:>6} {:>5} | {:>9.2e} {:>9.2e} {:>9.2e} | {:>5} {:>5} {:>8.4g} {:>9.2e} | "
                "{:>6.3f} {:>6.3f} {:>6.3f} | {:>8.4g} {:>8.4g}\n",
-               c.gen.spec(), c.params.dp, c.params.U, c.topk, j.params["beta_factor"].get<double>(), fmt::format("{:g}", c.gamma),
+               c.gen.spec(), c.params.dp, c.params.U, c.topk, app::factor_text(j.params["beta_factor"].get<double>()),
+               fmt::format("{:g}", c.gamma),
                r.cumulative_kappa_max_diff, r.hard_count_max_diff, r.hard_vq_max_diff, r.hull_violations,
                r.mass_violations, r.max_mass, r.unrolled_max_diff, r.recall, r.recall_recent, r.recall_old,
                r.js_standard, r.js_mass);

@@ -77,7 +77,8 @@ std::vector<ModelPoint> expand_model_axes(const ModelAxes& a, const ModelOptions
           ModelOptions& o = pt.o;
           o = point_options(a, gate, dp, U, bi, use_topk ? a.topks[ki] : 0);
           resolve(o, kModel | kTopK);
-          pt.beta_factor = std::sqrt(o.params.beta_r * o.params.beta_w) / beta_star(o.tau_resolved);
+          // sqrt(β_r) sqrt(β_w): the product of two large β overflows (β ≥ 1e155)
+          pt.beta_factor = std::sqrt(o.params.beta_r) * std::sqrt(o.params.beta_w) / beta_star(o.tau_resolved);
           pt.beta_id = static_cast<std::int64_t>(bi);
           pt.key = fmt::format("dp={}/U={}", dp, U);
           if (use_topk) pt.key += fmt::format("/K={}", o.topk);
@@ -172,5 +173,6 @@ void set_student_columns(io::Row& row, const AttnResult& r, bool planted) {
 }
 
 std::string num(double v) { return std::isfinite(v) ? fmt::format("{:.4g}", v) : std::string("-"); }
+std::string factor_text(double f) { return std::abs(f) < 1e6 ? fmt::format("{:.3f}", f) : fmt::format("{:.3e}", f); }
 
 }  // namespace memcap::ramnet::app

@@ -85,5 +85,7 @@ void set_student_columns(io::Row& row, const AttnResult& r, bool planted);
 
 // Number formatting for tables: 4 significant digits, "-" for NaN.
 std::string num(double v);
+// A β factor f = β/β* for the tables: 3 decimals, in exponent form from 1e6 on (a huge --beta stays one column).
+std::string factor_text(double f);
 
 }  // namespace memcap::ramnet::app

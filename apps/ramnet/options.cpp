@@ -79,7 +79,12 @@ void resolve(ModelOptions& o, unsigned mask) {
                            {o.beta_factor, "--beta-factor"}})
       require(v == 0 || (std::isfinite(v) && v > 0), "{} {} must be a finite number > 0", name, v);
     double b = beta_star(o.tau_resolved);
+    require(std::isfinite(b) || o.beta > 0 || (o.beta_r > 0 && o.beta_w > 0),
+            "--tau {:g} makes beta* = sqrt(2/tau) overflow; give a larger --tau (or --beta)", o.tau_resolved);
     if (o.beta_factor > 0) b *= o.beta_factor;
+    require((std::isfinite(b) && b > 0) || o.beta > 0 || (o.beta_r > 0 && o.beta_w > 0),
+            "--beta-factor {:g} makes beta = f beta* = {:g} x {:g} leave the finite positive numbers; give a factor "
+            "nearer 1", o.beta_factor, o.beta_factor, beta_star(o.tau_resolved));
     if (o.beta > 0) b = o.beta;
     o.params.dp = o.dp;
     o.params.U = o.U;

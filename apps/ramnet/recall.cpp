@@ -123,7 +123,11 @@ std::vector<JobSpec> build_specs(RecallState& st) {
             c.model.params = o.params;
             // Softmax / FAVOR+ temperature: --tau, else 2/(β_r β_w), where κ-attention matches softmax to
             // first order (§2.6; the default β = β* gives back τ = sqrt(2U)).
-            c.model.tau = st.axes.tau > 0 ? o.tau_resolved : 2.0 / (o.params.beta_r * o.params.beta_w);
+            c.model.tau = st.axes.tau > 0 ? o.tau_resolved : 2.0 / o.params.beta_r / o.params.beta_w;
+            require(std::isfinite(c.model.tau) && c.model.tau > 0,
+                    "beta_r = {:g}, beta_w = {:g} make the softmax temperature 2/(beta_r beta_w) = {:g} leave the "
+                    "finite positive numbers; give concentrations nearer 1, or --tau",
+                    o.params.beta_r, o.params.beta_w, c.model.tau);
             c.model.topk = o.topk;
             c.model.mass_readout = o.readout == "mass";
             c.model.gamma = o.gamma_value;

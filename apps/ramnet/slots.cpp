@@ -104,8 +104,8 @@ void run(CLI::App* sub, SlotsState& st) {
         .set("pair_overlap", s.pair_overlap)
         .set("stored_slots", s.stored_slots)
         .set("total_mass", s.total_mass);
-    fmt::print("{:<16} {:>3} {:>2} {:>5} {:>6.3f} {:>6} {:>6} | {:>9.4f} {:>10.4g} {:>9.4f} {:>7.4f} {:>9.4f} {:>10.4g}\n",
-               c.gen.spec(), c.params.dp, c.params.U, c.topk, j.params["beta_factor"].get<double>(),
+    fmt::print("{:<16} {:>3} {:>2} {:>5} {:>6} {:>6} {:>6} | {:>9.4f} {:>10.4g} {:>9.4f} {:>7.4f} {:>9.4f} {:>10.4g}\n",
+               c.gen.spec(), c.params.dp, c.params.U, c.topk, app::factor_text(j.params["beta_factor"].get<double>()),
                fmt::format("{:g}", c.gamma), c.T, s.occupied_fraction, s.effective_slots, s.effective_ratio, s.gini,
                s.read_hit_mass, s.pair_overlap);
     return jo;
