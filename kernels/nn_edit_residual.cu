@@ -71,17 +71,28 @@ __global__ void residual_adam_kernel(double* r, double* m, double* v, T* f_add, 
       vb[j] = vi;
       rb[j] -= step_size * (mi / (sqrt(vi) / bc2_sqrt + eps));
     }
-    if (clip) {
+    if (clip) {  // ||r_b|| as max |r| sqrt(Σ (r / max)²): a huge --edit-lr would overflow Σ r² (and clip r to 0)
       __shared__ double part[kThreads];
+      double mx = 0;
+      for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x) mx = fmax(mx, fabs(rb[j]));
+      part[threadIdx.x] = mx;
+      __syncthreads();
+      for (int k = kThreads / 2; k > 0; k >>= 1) {
+        if (threadIdx.x < k) part[threadIdx.x] = fmax(part[threadIdx.x], part[threadIdx.x + k]);
+        __syncthreads();
+      }
+      mx = part[0];
+      __syncthreads();
       double s = 0;
-      for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x) s += rb[j] * rb[j];
+      if (mx > 0)
+        for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x) s += (rb[j] / mx) * (rb[j] / mx);
       part[threadIdx.x] = s;
       __syncthreads();
       for (int k = kThreads / 2; k > 0; k >>= 1) {
         if (threadIdx.x < k) part[threadIdx.x] += part[threadIdx.x + k];
         __syncthreads();
       }
-      const double nrm = sqrt(part[0]), lim = limit[b];
+      const double nrm = mx * sqrt(part[0]), lim = limit[b];
       if (nrm > lim && nrm > 0) {
         const double scale = lim / nrm;
         for (std::int64_t j = threadIdx.x; j < d; j += blockDim.x) rb[j] *= scale;

@@ -52,6 +52,13 @@ void local_closed_form(const LocalEditConfig& cfg, const Eigen::MatrixXd& KpKpT,
               R.cols() == Ka.cols(),
           "local_closed_form: inconsistent shapes (h {}, K_a {} x {}, R {} x {})", h, Ka.rows(), Ka.cols(), R.rows(),
           R.cols());
+  // A residual whose squared norm overflows cannot have passed through the model's RMSNorm (its forward sees inf
+  // and returns 0 or NaN): a huge --edit-lr without --clip. Refused here, for the CPU and GPU editors alike.
+  for (Eigen::Index a = 0; a < R.cols(); ++a)
+    if (!std::isfinite(R.col(a).squaredNorm()))
+      throw NumericError(fmt::format("--method {}: the target residual of fact {} grew past float64 (norm {:.3g}); "
+                                     "lower --edit-lr or give --clip",
+                                     cfg.method, np + a, R.col(a).stableNorm()));
   const Eigen::MatrixXd Cp = KpKpT / static_cast<double>(np);
   if (cfg.method == "memit") {
     // ΔW = R K_aᵀ (λ C_p + K_a K_aᵀ)^{-1}
@@ -173,7 +180,8 @@ LocalEditResult local_edit(EditModel& model, const nn::EditSequences& seqs, cons
                              0.999, 1e-8, cfg.weight_decay, step + 1, false);
         if (cfg.clip > 0) {
           Eigen::Map<Eigen::VectorXd> rv(r.data() + b * d, d);
-          const double n = rv.norm(), lim = limit[static_cast<std::size_t>(b)];
+          // stableNorm: a huge --edit-lr makes r·r overflow, and r / inf would clip the residual to 0 (no edit)
+          const double n = rv.stableNorm(), lim = limit[static_cast<std::size_t>(b)];
           if (n > lim && n > 0) rv *= lim / n;
         }
       }

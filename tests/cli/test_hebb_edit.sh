@@ -147,5 +147,11 @@ refused "has d = 48, not the --dim 64" --data "$DATA" --base "$T/base.h5" --dim 
 refused "holds a gd-mse expert" --data "$DATA" --base "$T/base.h5" --method swap-constructed
 refused "must be in (0, 1]" --data "$DATA" --base "$T/base.h5" --fraction 1.01
 refused "= 0 facts" --data "$DATA" --base "$T/base.h5" --fraction 0.001
+# a residual optimization that overflows: exit 4 naming the fact, no output (it used to give a silent no-edit)
+"$HEBB" edit run --device cpu --threads 1 --progress none --data "$DATA" --base "$T/base.h5" --method memit --steps 3 \
+  --edit-lr 1e200 --clip 0 --fraction 0.01 --out "$T/o.h5" >"$T/bad.txt" 2>"$T/bad.err"
+rc=$?
+check '[ $rc -eq 4 ] && grep -qF "grew past float64" "$T/bad.err" && [ ! -e "$T/o.h5" ]' \
+  "overflowing residual: expected exit 4 (got $rc: $(cat "$T/bad.err"))"
 
 exit $fail
