@@ -249,7 +249,8 @@ memcap::cli::Register reg("hebb", 90, [](CLI::App& tool) {
       "Benchmark: build and evaluate hebbian:whitened (tied table, random permutation map) and report the\n"
       "FLOP rate of each dominant product (features, Gram, readout, Cholesky, outputs, scores) as a fraction\n"
       "of a DGEMM measured in the same run (median of --repeats), wall time per phase and peak RSS.\n"
-      "Defaults are the issue-2 acceptance size d=128, F=16384, m=4096 (about 1.5 GiB, 0.4 TFLOP).");
+      "Defaults are the issue-2 acceptance size d=128, F=16384, m=4096 (about 1.5 GiB, 0.4 TFLOP).\n"
+      "Example: hebb bench --dim 64 --facts 4096 --width 1024");
   auto st = std::make_shared<BenchState>();
   cli::add_common(sub, st->common);
   sub->add_option("--dim,-d", st->dim, "Embedding dimension d")->capture_default_str();

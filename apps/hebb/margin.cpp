@@ -213,7 +213,8 @@ memcap::cli::Register reg("hebb", 11, [](CLI::App& tool) {
       "kernel = kernel-memory margin y_i = sum_t <phi(k_t), phi(q_i)> c_f(t) with the MLP's hidden layer phi\n"
       "(no 1/F, readout ignored). --noise EPS queries k_i + EPS u_i, u_i on the sphere from noise seed 123.\n"
       "Writes /runs/width=M,seed=S/{per_key,worst,argmax[,signal,crosstalk]} (gzip) and a one-row /summary\n"
-      "(accuracy, min_margin, mean_margin, params, width, facts, dim, method, seed, path, ...).");
+      "(accuracy, min_margin, mean_margin, params, width, facts, dim, method, seed, path, ...).\n"
+      "Example: hebb margin --method hebbian:whitened --dim 32 --facts 128 --width 256 --out margin.h5");
   auto st = std::make_shared<MarginState>();
   cli::add_common(sub, st->common);
   mlp::add_build_flags(sub, st->flags);

@@ -323,7 +323,7 @@ memcap::cli::Register reg("hebb", 30, [](CLI::App& tool) {
       "/points (per grid point: gamma_mean, gamma_std, gamma_seeds, best-seed statistics in /points/best,\n"
       "fit_prediction), /fit (attributes model, r2, mse, one per constant; /fit/<model> for every model),\n"
       "/runs/<job>/{per_key,worst[,per_key_clean]}. Prints a per-point table and the fit on stdout.\n"
-      "See docs/hebb-theory.md.");
+      "See docs/hebb-theory.md. Example: hebb margin-sweep --preset fig4-facts --out fig4.h5");
   auto st = std::make_shared<SweepState>();
   cli::add_common(sub, st->common, "margin-sweep.h5");
   cli::add_sweep(sub, st->sweep);

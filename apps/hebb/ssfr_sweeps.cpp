@@ -466,7 +466,8 @@ void add_ssfr_sweeps(CLI::App* ssfr) {
         "resumes from its recorded probes and the training in flight from its checkpoint (--resume).\n"
         "Writes /summary (protocol, mlp, dim, facts, width, params, found, accuracy_star, probes, trainings,\n"
         "gated, ...), /grid, /runs/<job>/probes/{width,facts,accuracy,success,cached,wall_s,note}.\n"
-        "Presets: fig3b (fact-adaptive), fig10 (train99). See docs/hebb-ssfr.md.");
+        "Presets: fig3b (fact-adaptive), fig10 (train99). See docs/hebb-ssfr.md.\n"
+        "Example: hebb ssfr capacity --preset fig3b --facts 64,128 --out fig3b.h5");
     auto st = std::make_shared<SsfrSweepState>();
     add_shared(sub, *st, "ssfr_capacity.h5", 4000);
     sub->add_option("--protocol", st->protocol, "fact-adaptive (§4.6) or train99 (§4.7)")
@@ -506,7 +507,8 @@ void add_ssfr_sweeps(CLI::App* ssfr) {
         "distance ||o_Q - e_k|| between the unit output at Q and the key's unit embedding: eps_attn = its maximum,\n"
         "with mean, std, p95, the largest angle and per-key maxima. --dim and --facts are paired lists.\n"
         "Writes /summary (eps_attn, dist_mean, dist_std, dist_p95, max_angle_deg, best_train_acc, ...), /grid,\n"
-        "/runs/<job>/{loss,...,per_key_max_distance,weights}. Preset: fig3a. See docs/hebb-ssfr.md.");
+        "/runs/<job>/{loss,...,per_key_max_distance,weights}. Preset: fig3a. See docs/hebb-ssfr.md.\n"
+        "Example: hebb ssfr noise --preset fig3a --out fig3a.h5");
     auto st = std::make_shared<SsfrSweepState>();
     st->dims = {64, 96, 128};
     st->facts = {512, 1152, 2048};
@@ -535,7 +537,8 @@ void add_ssfr_sweeps(CLI::App* ssfr) {
         "attention + MLP is evaluated on SSFR(B) without further training. Writes /summary (mlp_acc, gamma_min,\n"
         "frac_positive, combined_acc, ...), /grid, /runs/<job>/key_margins, /usability (per width: means and\n"
         "stds over seeds, frac(gamma_i > tau) at tau = 0, 0.1, 0.2, 0.3, tau*; attribute tau_star). Preset:\n"
-        "fig2a (fig7 reads the same file). See docs/hebb-ssfr.md.");
+        "fig2a (fig7 reads the same file). See docs/hebb-ssfr.md.\n"
+        "Example: hebb ssfr usability --preset fig2a --out fig2a.h5");
     auto st = std::make_shared<SsfrSweepState>();
     st->widths = {16, 19, 23, 28, 34, 40, 49, 58, 70, 84, 102, 122, 147, 177, 213, 256};
     st->facts = {2048};

@@ -500,7 +500,7 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
       "launch: a bad one exits 2. GPU times are CUDA-event medians over --repeats after --warmup launches, inputs "
       "N(0,1) generated on the device. The same run measures the card's ceilings (device-to-device copy GB/s, "
       "cuBLAS bf16 GEMM TFLOP/s) and reports each kernel's rate as a fraction of them. Writes /summary (one row "
-      "per kernel and shape) to --out.");
+      "per kernel and shape) to --out.\nExample: kata bench --device cuda --shapes accept --out bench.h5");
   cli::add_common(sub, o->common);
   sub->add_option("--shapes", o->shapes,
                   "accept: issue 11's acceptance set (quadratic M1/M2 T=4K..32K at d=64 (B=8,H=16) and d=128 (B=8,H=8); "

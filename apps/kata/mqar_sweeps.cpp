@@ -234,7 +234,7 @@ void plan_models(const SweepState& st, const Prepared& p, const std::vector<JobS
     const double bytes = mqar_memory_bytes(js.cfg, threads);
     if (bytes > worst) {
       worst = bytes;
-      worst_what = fmt::format("a {} training of {} ({} at once{})", js.task, js.cfg.model.mixer, st.jobs,
+      worst_what = fmt::format("one {} training of {} ({} at once{})", js.task, js.cfg.model.mixer, st.jobs,
                                js.data_from.empty() ? std::string() : "; data sized by " + js.data_from);
     }
     if (!st.sweep.dry_run || !done.insert(key).second) continue;
@@ -259,7 +259,7 @@ void plan_models(const SweepState& st, const Prepared& p, const std::vector<JobS
       const double b = static_cast<double>(mqar_cuda_memory_bytes(c));
       if (b > need) {
         need = b;
-        who = fmt::format("a {} training of {}", js.task, js.cfg.model.mixer);
+        who = fmt::format("one {} training of {}", js.task, js.cfg.model.mixer);
       }
     }
     for (int o : p.ords) {
@@ -282,7 +282,7 @@ void plan_models(const SweepState& st, const Prepared& p, const std::vector<JobS
     for (const auto& js : specs)
       if (const double b = mqar_data_bytes(js.cfg); b > data) {
         data = b;
-        who = fmt::format("the data plan of a {} training ({} at once per GPU{})", js.task, st.jobs,
+        who = fmt::format("the data plan of one {} training ({} at once per GPU{})", js.task, st.jobs,
                           js.data_from.empty() ? std::string() : "; sized by " + js.data_from);
       }
     sweep::require_memory(data * workers, who);

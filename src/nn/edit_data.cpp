@@ -192,6 +192,11 @@ std::vector<std::string> load_author_templates(const std::string& path, std::int
     if (t.empty()) continue;
     if (const std::string why = template_problem(t); !why.empty())
       throw IoError(fmt::format("{}: line {}: template '{}' is malformed: {}", path, line, t, why));
+    // a repeated template would make a "held-out paraphrase" the training prompt itself
+    if (std::find(out.begin(), out.end(), t) != out.end())
+      throw IoError(fmt::format("{}: line {}: template '{}' repeats an earlier line; every template of the first {} "
+                                "must differ (one is the training prompt, the others its paraphrases)",
+                                path, line, t, count));
     out.push_back(std::move(t));
   }
   require(static_cast<std::int64_t>(out.size()) == count, "{} holds {} templates, fewer than the {} asked for", path,
