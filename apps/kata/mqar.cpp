@@ -48,8 +48,9 @@ std::string fmt_slices(const std::vector<TaskSlice>& v) {
 void resolve_slices(CLI::App* sub, MqarState& st) {
   const TaskKind kind = parse_task(st.task);
   require(kind != TaskKind::induction, "--task induction is not trained by kata mqar train; use mqar or overwrite");
-  require(kind == TaskKind::overwrite || sub->get_option("--ow-examples")->count() == 0,
-          "--ow-examples sets the training set of --task overwrite; for mqar use --fresh-examples");
+  // by value, not by count: --print-config writes the default, and its file must read back
+  require(kind == TaskKind::overwrite || st.ow_examples == MqarState{}.ow_examples,
+          "--ow-examples {} sets the training set of --task overwrite; for mqar use --fresh-examples", st.ow_examples);
   if (kind == TaskKind::overwrite)
     st.cfg.fresh_examples = kata_app::overwrite_fresh(st.ow_examples, st.cfg.fresh_examples);
   const std::int64_t V = st.cfg.model.vocab;
@@ -57,8 +58,8 @@ void resolve_slices(CLI::App* sub, MqarState& st) {
   require(have_T == have_K, "--seq-len and --keys go together (one training slice); give both or neither");
   const bool have_list = !st.train_slices.empty();
   require(!(have_T && have_list), "--seq-len/--keys and --train-slices both give the training data; use one");
-  require(sub->get_option("--train-examples")->count() == 0 || have_T,
-          "--train-examples sizes the --seq-len/--keys slice; with --train-slices write T:K:N");
+  require(st.train_examples == MqarState{}.train_examples || have_T,
+          "--train-examples {} sizes the --seq-len/--keys slice; with --train-slices write T:K:N", st.train_examples);
   require(st.train_examples >= 1, "--train-examples {} must be >= 1", st.train_examples);
   require(st.eval_examples >= 1, "--eval-examples {} must be >= 1", st.eval_examples);
   require(st.eval_max_len >= 2, "--eval-max-len {} must be >= 2", st.eval_max_len);
@@ -107,8 +108,8 @@ std::string memory_what(CLI::App* sub, const MqarState& st) {
                                                                      : "--train-slices";
   const char* eval_from = st.eval_slices.empty() ? "--eval-examples" : "--eval-slices";
   return fmt::format("kata mqar train --mixer {} ({:.0f} training examples from {}, {:.0f} evaluation examples "
-                     "from {})",
-                     st.cfg.model.mixer, n_train, train_from, n_eval, eval_from);
+                     "from {}; a workspace per thread, {} thread(s) from --threads)",
+                     st.cfg.model.mixer, n_train, train_from, n_eval, eval_from, max_threads());
 }
 
 std::string slice_col(const char* what, const TaskSlice& s) { return fmt::format("{}_T{}_K{}", what, s.seq_len, s.keys); }

@@ -234,7 +234,8 @@ void plan_models(const SweepState& st, const Prepared& p, const std::vector<JobS
     const double bytes = mqar_memory_bytes(js.cfg, threads);
     if (bytes > worst) {
       worst = bytes;
-      worst_what = fmt::format("one {} training of {} ({} at once{})", js.task, js.cfg.model.mixer, st.jobs,
+      worst_what = fmt::format("one {} training of {} ({} at once, {} thread(s) each with its own workspace{})",
+                               js.task, js.cfg.model.mixer, st.jobs, threads,
                                js.data_from.empty() ? std::string() : "; data sized by " + js.data_from);
     }
     if (!st.sweep.dry_run || !done.insert(key).second) continue;

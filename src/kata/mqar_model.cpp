@@ -42,6 +42,9 @@ void MqarModelConfig::validate() const {
   require(std::isfinite(map_eps) && (map_eps < 0 || map_eps <= 1), "--map-eps {} must be in [0, 1]", map_eps);
   require(std::isfinite(rope_base) && rope_base > 1 && rope_base <= 1e9, "--rope-base {} must be in (1, 1e9]",
           rope_base);
+  require(rope || rope_base == MqarModelConfig{}.rope_base,
+          "--rope-base {:g} changes nothing without --rope (RoPE is off); add --rope or leave --rope-base out",
+          rope_base);
   const MqarModel m = MqarModel::build(*this);
   require(!rope || m.d_head % 2 == 0, "--rope needs an even head width, got d_head = {} (d_model {}, heads {})",
           m.d_head, d_model, m.heads);

@@ -118,4 +118,21 @@ check 'bad --task overwrite --ow-examples often' "--ow-examples often accepted"
 check 'grep -q "new training examples every epoch" "$T/ow.txt" && grep -q "one fixed training set" "$T/owf.txt"' \
   "--task overwrite: the plan does not show the training set: $(grep schedule "$T/ow.txt" "$T/owf.txt")"
 
+# --print-config reads back (its file holds every default, --ow-examples and --train-examples included) to the
+# same plan; a --rope-base without --rope is refused, the printed default is not
+for extra in "" "--task overwrite" "--seq-len 64 --keys 4 --train-examples 100" "--rope --rope-base 500"; do
+  rm -f "$T/pc.toml"
+  # shellcheck disable=SC2086
+  "$KATA" mqar train --device cpu $extra --print-config "$T/pc.toml" >/dev/null 2>&1
+  # shellcheck disable=SC2086
+  "$KATA" mqar train --device cpu $extra --dry-run >"$T/pc_a.txt" 2>&1
+  "$KATA" mqar train --device cpu --config "$T/pc.toml" --dry-run >"$T/pc_b.txt" 2>&1
+  rc=$?
+  check '[ $rc -eq 0 ] && cmp -s "$T/pc_a.txt" "$T/pc_b.txt"' \
+    "--print-config [$extra] does not read back (exit $rc): $(tail -2 "$T/pc_b.txt")"
+done
+"$KATA" mqar train --device cpu --rope-base 500 --dry-run >/dev/null 2>"$T/rb.err"
+rc=$?
+check '[ $rc -eq 2 ] && grep -q "changes nothing without --rope" "$T/rb.err"' "--rope-base without --rope (exit $rc)"
+
 exit $fail
