@@ -338,9 +338,10 @@ TEST_CASE("expert fact set and loading: keys unit, values raw, expert output rep
   CHECK(vocab_fingerprint(corpus) == vocab_fingerprint(nn::build_edit_corpus(facts, {"The author of {book} is {author}"})));
   CHECK(vocab_fingerprint(corpus) != vocab_fingerprint(nn::build_edit_corpus(facts, {"Who wrote {book}? {author}"})));
   // the facts fingerprint: the same vocabulary with two authors swapped differs; the row order does not count
-  const auto same = nn::build_edit_corpus(facts, {"The author of {book} is {author}"});
-  const auto swapped = nn::build_edit_corpus({{"A", "X"}, {"B", "W"}, {"C", "Y"}}, {"The author of {book} is {author}"});
-  const auto reordered = nn::build_edit_corpus({{"C", "Y"}, {"A", "W"}, {"B", "X"}}, {"The author of {book} is {author}"});
+  const std::vector<std::string> tpl = {"The author of {book} is {author}"};
+  const auto same = nn::build_edit_corpus(facts, tpl);
+  const auto swapped = nn::build_edit_corpus({{"A", "X"}, {"B", "W"}, {"C", "Y"}}, tpl);
+  const auto reordered = nn::build_edit_corpus({{"C", "Y"}, {"A", "W"}, {"B", "X"}}, tpl);
   CHECK(vocab_fingerprint(swapped) == vocab_fingerprint(corpus));
   CHECK(facts_fingerprint(same) == facts_fingerprint(corpus));
   CHECK(facts_fingerprint(swapped) != facts_fingerprint(corpus));

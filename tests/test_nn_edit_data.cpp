@@ -252,13 +252,11 @@ TEST_CASE("bad input: clear errors, right exit codes") {
   CHECK(m.find("follow a space") != std::string::npos);
   // a repeated template (its "paraphrase" would be the training prompt); a repeat past the templates asked for is
   // not read
-  m = message_of<IoError>([&] {
-    load_author_templates(tmp.write("t5.txt", "The author of {book} is {author}\nThe author of {book} is {author}\n"), 2);
-  }, kExitIo);
+  const std::string twice = "The author of {book} is {author}\nThe author of {book} is {author}\n";
+  m = message_of<IoError>([&] { load_author_templates(tmp.write("t5.txt", twice), 2); }, kExitIo);
   CHECK(m.find("line 2") != std::string::npos);
   CHECK(m.find("repeats an earlier line") != std::string::npos);
-  CHECK(load_author_templates(tmp.write("t6.txt", "The author of {book} is {author}\nThe author of {book} is {author}\n"),
-                              1).size() == 1);
+  CHECK(load_author_templates(tmp.write("t6.txt", twice), 1).size() == 1);
   m = message_of<IoError>([&] { load_author_templates(tmp.write("t5.txt", "The {title} of {book} is {author}\n"), 1); },
                           kExitIo);
   CHECK(m.find("other than the placeholders") != std::string::npos);

@@ -109,7 +109,8 @@ void print_relative(const std::string& path) {
     }
     fmt::print("{}: argmin JS at f = {:.3g}, argmin NMSE at f = {:.3g}\n", g, fac[best_js], fac[best_nm]);
     fmt::print("  {:>7} {:>10} {:>10}\n", "f", "JS/JS*", "NMSE/NMSE*");
-    for (auto i : idx) fmt::print("  {:>7} {:>10} {:>10}\n", app::factor_text(fac[i]), app::num(js[i]), app::num(nm[i]));
+    for (auto i : idx)
+      fmt::print("  {:>7} {:>10} {:>10}\n", app::factor_text(fac[i]), app::num(js[i]), app::num(nm[i]));
   }
 }
 

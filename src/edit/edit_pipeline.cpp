@@ -333,7 +333,8 @@ struct Fnv {
 
 std::uint64_t facts_fingerprint(const nn::EditCorpus& corpus) {
   std::vector<std::pair<std::int32_t, std::int32_t>> pairs;
-  for (std::size_t i = 0; i < corpus.book_token.size(); ++i) pairs.emplace_back(corpus.book_token[i], corpus.author_token[i]);
+  for (std::size_t i = 0; i < corpus.book_token.size(); ++i)
+    pairs.emplace_back(corpus.book_token[i], corpus.author_token[i]);
   std::sort(pairs.begin(), pairs.end());
   std::vector<std::vector<std::int32_t>> templates = corpus.template_tokens;
   std::sort(templates.begin(), templates.end());
@@ -364,20 +365,17 @@ void check_base_corpus(const BaseModelFile& base, const std::string& base_path, 
                                 "templates: the same vocabulary, but other book -> author pairs or other template "
                                 "sentences (facts fingerprint {:016x}, the data's {:016x}); retrain it with hebb edit "
                                 "base on this data",
-                                base_path, data, base.info.facts, base.info.templates, base.info.facts_fingerprint, ff));
+                                base_path, data, base.info.facts, base.info.templates, base.info.facts_fingerprint,
+                                ff));
 }
 
 std::uint64_t vocab_fingerprint(const nn::EditCorpus& corpus) {
-  std::uint64_t h = 14695981039346656037ull;
+  Fnv f;
   for (const auto& s : corpus.vocab) {
-    for (const unsigned char c : s) {
-      h ^= c;
-      h *= 1099511628211ull;
-    }
-    h ^= 0;
-    h *= 1099511628211ull;
+    for (const unsigned char c : s) f.byte(c);
+    f.byte(0);
   }
-  return h;
+  return f.h;
 }
 
 }  // namespace memcap::edit

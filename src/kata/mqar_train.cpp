@@ -326,8 +326,8 @@ void MqarTrainConfig::validate() const {
     for (const auto& v : mqar_mixer_kernels()) known = known || mixer_kernel == v.name;
     require(known, "--mixer-kernel '{}': unknown variant; use {}", mixer_kernel, mqar_mixer_kernel_names());
     require(mixer_kernel == "auto" || device == "cuda",
-            "--mixer-kernel {} picks a GPU mixer core, and this training runs on the CPU (its own reference cores): use "
-            "--device cuda, or leave --mixer-kernel at auto",
+            "--mixer-kernel {} picks a GPU mixer core, and this training runs on the CPU (its own reference cores): "
+            "use --device cuda, or leave --mixer-kernel at auto",
             mixer_kernel);
   }
   if (device == "cuda") {
