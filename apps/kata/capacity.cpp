@@ -311,7 +311,7 @@ memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
       ->delimiter(',')
       ->capture_default_str();
   add_protocol_options(ss, *sw);
-  cli::add_common(ss, sw->common);
+  cli::add_common(ss, sw->common, "capacity-sweep.h5");  // a sweep has a default output, as hebb capacity
   cli::add_sweep(ss, sw->sweep);
   ss->callback([ss, sw]() {
     sweep::require_distinct(sw->maps, "--maps");
