@@ -141,7 +141,6 @@ void run_base(CLI::App* sub, BaseState& st) {
   info.templates = corpus.num_templates();
   info.vocab_fingerprint = edit::vocab_fingerprint(corpus);
   info.facts_fingerprint = edit::facts_fingerprint(corpus);
-  info.has_facts_fingerprint = true;
   info.expert = expert_kind;
   info.expert_method = expert_method;
   info.expert_seed = st.expert_seed;

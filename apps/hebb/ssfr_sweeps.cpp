@@ -129,6 +129,13 @@ void check_dims(const std::vector<std::int64_t>& v, const char* flag, std::int64
   }
 }
 
+// A memory check's finding: refused before any job, or on a dry run only a warning.
+void report_memory_problem(const SsfrSweepState& st, const std::string& problem) {
+  if (problem.empty()) return;
+  if (!st.sweep.dry_run) throw UserError(problem);
+  std::fprintf(stderr, "hebb ssfr: warning: %s (a real run stops here)\n", problem.c_str());
+}
+
 // Memory of one training on the chosen device, checked before any job (a dry run only warns).
 // method: the inserted MLP built at width m (its construction's memory counts too), or nullptr.
 void check_training_memory(const SsfrSweepState& st, const Prepared& p, const nn::SsfrTask& task, std::int64_t d,
@@ -159,9 +166,7 @@ void check_training_memory(const SsfrSweepState& st, const Prepared& p, const nn
                             "width",
                             what, need / (1 << 30), have / (1 << 30));
   }
-  if (problem.empty()) return;
-  if (!st.sweep.dry_run) throw UserError(problem);
-  std::fprintf(stderr, "hebb ssfr: warning: %s (a real run stops here)\n", problem.c_str());
+  report_memory_problem(st, problem);
 }
 
 // Host memory of `hebb ssfr noise`'s measurement after the training (on the CPU whatever the device): the float64
@@ -171,11 +176,9 @@ void check_noise_memory(const SsfrSweepState& st, const margin::SsfrNoiseSpec& j
   const double need = nn::ssfr_cpu_bytes(js.task(), js.dim, 0, js.noise_batch) + 8 * n;
   const double have = margin::host_available_bytes();
   if (have <= 0 || need <= 0.9 * have) return;
-  const std::string problem = fmt::format("{} needs about {:.2f} GiB of memory ({} distances) but {:.2f} GiB are "
-                                          "available; lower --noise-batches or --noise-batch",
-                                          what, need / (1 << 30), n, have / (1 << 30));
-  if (!st.sweep.dry_run) throw UserError(problem);
-  std::fprintf(stderr, "hebb ssfr: warning: %s (a real run stops here)\n", problem.c_str());
+  report_memory_problem(st, fmt::format("{} needs about {:.2f} GiB of memory ({} distances) but {:.2f} GiB are "
+                                        "available; lower --noise-batches or --noise-batch",
+                                        what, need / (1 << 30), n, have / (1 << 30)));
 }
 
 int run_plan(const sweep::Plan& plan, SsfrSweepState& st, const Prepared& p, sweep::WorkerPool& pool,

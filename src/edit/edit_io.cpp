@@ -73,7 +73,7 @@ void write_base_model(h5::Group& root, const EditModel& model, const mlp::GatedM
   g.attr("facts", info.facts);
   g.attr("templates", info.templates);
   g.attr("vocab_fingerprint", fmt::format("{:016x}", info.vocab_fingerprint));
-  if (info.has_facts_fingerprint) g.attr("facts_fingerprint", fmt::format("{:016x}", info.facts_fingerprint));
+  if (info.facts_fingerprint) g.attr("facts_fingerprint", fmt::format("{:016x}", *info.facts_fingerprint));
   g.attr("expert", info.expert);
   g.attr("expert_method", info.expert_method);
   g.attr("expert_seed", static_cast<std::int64_t>(info.expert_seed));
@@ -120,10 +120,8 @@ BaseModelFile read_base_model(const h5::Group& root) {
     }
   };
   b.info.vocab_fingerprint = hex("vocab_fingerprint", need_string(g, "vocab_fingerprint"));
-  if (g.has_attr("facts_fingerprint")) {
+  if (g.has_attr("facts_fingerprint"))
     b.info.facts_fingerprint = hex("facts_fingerprint", need_string(g, "facts_fingerprint"));
-    b.info.has_facts_fingerprint = true;
-  }
   b.info.expert = need_string(g, "expert");
   b.info.expert_method = need_string(g, "expert_method");
   b.info.expert_seed = static_cast<std::uint64_t>(need_int(g, "expert_seed"));

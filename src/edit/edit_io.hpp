@@ -3,6 +3,7 @@
 // `hebb edit run` checks before it edits anything.
 #pragma once
 #include <cstdint>
+#include <optional>
 #include <string>
 
 #include "edit/edit_model.hpp"
@@ -14,8 +15,8 @@ namespace memcap::edit {
 struct BaseModelInfo {
   std::int64_t facts = 0, templates = 0;
   std::uint64_t vocab_fingerprint = 0;
-  std::uint64_t facts_fingerprint = 0;  // edit::facts_fingerprint; absent from files written before it existed
-  bool has_facts_fingerprint = false;
+  // edit::facts_fingerprint; empty for files written before it existed
+  std::optional<std::uint64_t> facts_fingerprint;
   std::string expert;         // "gd-mse" (§2.7) | "data-dependent" (Fig. 9)
   std::string expert_method;  // the expert's method spec text
   std::uint64_t expert_seed = 0;

@@ -360,12 +360,12 @@ void check_base_corpus(const BaseModelFile& base, const std::string& base_path, 
                                 base_path, base.config.vocab, base.info.vocab_fingerprint, data, base.info.facts,
                                 base.info.templates, corpus.vocab_size(), fp));
   const std::uint64_t ff = facts_fingerprint(corpus);
-  if (base.info.has_facts_fingerprint && ff != base.info.facts_fingerprint)
+  if (base.info.facts_fingerprint && ff != *base.info.facts_fingerprint)
     throw UserError(fmt::format("--base '{}' was trained on other facts than '{}' gives for its {} facts x {} "
                                 "templates: the same vocabulary, but other book -> author pairs or other template "
                                 "sentences (facts fingerprint {:016x}, the data's {:016x}); retrain it with hebb edit "
                                 "base on this data",
-                                base_path, data, base.info.facts, base.info.templates, base.info.facts_fingerprint,
+                                base_path, data, base.info.facts, base.info.templates, *base.info.facts_fingerprint,
                                 ff));
 }
 
