@@ -11,6 +11,7 @@
 #include "cli/toml_config.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 using namespace memcap;
 namespace fs = std::filesystem;
@@ -150,4 +151,21 @@ TEST_CASE("an unknown subcommand is a usage error") {
   CHECK(run({"frobnicate"}) == kExitUsage);
   CHECK(run({"run", "--quiet", "--dim", "5"}) == 0);
   CHECK(seen.dim == 5);
+}
+
+TEST_CASE("split_list: pieces in order, an empty piece is a usage error naming the flag") {
+  using memcap::split_list;
+  CHECK(split_list("", ',', "--x").empty());
+  CHECK(split_list("64", ',', "--x") == std::vector<std::string>{"64"});
+  CHECK(split_list("64:4,128:8", ',', "--x") == std::vector<std::string>{"64:4", "128:8"});
+  for (const char* bad : {",", "64,", ",64", "64,,128"}) {
+    CAPTURE(bad);
+    try {
+      split_list(bad, ',', "--widths");
+      FAIL("accepted an empty piece");
+    } catch (const memcap::UserError& e) {
+      CHECK(e.exit_code() == memcap::kExitUsage);
+      CHECK(std::string(e.what()).find("--widths: empty item in the list") != std::string::npos);
+    }
+  }
 }

@@ -11,10 +11,10 @@
 #include <limits>
 #include <memory>
 #include <mutex>
-#include <sstream>
 
 #include "cli/preset.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/threads.hpp"
 #include "edit/edit_io.hpp"
 #include "edit/edit_local.hpp"
@@ -217,9 +217,7 @@ void check_flags(const Table1State& st) {
   // --devices: all, or GPU numbers (checked against the GPUs present by sweep::gpu_ordinals later).
   if (st.devices != "all") {
     require(st.common.device != "cpu", "--devices {} lists GPUs but this run uses the CPU (--device cpu)", st.devices);
-    std::string tok;
-    std::stringstream ss(st.devices);
-    while (std::getline(ss, tok, ',')) {
+    for (const std::string& tok : split_list(st.devices, ',', "--devices")) {
       char* end = nullptr;
       const long v = std::strtol(tok.c_str(), &end, 10);
       require(!tok.empty() && end && *end == '\0' && v >= 0 && v < 1024,

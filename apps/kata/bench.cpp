@@ -11,6 +11,7 @@
 
 #include "cli/app.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/rng.hpp"
 #include "io/output_file.hpp"
 #include "kata/attention.hpp"
@@ -45,20 +46,13 @@ struct Item {
   std::int64_t dv = 0;  // 0: = d
 };
 
-std::vector<std::string> split(const std::string& s) {
-  std::vector<std::string> out;
-  std::stringstream ss(s);
-  std::string x;
-  while (std::getline(ss, x, ','))
-    if (!x.empty()) out.push_back(x);
-  return out;
-}
+std::vector<std::string> split(const std::string& s, std::string_view flag) { return split_list(s, ',', flag); }
 
 // --maps: commas separate maps and also a map's options, so a piece "key=value" without ':' continues the
 // previous map ("m2,sigma4:eps=0,scale=1,linear" -> m2 | sigma4:eps=0,scale=1 | linear).
 std::vector<std::string> split_maps(const std::string& s) {
   std::vector<std::string> out;
-  for (const auto& piece : split(s)) {
+  for (const auto& piece : split(s, "--maps")) {
     if (!out.empty() && piece.find('=') != std::string::npos && piece.find(':') == std::string::npos)
       out.back() += "," + piece;
     else
@@ -132,7 +126,7 @@ std::vector<Item> preset_items(const BenchOptions& o) {
     for (std::int64_t T : t11)
       for (AttentionForm f : {Ch, Tr}) v.push_back({f, "linear", 1, 16, T, 128, "table11"});
   } else if (o.shapes == "custom") {
-    for (const auto& f : split(o.forms))
+    for (const auto& f : split(o.forms, "--forms"))
       for (const auto& m : split_maps(o.maps))
         v.push_back({parse_attention_form(f), m, o.B, o.H, o.T, o.chunk, "custom", o.d_head, "", o.d_v});
   } else {
@@ -218,13 +212,13 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
             "gemm variant; --variant all adds the bf16 mma rows), or bf16 with --variant mma|chunked (the tensor-core "
             "backward), got '{}'", dtype);
   const std::string maps = sub->count("--maps") == 0 ? std::string("m1,m2,softmax") : o.maps;
-  require(!split(maps).empty(), "--maps is empty: give a comma list of mixers (default m1,m2,softmax)");
-  sweep::require_distinct(split(maps), "--maps");
+  require(!split(maps, "--maps").empty(), "--maps is empty: give a comma list of mixers (default m1,m2,softmax)");
+  sweep::require_distinct(split(maps, "--maps"), "--maps");
   // the whole plan is checked (mixer, kernel, memory) before any launch; kernels[i] is what items[i] runs
   std::vector<MixerBenchItem> items;
   std::vector<std::string> kernels;
   for (std::int64_t T : {1 * K, 2 * K, 4 * K, 8 * K, 16 * K, 32 * K})
-    for (const auto& mx : split(maps)) {
+    for (const auto& mx : split(maps, "--maps")) {
       MixerBenchItem it;
       it.mixer = mx;
       it.B = 8;
@@ -326,7 +320,7 @@ void run_bench(CLI::App* sub, BenchOptions& o) {
     for (const auto& [flag, v] : {std::pair<const char*, std::int64_t>{"--B", o.B}, {"--H", o.H}, {"--T", o.T},
                                   {"--chunk", o.chunk}})
       require(v >= 1, "{} must be >= 1 (got {})", flag, v);
-    const auto forms = split(o.forms), maps = split_maps(o.maps);
+    const auto forms = split(o.forms, "--forms"), maps = split_maps(o.maps);
     require(!forms.empty(), "--forms is empty: give a comma list of quadratic, chunked, tree");
     require(!maps.empty(), "--maps is empty: give a comma list of feature maps (e.g. m2,orthant)");
     std::vector<std::string> shown;

@@ -391,6 +391,59 @@ Prepared prepare(CLI::App* sub, const CommonOptions& o) {
   return p;
 }
 
+namespace {
+
+// CLI11 drops the empty pieces of a comma list ("--widths 64,128," runs two widths), so a typo would silently shrink
+// a grid. Scans the arguments before parsing: for every option with the ',' delimiter of the subcommand in force
+// (or a parent), a value with an empty piece (leading, trailing or doubled comma) is an error. Returns the message,
+// or "" when every list is whole. Only values of list options are looked at: free text (templates) may hold commas.
+std::string empty_list_item(const CLI::App& app, const std::vector<std::string>& args, std::string& where) {
+  const CLI::App* cur = &app;
+  where = app.get_name();
+  auto has_empty_piece = [](const std::string& v) {
+    return v.find(',') != std::string::npos &&
+           (v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos);
+  };
+  auto list_option = [&](const std::string& name) -> const CLI::Option* {
+    for (const CLI::App* a = cur; a; a = a->get_parent())
+      if (const CLI::Option* o = a->get_option_no_throw(name)) return o->get_delimiter() == ',' ? o : nullptr;
+    return nullptr;
+  };
+  for (std::size_t i = 1; i < args.size(); ++i) {
+    const std::string& t = args[i];
+    if (t == "--") break;
+    if (t.rfind("--", 0) == 0) {
+      const std::size_t eq = t.find('=');
+      const std::string name = t.substr(0, eq);
+      const CLI::Option* o = list_option(name);
+      if (!o) continue;
+      if (eq != std::string::npos) {
+        if (has_empty_piece(t.substr(eq + 1)))
+          return fmt::format("{}: empty item in the list '{}' (a leading, trailing or doubled ',')", name,
+                             t.substr(eq + 1));
+        continue;
+      }
+      for (std::size_t j = i + 1; j < args.size() && args[j].rfind("--", 0) != 0; ++j) {
+        if (has_empty_piece(args[j]))
+          return fmt::format("{}: empty item in the list '{}' (a leading, trailing or doubled ',')", name,
+                             args[j]);
+        if (o->get_expected_max() <= 1) break;
+      }
+      continue;
+    }
+    if (t.empty() || t[0] == '-') continue;
+    for (const CLI::App* s : cur->get_subcommands({}))
+      if (s->check_name(t)) {
+        cur = s;
+        where += " " + s->get_name();
+        break;
+      }
+  }
+  return "";
+}
+
+}  // namespace
+
 int run_tool(const char* tool, const char* description, int argc, char** argv) {
   g_argc = argc;
   g_argv = argv;
@@ -408,6 +461,11 @@ int run_tool(const char* tool, const char* description, int argc, char** argv) {
   try {
     std::vector<std::string> args(argv, argv + argc);
     args = expand_config(app, args);
+    std::string where;
+    if (const std::string bad = empty_list_item(app, args, where); !bad.empty()) {
+      std::fprintf(stderr, "%s: error: %s (see '%s --help')\n", where.c_str(), bad.c_str(), where.c_str());
+      return kExitUsage;
+    }
     std::vector<std::string> rev(args.rbegin(), args.rend() - 1);  // CLI11 takes reversed args without argv[0]
     app.parse(rev);
   } catch (const CLI::ParseError& e) {

@@ -9,6 +9,7 @@
 #include <vector>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 
 namespace memcap::mlp {
 
@@ -112,9 +113,7 @@ const char* method_help() { return kValidMethods; }
 std::vector<std::string> split_method_list(const std::vector<std::string>& in) {
   std::vector<std::string> out;
   for (const auto& item : in) {
-    std::stringstream ss(item);
-    std::string tok;
-    while (std::getline(ss, tok, ',')) {
+    for (const std::string& tok : split_list(item, ',', "method list")) {
       const auto eq = tok.find('='), colon = tok.find(':');
       const bool option = eq != std::string::npos && (colon == std::string::npos || colon > eq);
       if (option && !out.empty()) out.back() += "," + tok;

@@ -6,9 +6,9 @@
 #include <algorithm>
 #include <cmath>
 #include <numbers>
-#include <sstream>
 
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/rng.hpp"
 #include "ramnet/adapter.hpp"
 #include "ramnet/attention.hpp"
@@ -28,9 +28,7 @@ std::pair<std::string, std::vector<std::pair<std::string, double>>> split_spec(c
   std::pair<std::string, std::vector<std::pair<std::string, double>>> out;
   out.first = spec.substr(0, colon);
   if (colon == std::string::npos) return out;
-  std::stringstream ss(spec.substr(colon + 1));
-  std::string item;
-  while (std::getline(ss, item, ',')) {
+  for (const std::string& item : split_list(spec.substr(colon + 1), ',', what + " '" + spec + "'")) {
     const auto eq = item.find('=');
     require(eq != std::string::npos && eq > 0, "{} '{}': options are key=value (got '{}')", what, spec, item);
     const std::string key = item.substr(0, eq), val = item.substr(eq + 1);

@@ -5,12 +5,12 @@
 #include <algorithm>
 #include <cstdlib>
 #include <memory>
-#include <sstream>
 #include <string>
 #include <vector>
 
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "sweep/sweep.hpp"
 #ifdef MEMCAP_HAVE_CUDA
 #include "core/gpu.hpp"
@@ -34,9 +34,7 @@ inline std::vector<int> gpu_ordinals(const std::string& devices, Device device, 
   if (devices == "all") {
     for (int i = 0; i < count; ++i) ords.push_back(i);
   } else {
-    std::stringstream ss(devices);
-    std::string tok;
-    while (std::getline(ss, tok, ',')) {
+    for (const std::string& tok : split_list(devices, ',', "--devices")) {
       char* end = nullptr;
       const long v = std::strtol(tok.c_str(), &end, 10);
       require(!tok.empty() && end && *end == '\0' && v >= 0 && v < count,
