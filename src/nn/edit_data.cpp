@@ -143,6 +143,9 @@ std::vector<AuthorFact> load_author_facts(const std::string& csv_path, std::int6
     throw IoError(fmt::format("{}: the file is empty; expected a header ',author,book'", csv_path));
   const auto col = [&](const char* name) {
     const auto it = std::find(header.begin(), header.end(), name);
+    if (it != header.end() && std::find(it + 1, header.end(), name) != header.end())
+      throw IoError(fmt::format("{}: the header names the column '{}' twice; which one holds the {}s is ambiguous",
+                                csv_path, name, name));
     if (it == header.end())
       throw IoError(
           fmt::format("{}: the header has no column '{}'; expected columns 'author' and 'book' (as in "

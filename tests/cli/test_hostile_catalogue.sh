@@ -39,6 +39,9 @@ printf 'seed = -1\n' >"$T/neg_seed.toml"
 printf 'out = "x.h5"\nout = "y.h5"\n' >"$T/dup_out.toml"
 printf 'force = true\n' >"$T/force.toml"
 printf '\x89HDF\r\n\x1a\n\x00\x00' >"$T/binary.toml"
+mkdir -p "$T/dupcol"  # an edit data folder whose CSV header names 'book' twice
+printf ',author,book,book\n0,a,b,c\n1,d,e,f\n' >"$T/dupcol/book_authors.csv"
+printf 'The author of {book} is {author}\n' >"$T/dupcol/author_templates.txt"
 before=$(cd "$T" && find . -printf '%p %s %m\n' | sort)
 
 pass=0 fail=0 n=0 line_no=0
