@@ -74,11 +74,37 @@ std::vector<KernelVariant> make_table() {
                [](P p, A a) { return a.cc >= 90 && fused_supported(p); },
                [](P p) { return fused_workspace(p, 1); },
                [](P p, X x, cudaStream_t s) { launch_fused(p, 1, x, s); }, [](P, A) { return false; }});
+  // scan-g4c with M_g's features in the paired order (make_paired_slot): the output pass forms each ψ(Q) A-fragment
+  // register as q_i · (q_j0, q_j0+1) from the untransposed Q rows (no ψ(Q) tile, no ldmatrix of it). The default
+  // for M_g at d = 64 (twenty-eighth session, H200): M_2, B = 8, H = 16, T = 128K 39.8 ms against scan-g4c's 50.5
+  // (output 19.0 vs 30.1 ms); B = H = 1, T = 32K / 64K / 128K, M_2 0.126 / 0.226 / 0.409 ms against
+  // 0.147 / 0.270 / 0.502, M_1 0.205 / 0.368 / 0.673 against 0.249 / 0.454 / 0.844. scan-g4pw (the readout on
+  // wgmma) is preferred where B·H >= 128, the size it was measured at: 38.7 ms there; not timed at small B·H.
+  t.push_back({AttentionForm::chunked, "scan-g4pw", "tensor cores (wgmma)",
+               "scan-g4p with the output pass's readout on wgmma (d = 64)",
+               [](P p, A a) {
+                 return a.wgmma && p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a);
+               },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               [](P p, X x, cudaStream_t s) {
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
+                               kChunk2Paired | kChunk2Wgmma);
+               },
+               [](P p, A) { return p.B * p.H >= 128; }});
+  t.push_back({AttentionForm::chunked, "scan-g4p", "tensor cores (mma.sync)",
+               "scan-g4c with M_g's features paired, ψ(Q) formed in registers in the output pass (d = 64)",
+               [](P p, A a) { return p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               [](P p, X x, cudaStream_t s) {
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, kChunk2Paired);
+               },
+               [](P, A) { return true; }});
   // scan-g4 with the column scan over the blocks, whose block-local states come from chunk_local_multi_kernel (one
-  // K / V load per CTA for all its feature blocks): the default at d = 64 (twenty-sixth session, H100: B = H = 1,
+  // K / V load per CTA for all its feature blocks): was the default at d = 64 (twenty-sixth session, H100: B = H = 1,
   // T = 32K / 64K / 128K, M_2 0.159 / 0.285 / 0.527 ms against scan-g4's 0.208 / 0.371 / 0.707 and split-g4's
   // 0.237 / 0.403 / 0.866, M_1 0.266 / 0.480 / 0.877 against 0.343 / 0.634 / 1.228; M_2, B = 8, H = 16, T = 128K:
-  // 52.2 ms against 2pass-g4's 55.3 ms). Its workspace holds the fp32 block states besides the bf16 stored ones
+  // 52.2 ms against 2pass-g4's 55.3 ms); since the twenty-eighth session for the PSD maps scan-g4p does not take
+  // (Σ_g at d = 64, and d = 32 / 128). Its workspace holds the fp32 block states besides the bf16 stored ones
   // (3x 2pass-g4's: 27 GB at that 128K shape).
   t.push_back({AttentionForm::chunked, "scan-g4c", "tensor cores (mma.sync)",
                "scan-g4 with a per-element column scan over the blocks (loads 8 deep, no shared memory)",
@@ -113,28 +139,6 @@ std::vector<KernelVariant> make_table() {
                [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
                [](P p, X x, cudaStream_t s) {
                  launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, kChunk2Wgmma);
-               },
-               [](P, A) { return false; }});
-  // opt-in, written in the twenty-seventh session and not yet run on a GPU: scan-g4c (and scan-g4w's readout) with
-  // M_g's features in the paired order (make_paired_slot), so the output pass forms each ψ(Q) A-fragment register
-  // as q_i · (q_j0, q_j0+1) from the untransposed Q rows: no ψ(Q) tile, no transposed Q, no ldmatrix of ψ(Q)
-  t.push_back({AttentionForm::chunked, "scan-g4p", "tensor cores (mma.sync)",
-               "scan-g4c with M_g's features paired, ψ(Q) formed in registers in the output pass (d = 64)",
-               [](P p, A a) { return p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a); },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
-               [](P p, X x, cudaStream_t s) {
-                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, kChunk2Paired);
-               },
-               [](P, A) { return false; }});
-  t.push_back({AttentionForm::chunked, "scan-g4pw", "tensor cores (wgmma)",
-               "scan-g4p with the output pass's readout on wgmma (d = 64)",
-               [](P p, A a) {
-                 return a.wgmma && p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a);
-               },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
-               [](P p, X x, cudaStream_t s) {
-                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
-                               kChunk2Paired | kChunk2Wgmma);
                },
                [](P, A) { return false; }});
   t.push_back({AttentionForm::chunked, "2pass-g4w", "tensor cores (wgmma)",
