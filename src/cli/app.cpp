@@ -19,6 +19,7 @@
 #include "cli/toml_config.hpp"
 #include "core/device.hpp"
 #include "core/error.hpp"
+#include "core/text.hpp"
 #include "core/threads.hpp"
 #include "core/version.hpp"
 
@@ -400,9 +401,13 @@ namespace {
 std::string empty_list_item(const CLI::App& app, const std::vector<std::string>& args, std::string& where) {
   const CLI::App* cur = &app;
   where = app.get_name();
-  auto has_empty_piece = [](const std::string& v) {
-    return v.find(',') != std::string::npos &&
-           (v.front() == ',' || v.back() == ',' || v.find(",,") != std::string::npos);
+  auto problem = [](const std::string& name, const std::string& value) -> std::string {
+    try {
+      split_list(value, ',', name);  // the message of the lists parsed by hand
+      return "";
+    } catch (const UserError& e) {
+      return e.what();
+    }
   };
   auto list_option = [&](const std::string& name) -> const CLI::Option* {
     for (const CLI::App* a = cur; a; a = a->get_parent())
@@ -418,15 +423,11 @@ std::string empty_list_item(const CLI::App& app, const std::vector<std::string>&
       const CLI::Option* o = list_option(name);
       if (!o) continue;
       if (eq != std::string::npos) {
-        if (has_empty_piece(t.substr(eq + 1)))
-          return fmt::format("{}: empty item in the list '{}' (a leading, trailing or doubled ',')", name,
-                             t.substr(eq + 1));
+        if (std::string why = problem(name, t.substr(eq + 1)); !why.empty()) return why;
         continue;
       }
       for (std::size_t j = i + 1; j < args.size() && args[j].rfind("--", 0) != 0; ++j) {
-        if (has_empty_piece(args[j]))
-          return fmt::format("{}: empty item in the list '{}' (a leading, trailing or doubled ',')", name,
-                             args[j]);
+        if (std::string why = problem(name, args[j]); !why.empty()) return why;
         if (o->get_expected_max() <= 1) break;
       }
       continue;

@@ -8,8 +8,8 @@
 #include <numbers>
 
 #include "core/error.hpp"
-#include "core/text.hpp"
 #include "core/rng.hpp"
+#include "core/text.hpp"
 #include "ramnet/adapter.hpp"
 #include "ramnet/attention.hpp"
 
