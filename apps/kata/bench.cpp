@@ -211,14 +211,15 @@ void run_bench_fwdbwd(CLI::App* sub, const BenchOptions& o, const cli::Prepared&
             "--shapes table9: --dtype must be fp32 or tf32 for the float32 mixer cores (tf32 = TF32 products in the "
             "gemm variant; --variant all adds the bf16 mma rows), or bf16 with --variant mma|chunked (the tensor-core "
             "backward), got '{}'", dtype);
-  const std::string maps = sub->count("--maps") == 0 ? std::string("m1,m2,softmax") : o.maps;
-  require(!split(maps, "--maps").empty(), "--maps is empty: give a comma list of mixers (default m1,m2,softmax)");
-  sweep::require_distinct(split(maps, "--maps"), "--maps");
+  const std::vector<std::string> mixers =
+      split(sub->count("--maps") == 0 ? std::string("m1,m2,softmax") : o.maps, "--maps");
+  require(!mixers.empty(), "--maps is empty: give a comma list of mixers (default m1,m2,softmax)");
+  sweep::require_distinct(mixers, "--maps");
   // the whole plan is checked (mixer, kernel, memory) before any launch; kernels[i] is what items[i] runs
   std::vector<MixerBenchItem> items;
   std::vector<std::string> kernels;
   for (std::int64_t T : {1 * K, 2 * K, 4 * K, 8 * K, 16 * K, 32 * K})
-    for (const auto& mx : split(maps, "--maps")) {
+    for (const auto& mx : mixers) {
       MixerBenchItem it;
       it.mixer = mx;
       it.B = 8;
