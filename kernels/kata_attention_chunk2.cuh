@@ -403,10 +403,11 @@ __global__ void __launch_bounds__(128 * FB)
 // T = 128K, about the whole 25 ms of the stage). Here a CTA loads the block's chunks once (K transposed in place),
 // then its two warpgroups take feature blocks fb0, fb0 + 1, ... < fb0 + fb_per in turn, each forming ψ(K)ᵀ fragments
 // as chunk_state_frag_kernel does and writing its fp32 local state and Z (same layout as MODE 1). PAIRED: the
-// feature rows in the paired order of M_g (for chunk_output_kernel's PAIRED).
-template <MapKind KIND, int G, bool FOLD = true, bool PAIRED = false>
+// feature rows in the paired order of M_g (for chunk_output_kernel's PAIRED). SOut: the local states' type (fp32, or
+// bf16 for kChunk2HalfBlocks; Z stays fp32).
+template <MapKind KIND, int G, bool FOLD = true, bool PAIRED = false, class SOut = float>
 __global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, const bf16* __restrict__ k,
-                                                                const bf16* __restrict__ v, float* __restrict__ s_out,
+                                                                const bf16* __restrict__ v, SOut* __restrict__ s_out,
                                                                 float* __restrict__ z_out, int T, int nc, int cpp,
                                                                 int fb_per) {
   constexpr int C = 64, D = 64, SD = D + 8, NT = 256, M = D / G;

@@ -52,8 +52,10 @@ int chunk2_segments(const AttentionLaunch& p);  // the split's segments: enough 
 std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int segments = 1, int stride = 1);
 // opts (d = 64, C = 64, stride 4): kChunk2Wgmma, the output pass's readout on wgmma (`2pass-g4w`, `scan-g4w`:
 // sm_90a); kChunk2Paired, M_g's features in the paired order of make_paired_slot (`scan-g4p`, `scan-g4pw`: block
-// scans), the output pass forming ψ(Q) in registers.
-constexpr unsigned kChunk2Wgmma = 1u, kChunk2Paired = 2u;
+// scans), the output pass forming ψ(Q) in registers; kChunk2HalfBlocks (with kChunk2Paired: `scan-g4pb`,
+// `scan-g4pwb`), the block-local states written and scanned in bf16 instead of fp32 (half the bytes of the local
+// stage's stores and of the scan's loads; the scan still adds in fp32).
+constexpr unsigned kChunk2Wgmma = 1u, kChunk2Paired = 2u, kChunk2HalfBlocks = 4u;
 void launch_chunk2(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
                    cudaStream_t stream, unsigned opts = 0);
 void launch_chunk2_d32(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
@@ -93,6 +95,10 @@ void launch_scan_tree(const float* in, void* out, gpu::DType out_type, std::int6
 // memory, no limit on nc): for few chunks and wide states (`scan-g4c`).
 void launch_scan_columns(const float* in, void* out, gpu::DType out_type, std::int64_t bh, std::int64_t nc,
                          std::int64_t e, cudaStream_t stream);
+// launch_scan_columns with bf16 in and out, two adjacent elements per thread (e even): the block-local states of
+// kChunk2HalfBlocks, half the bytes read.
+void launch_scan_columns_bf16(const void* in, void* out, std::int64_t bh, std::int64_t nc, std::int64_t e,
+                              cudaStream_t stream);
 bool scan_tree_fits(std::int64_t nc);  // the tree scan's shared memory holds nc chunks
 
 }  // namespace memcap::kata::cuda

@@ -55,6 +55,38 @@ __global__ void scan_columns_kernel(const float* __restrict__ in, O* __restrict_
   }
 }
 
+// scan_columns_kernel for bf16 block states: thread idx owns elements 2 idx, 2 idx + 1 (one bf16x2 load and store
+// per chunk, the same 4 bytes per thread and load as the fp32 kernel), fp32 running sums.
+template <int U>
+__global__ void scan_columns_pairs_kernel(const __nv_bfloat162* __restrict__ in, __nv_bfloat162* __restrict__ out,
+                                          std::int64_t nc, std::int64_t e2) {
+  const std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
+  const std::int64_t bh = blockIdx.y;
+  if (idx >= e2) return;
+  const __nv_bfloat162* src = in + bh * nc * e2 + idx;
+  __nv_bfloat162* dst = out + bh * nc * e2 + idx;
+  float2 run = make_float2(0.f, 0.f);
+  std::int64_t c = 0;
+  for (; c + U <= nc; c += U) {
+    __nv_bfloat162 x[U];
+#pragma unroll
+    for (int u = 0; u < U; ++u) x[u] = src[(c + u) * e2];
+#pragma unroll
+    for (int u = 0; u < U; ++u) {
+      dst[(c + u) * e2] = __float22bfloat162_rn(run);
+      const float2 f = __bfloat1622float2(x[u]);
+      run.x += f.x;
+      run.y += f.y;
+    }
+  }
+  for (; c < nc; ++c) {
+    const float2 f = __bfloat1622float2(src[c * e2]);
+    dst[c * e2] = __float22bfloat162_rn(run);
+    run.x += f.x;
+    run.y += f.y;
+  }
+}
+
 // One block per (bh, group of EG consecutive elements); thread t owns element t % EG of chunks
 // t / EG, t / EG + blockDim / EG, ... (EG is a compile-time power of two: no divisions in the loops).
 template <class O, int EG>
@@ -122,6 +154,16 @@ void launch_scan_columns(const float* in, void* out, gpu::DType out_type, std::i
   else
     scan_columns_kernel<float, 8><<<grid, 256, 0, stream>>>(in, static_cast<float*>(out), nc, e);
   MEMCAP_CUDA_CHECK_LAUNCH("scan_columns_kernel");
+}
+
+void launch_scan_columns_bf16(const void* in, void* out, std::int64_t bh, std::int64_t nc, std::int64_t e,
+                              cudaStream_t stream) {
+  if (e % 2 != 0) cuda_detail::throw_user_error("bf16 column scan: the state width must be even");
+  const std::int64_t e2 = e / 2;
+  const dim3 grid(static_cast<unsigned>((e2 + 255) / 256), static_cast<unsigned>(bh));
+  scan_columns_pairs_kernel<8><<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat162*>(in),
+                                                         static_cast<__nv_bfloat162*>(out), nc, e2);
+  MEMCAP_CUDA_CHECK_LAUNCH("scan_columns_pairs_kernel");
 }
 
 bool scan_tree_fits(std::int64_t nc) { return 2 * nc * 4 <= 192 * 1024; }

@@ -74,12 +74,40 @@ std::vector<KernelVariant> make_table() {
                [](P p, A a) { return a.cc >= 90 && fused_supported(p); },
                [](P p) { return fused_workspace(p, 1); },
                [](P p, X x, cudaStream_t s) { launch_fused(p, 1, x, s); }, [](P, A) { return false; }});
+  // scan-g4p / scan-g4pw with the block-local states in bf16 (kChunk2HalfBlocks): the column scan reads 9 GB instead
+  // of 18 at M_2, B = 8, H = 16, T = 128K. Each block's state is rounded once more (relative 2^-9, as the stored
+  // prefix states already are: worst relative error against float64 2.75e-3, against the fp32 pair 1.9e-3). The
+  // defaults for M_g at d = 64 since the twenty-ninth session (H100, every size timed): item 3's shape 37.78 ms
+  // against scan-g4pw's 41.25 (scan 10.27 -> 6.99 ms; the local stage is not write-bound: 13.17 -> 13.14); B = H =
+  // 1, M_2, T = 32K / 128K 0.124 / 0.403 ms against 0.130 / 0.412; B = 4, H = 16, T = 128K 19.05 against 20.70.
+  // scan-g4pwb (readout on wgmma) was the faster of the two at every size, so it leads where sm_90a runs.
+  t.push_back({AttentionForm::chunked, "scan-g4pwb", "tensor cores (wgmma)",
+               "scan-g4pw with bf16 block-local states (half the local stage's stores and the scan's loads)",
+               [](P p, A a) {
+                 return a.wgmma && p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a);
+               },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               [](P p, X x, cudaStream_t s) {
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
+                               kChunk2Paired | kChunk2Wgmma | kChunk2HalfBlocks);
+               },
+               [](P, A) { return true; }});
+  t.push_back({AttentionForm::chunked, "scan-g4pb", "tensor cores (mma.sync)",
+               "scan-g4p with bf16 block-local states (half the local stage's stores and the scan's loads)",
+               [](P p, A a) { return p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a); },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               [](P p, X x, cudaStream_t s) {
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
+                               kChunk2Paired | kChunk2HalfBlocks);
+               },
+               [](P, A) { return true; }});
   // scan-g4c with M_g's features in the paired order (make_paired_slot): the output pass forms each ψ(Q) A-fragment
   // register as q_i · (q_j0, q_j0+1) from the untransposed Q rows (no ψ(Q) tile, no ldmatrix of it). The default
   // for M_g at d = 64 (twenty-eighth session, H200): M_2, B = 8, H = 16, T = 128K 39.8 ms against scan-g4c's 50.5
   // (output 19.0 vs 30.1 ms); B = H = 1, T = 32K / 64K / 128K, M_2 0.126 / 0.226 / 0.409 ms against
   // 0.147 / 0.270 / 0.502, M_1 0.205 / 0.368 / 0.673 against 0.249 / 0.454 / 0.844. scan-g4pw (the readout on
-  // wgmma) is preferred where B·H >= 128, the size it was measured at: 38.7 ms there; not timed at small B·H.
+  // wgmma) was preferred where B·H >= 128: 38.7 ms there. Both are opt-in since the twenty-ninth session (their
+  // bf16-block-state twins above are faster at every size timed).
   t.push_back({AttentionForm::chunked, "scan-g4pw", "tensor cores (wgmma)",
                "scan-g4p with the output pass's readout on wgmma (d = 64)",
                [](P p, A a) {
@@ -90,7 +118,7 @@ std::vector<KernelVariant> make_table() {
                  launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
                                kChunk2Paired | kChunk2Wgmma);
                },
-               [](P p, A) { return p.B * p.H >= 128; }});
+               [](P, A) { return false; }});
   t.push_back({AttentionForm::chunked, "scan-g4p", "tensor cores (mma.sync)",
                "scan-g4c with M_g's features paired, ψ(Q) formed in registers in the output pass (d = 64)",
                [](P p, A a) { return p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a); },
@@ -98,7 +126,7 @@ std::vector<KernelVariant> make_table() {
                [](P p, X x, cudaStream_t s) {
                  launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, kChunk2Paired);
                },
-               [](P, A) { return true; }});
+               [](P, A) { return false; }});
   // scan-g4 with the column scan over the blocks, whose block-local states come from chunk_local_multi_kernel (one
   // K / V load per CTA for all its feature blocks): was the default at d = 64 (twenty-sixth session, H100: B = H = 1,
   // T = 32K / 64K / 128K, M_2 0.159 / 0.285 / 0.527 ms against scan-g4's 0.208 / 0.371 / 0.707 and split-g4's

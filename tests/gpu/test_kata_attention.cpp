@@ -256,6 +256,10 @@ TEST_CASE("the split chunked pass: many segments at B = H = 1 agree with the seq
         CHECK(check_case(c, 8000, &scan4p, &v1, "scan-g4p") < kTolBf16);
         CHECK(relative_error(scan4p, scan4c) < kTolBf16);
         std::printf("paired order (%s): scan-g4p vs scan-g4c %.3e\n", map, relative_error(scan4p, scan4c));
+        std::vector<double> scan4pb;  // the block-local states in bf16
+        CHECK(check_case(c, 8000, &scan4pb, &v1, "scan-g4pb") < kTolBf16);
+        CHECK(relative_error(scan4pb, scan4p) < kTolBf16);
+        std::printf("bf16 block states (%s): scan-g4pb vs scan-g4p %.3e\n", map, relative_error(scan4pb, scan4p));
       }
       const auto vs = attention_variants(AttentionForm::chunked, s, options_of(c), GpuDType::bf16);
       if (std::find(vs.begin(), vs.end(), "2pass-g4w") != vs.end()) {  // state and readout on wgmma (sm_90a)
@@ -271,6 +275,11 @@ TEST_CASE("the split chunked pass: many segments at B = H = 1 agree with the seq
           CHECK(check_case(c, 8000, &scan4pw, &v1, "scan-g4pw") < kTolBf16);
           CHECK(relative_error(scan4pw, scan4p) < kTolBf16);
           std::printf("wgmma, paired (%s): scan-g4pw vs scan-g4p %.3e\n", map, relative_error(scan4pw, scan4p));
+          std::vector<double> scan4pwb;
+          CHECK(check_case(c, 8000, &scan4pwb, &v1, "scan-g4pwb") < kTolBf16);
+          CHECK(relative_error(scan4pwb, scan4pw) < kTolBf16);
+          std::printf("wgmma, bf16 block states (%s): scan-g4pwb vs scan-g4pw %.3e\n", map,
+                      relative_error(scan4pwb, scan4pw));
         }
       }
       std::printf("stride 4 (%s): split-g4 vs split %.3e, 2pass-g4 vs 2pass %.3e, scan-g4 vs 2pass %.3e\n", map,
