@@ -81,6 +81,20 @@ std::vector<KernelVariant> make_table() {
   // against scan-g4pw's 41.25 (scan 10.27 -> 6.99 ms; the local stage is not write-bound: 13.17 -> 13.14); B = H =
   // 1, M_2, T = 32K / 128K 0.124 / 0.403 ms against 0.130 / 0.412; B = 4, H = 16, T = 128K 19.05 against 20.70.
   // scan-g4pwb (readout on wgmma) was the faster of the two at every size, so it leads where sm_90a runs.
+  // scan-g4pwb with chunk_local_multi_kernel's products on wgmma (kChunk2LocalWgmma): the local stage reads V from
+  // shared memory once per warpgroup, not once per warp (by our count, V's fragment loads were two thirds of that
+  // stage's shared-memory reads). Written in the twenty-ninth session; opt-in until timed against scan-g4pwb.
+  t.push_back({AttentionForm::chunked, "scan-g4pww", "tensor cores (wgmma)",
+               "scan-g4pwb with the block-local states' products on wgmma too",
+               [](P p, A a) {
+                 return a.wgmma && p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a);
+               },
+               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               [](P p, X x, cudaStream_t s) {
+                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
+                               kChunk2Paired | kChunk2Wgmma | kChunk2HalfBlocks | kChunk2LocalWgmma);
+               },
+               [](P, A) { return false; }});
   t.push_back({AttentionForm::chunked, "scan-g4pwb", "tensor cores (wgmma)",
                "scan-g4pw with bf16 block-local states (half the local stage's stores and the scan's loads)",
                [](P p, A a) {
