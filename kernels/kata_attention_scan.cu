@@ -24,66 +24,46 @@ __global__ void scan_sequential_kernel(const float* __restrict__ in, O* __restri
   }
 }
 
+// A column's running sum: a float for fp32 states; for bf16 states a thread owns two adjacent elements (one bf16x2
+// load and store per chunk, the same 4 bytes a load as the fp32 kernel), summed as a float2.
+__device__ __forceinline__ float widen(float x) { return x; }
+__device__ __forceinline__ float2 widen(__nv_bfloat162 x) { return __bfloat1622float2(x); }
+__device__ __forceinline__ void accumulate(float& r, float x) { r += x; }
+__device__ __forceinline__ void accumulate(float2& r, float2 x) {
+  r.x += x.x;
+  r.y += x.y;
+}
+template <class O>
+__device__ __forceinline__ void put(O* p, float r) { *p = from_f<O>(r); }
+__device__ __forceinline__ void put(__nv_bfloat162* p, float2 r) { *p = __float22bfloat162_rn(r); }
+
 // scan_sequential_kernel with the loads of U chunks issued together (independent addresses), then their U
-// dependent adds and stores: U loads in flight per thread instead of one. (Once `scan-g4c` has run on a GPU,
-// scan_sequential_kernel can become this kernel with U = 1: kept apart until then, since `fused` runs it by
-// default and was validated with it.)
-template <class O, int U>
-__global__ void scan_columns_kernel(const float* __restrict__ in, O* __restrict__ out, std::int64_t nc,
-                                    std::int64_t e) {
+// dependent adds and stores: U loads in flight per thread instead of one. In: float (O float or bf16) or
+// __nv_bfloat162 (O the same; e counts pairs). (Once `scan-g4c` has run on a GPU, scan_sequential_kernel can become
+// this kernel with U = 1: kept apart until then, since `fused` runs it by default and was validated with it.)
+template <class In, class O, int U>
+__global__ void scan_columns_kernel(const In* __restrict__ in, O* __restrict__ out, std::int64_t nc, std::int64_t e) {
   const std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
   const std::int64_t bh = blockIdx.y;
   if (idx >= e) return;
-  const float* src = in + bh * nc * e + idx;
+  const In* src = in + bh * nc * e + idx;
   O* dst = out + bh * nc * e + idx;
-  float run = 0.f;
+  decltype(widen(In{})) run{};
   std::int64_t c = 0;
   for (; c + U <= nc; c += U) {
-    float x[U];
+    In x[U];
 #pragma unroll
     for (int u = 0; u < U; ++u) x[u] = src[(c + u) * e];
 #pragma unroll
     for (int u = 0; u < U; ++u) {
-      dst[(c + u) * e] = from_f<O>(run);
-      run += x[u];
+      put(dst + (c + u) * e, run);
+      accumulate(run, widen(x[u]));
     }
   }
   for (; c < nc; ++c) {
-    const float x = src[c * e];
-    dst[c * e] = from_f<O>(run);
-    run += x;
-  }
-}
-
-// scan_columns_kernel for bf16 block states: thread idx owns elements 2 idx, 2 idx + 1 (one bf16x2 load and store
-// per chunk, the same 4 bytes per thread and load as the fp32 kernel), fp32 running sums.
-template <int U>
-__global__ void scan_columns_pairs_kernel(const __nv_bfloat162* __restrict__ in, __nv_bfloat162* __restrict__ out,
-                                          std::int64_t nc, std::int64_t e2) {
-  const std::int64_t idx = blockIdx.x * static_cast<std::int64_t>(blockDim.x) + threadIdx.x;
-  const std::int64_t bh = blockIdx.y;
-  if (idx >= e2) return;
-  const __nv_bfloat162* src = in + bh * nc * e2 + idx;
-  __nv_bfloat162* dst = out + bh * nc * e2 + idx;
-  float2 run = make_float2(0.f, 0.f);
-  std::int64_t c = 0;
-  for (; c + U <= nc; c += U) {
-    __nv_bfloat162 x[U];
-#pragma unroll
-    for (int u = 0; u < U; ++u) x[u] = src[(c + u) * e2];
-#pragma unroll
-    for (int u = 0; u < U; ++u) {
-      dst[(c + u) * e2] = __float22bfloat162_rn(run);
-      const float2 f = __bfloat1622float2(x[u]);
-      run.x += f.x;
-      run.y += f.y;
-    }
-  }
-  for (; c < nc; ++c) {
-    const float2 f = __bfloat1622float2(src[c * e2]);
-    dst[c * e2] = __float22bfloat162_rn(run);
-    run.x += f.x;
-    run.y += f.y;
+    const In x = src[c * e];
+    put(dst + c * e, run);
+    accumulate(run, widen(x));
   }
 }
 
@@ -150,9 +130,10 @@ void launch_scan_columns(const float* in, void* out, gpu::DType out_type, std::i
                          std::int64_t e, cudaStream_t stream) {
   const dim3 grid(static_cast<unsigned>((e + 255) / 256), static_cast<unsigned>(bh));
   if (out_type == gpu::DType::bf16)
-    scan_columns_kernel<__nv_bfloat16, 8><<<grid, 256, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), nc, e);
+    scan_columns_kernel<float, __nv_bfloat16, 8><<<grid, 256, 0, stream>>>(in, static_cast<__nv_bfloat16*>(out), nc,
+                                                                            e);
   else
-    scan_columns_kernel<float, 8><<<grid, 256, 0, stream>>>(in, static_cast<float*>(out), nc, e);
+    scan_columns_kernel<float, float, 8><<<grid, 256, 0, stream>>>(in, static_cast<float*>(out), nc, e);
   MEMCAP_CUDA_CHECK_LAUNCH("scan_columns_kernel");
 }
 
@@ -161,9 +142,9 @@ void launch_scan_columns_bf16(const void* in, void* out, std::int64_t bh, std::i
   if (e % 2 != 0) cuda_detail::throw_user_error("bf16 column scan: the state width must be even");
   const std::int64_t e2 = e / 2;
   const dim3 grid(static_cast<unsigned>((e2 + 255) / 256), static_cast<unsigned>(bh));
-  scan_columns_pairs_kernel<8><<<grid, 256, 0, stream>>>(static_cast<const __nv_bfloat162*>(in),
-                                                         static_cast<__nv_bfloat162*>(out), nc, e2);
-  MEMCAP_CUDA_CHECK_LAUNCH("scan_columns_pairs_kernel");
+  scan_columns_kernel<__nv_bfloat162, __nv_bfloat162, 8><<<grid, 256, 0, stream>>>(
+      static_cast<const __nv_bfloat162*>(in), static_cast<__nv_bfloat162*>(out), nc, e2);
+  MEMCAP_CUDA_CHECK_LAUNCH("scan_columns_kernel");
 }
 
 bool scan_tree_fits(std::int64_t nc) { return 2 * nc * 4 <= 192 * 1024; }
