@@ -83,7 +83,10 @@ std::vector<KernelVariant> make_table() {
   // scan-g4pwb (readout on wgmma) was the faster of the two at every size, so it leads where sm_90a runs.
   // scan-g4pwb with chunk_local_multi_kernel's products on wgmma (kChunk2LocalWgmma): the local stage reads V from
   // shared memory once per warpgroup, not once per warp (by our count, V's fragment loads were two thirds of that
-  // stage's shared-memory reads). Written in the twenty-ninth session; opt-in until timed against scan-g4pwb.
+  // stage's shared-memory reads). Opt-in: slower (twenty-ninth session, H100: local stage 13.86 against 13.17 ms,
+  // 38.13 against 37.70 ms in all at item 3's shape; B = 4, H = 16, T = 128K 19.48 against 18.97; equal at B = H =
+  // 1). By ncu its L1 throughput fell from 75 % to 53 %, but each warpgroup waits on its wgmma before forming the
+  // next chunk's fragments; the stage is latency-bound (34 % occupancy, 10.9 cycles between a warp's issues).
   t.push_back({AttentionForm::chunked, "scan-g4pww", "tensor cores (wgmma)",
                "scan-g4pwb with the block-local states' products on wgmma too",
                [](P p, A a) {
