@@ -502,7 +502,7 @@ __device__ __forceinline__ void load_a_trans_sw(uint32_t (&r)[4], const bf16* at
 // q_i · (q_j0, q_j0+1): one bf16x2 load from the untransposed Q row, one broadcast load and one bf16x2 multiply,
 // the 64 features' row offsets in sIJ (32 pairs per feature block, the next block's written during this one). The
 // transposed Q tile, its ψ(Q) stores and the ldmatrix reads of them go away; the inactive repeats (2r + 1, 2r) meet
-// zero state rows. Written in the twenty-seventh session, not yet run on a GPU.
+// zero state rows. Written in the twenty-seventh session, run since the twenty-eighth.
 constexpr int output_min_ctas(int C, int D) { return C == 64 && D == 64 ? 4 : 1; }
 template <int C, MapKind KIND, int G, int D, int STRIDE, bool WG = false, bool PAIRED = false>
 __global__ void __launch_bounds__(C * 2, output_min_ctas(C, D))

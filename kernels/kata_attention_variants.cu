@@ -36,8 +36,25 @@ bool stride4_applies(P p, A a) {
   return a.cc >= 80 && p.map.is_psd() && p.chunk == 64 && chunk2_supported(p, AttentionForm::chunked);
 }
 
+// The paired-order variants of M_g at d = 64 (kChunk2Paired | OPTS; the column scan over blocks of 4 chunks).
+template <unsigned OPTS>
+bool paired_applies(P p, A a) {
+  return ((OPTS & kChunk2Wgmma) == 0 || a.wgmma) && p.d == 64 && p.map.kind == MapKind::BlockPsd &&
+         stride4_applies(p, a);
+}
+std::size_t column_scan_workspace(P p) {
+  return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4);
+}
+template <unsigned OPTS>
+void launch_paired(P p, const AttentionPtrs& x, cudaStream_t s) {
+  launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, kChunk2Paired | OPTS);
+}
+bool always(P, A) { return true; }
+bool never(P, A) { return false; }
+
 std::vector<KernelVariant> make_table() {
   using X = const AttentionPtrs&;
+  constexpr unsigned kW = kChunk2Wgmma, kH = kChunk2HalfBlocks, kL = kChunk2LocalWgmma;  // the paired variants' opts
   std::vector<KernelVariant> t;
   // ---- quadratic (§5.1)
   t.push_back({AttentionForm::quadratic, "ws3", "tensor cores (wgmma)",
@@ -74,13 +91,6 @@ std::vector<KernelVariant> make_table() {
                [](P p, A a) { return a.cc >= 90 && fused_supported(p); },
                [](P p) { return fused_workspace(p, 1); },
                [](P p, X x, cudaStream_t s) { launch_fused(p, 1, x, s); }, [](P, A) { return false; }});
-  // scan-g4p / scan-g4pw with the block-local states in bf16 (kChunk2HalfBlocks): the column scan reads 9 GB instead
-  // of 18 at M_2, B = 8, H = 16, T = 128K. Each block's state is rounded once more (relative 2^-9, as the stored
-  // prefix states already are: worst relative error against float64 2.75e-3, against the fp32 pair 1.9e-3). The
-  // defaults for M_g at d = 64 since the twenty-ninth session (H100, every size timed): item 3's shape 37.78 ms
-  // against scan-g4pw's 41.25 (scan 10.27 -> 6.99 ms; the local stage is not write-bound: 13.17 -> 13.14); B = H =
-  // 1, M_2, T = 32K / 128K 0.124 / 0.403 ms against 0.130 / 0.412; B = 4, H = 16, T = 128K 19.05 against 20.70.
-  // scan-g4pwb (readout on wgmma) was the faster of the two at every size, so it leads where sm_90a runs.
   // scan-g4pwb with chunk_local_multi_kernel's products on wgmma (kChunk2LocalWgmma): the local stage reads V from
   // shared memory once per warpgroup, not once per warp (by our count, V's fragment loads were two thirds of that
   // stage's shared-memory reads). Opt-in: slower (twenty-ninth session, H100: local stage 13.86 against 13.17 ms,
@@ -89,35 +99,20 @@ std::vector<KernelVariant> make_table() {
   // next chunk's fragments; the stage is latency-bound (34 % occupancy, 10.9 cycles between a warp's issues).
   t.push_back({AttentionForm::chunked, "scan-g4pww", "tensor cores (wgmma)",
                "scan-g4pwb with the block-local states' products on wgmma too",
-               [](P p, A a) {
-                 return a.wgmma && p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a);
-               },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
-               [](P p, X x, cudaStream_t s) {
-                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
-                               kChunk2Paired | kChunk2Wgmma | kChunk2HalfBlocks | kChunk2LocalWgmma);
-               },
-               [](P, A) { return false; }});
+               paired_applies<kW | kH | kL>, column_scan_workspace, launch_paired<kW | kH | kL>, never});
+  // scan-g4p / scan-g4pw with the block-local states in bf16 (kChunk2HalfBlocks): the column scan reads 9 GB instead
+  // of 18 at M_2, B = 8, H = 16, T = 128K. Each block's state is rounded once more (relative 2^-9, as the stored
+  // prefix states already are: worst relative error against float64 2.75e-3, against the fp32 pair 1.9e-3). The
+  // defaults for M_g at d = 64 since the twenty-ninth session (H100, every size timed): item 3's shape 37.78 ms
+  // against scan-g4pw's 41.25 (scan 10.27 -> 6.99 ms; the local stage is not write-bound: 13.17 -> 13.14); B = H =
+  // 1, M_2, T = 32K / 128K 0.124 / 0.403 ms against 0.130 / 0.412; B = 4, H = 16, T = 128K 19.05 against 20.70.
+  // scan-g4pwb (readout on wgmma) was the faster of the two at every size, so it leads where sm_90a runs.
   t.push_back({AttentionForm::chunked, "scan-g4pwb", "tensor cores (wgmma)",
                "scan-g4pw with bf16 block-local states (half the local stage's stores and the scan's loads)",
-               [](P p, A a) {
-                 return a.wgmma && p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a);
-               },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
-               [](P p, X x, cudaStream_t s) {
-                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
-                               kChunk2Paired | kChunk2Wgmma | kChunk2HalfBlocks);
-               },
-               [](P, A) { return true; }});
+               paired_applies<kW | kH>, column_scan_workspace, launch_paired<kW | kH>, always});
   t.push_back({AttentionForm::chunked, "scan-g4pb", "tensor cores (mma.sync)",
                "scan-g4p with bf16 block-local states (half the local stage's stores and the scan's loads)",
-               [](P p, A a) { return p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a); },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
-               [](P p, X x, cudaStream_t s) {
-                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
-                               kChunk2Paired | kChunk2HalfBlocks);
-               },
-               [](P, A) { return true; }});
+               paired_applies<kH>, column_scan_workspace, launch_paired<kH>, always});
   // scan-g4c with M_g's features in the paired order (make_paired_slot): the output pass forms each ψ(Q) A-fragment
   // register as q_i · (q_j0, q_j0+1) from the untransposed Q rows (no ψ(Q) tile, no ldmatrix of it). The default
   // for M_g at d = 64 (twenty-eighth session, H200): M_2, B = 8, H = 16, T = 128K 39.8 ms against scan-g4c's 50.5
@@ -127,23 +122,10 @@ std::vector<KernelVariant> make_table() {
   // bf16-block-state twins above are faster at every size timed).
   t.push_back({AttentionForm::chunked, "scan-g4pw", "tensor cores (wgmma)",
                "scan-g4p with the output pass's readout on wgmma (d = 64)",
-               [](P p, A a) {
-                 return a.wgmma && p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a);
-               },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
-               [](P p, X x, cudaStream_t s) {
-                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s,
-                               kChunk2Paired | kChunk2Wgmma);
-               },
-               [](P, A) { return false; }});
+               paired_applies<kW>, column_scan_workspace, launch_paired<kW>, never});
   t.push_back({AttentionForm::chunked, "scan-g4p", "tensor cores (mma.sync)",
                "scan-g4c with M_g's features paired, ψ(Q) formed in registers in the output pass (d = 64)",
-               [](P p, A a) { return p.d == 64 && p.map.kind == MapKind::BlockPsd && stride4_applies(p, a); },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
-               [](P p, X x, cudaStream_t s) {
-                 launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, kChunk2Paired);
-               },
-               [](P, A) { return false; }});
+               paired_applies<0u>, column_scan_workspace, launch_paired<0u>, never});
   // scan-g4 with the column scan over the blocks, whose block-local states come from chunk_local_multi_kernel (one
   // K / V load per CTA for all its feature blocks): was the default at d = 64 (twenty-sixth session, H100: B = H = 1,
   // T = 32K / 64K / 128K, M_2 0.159 / 0.285 / 0.527 ms against scan-g4's 0.208 / 0.371 / 0.707 and split-g4's
@@ -153,8 +135,7 @@ std::vector<KernelVariant> make_table() {
   // (3x 2pass-g4's: 27 GB at that 128K shape).
   t.push_back({AttentionForm::chunked, "scan-g4c", "tensor cores (mma.sync)",
                "scan-g4 with a per-element column scan over the blocks (loads 8 deep, no shared memory)",
-               stride4_applies,
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               stride4_applies, column_scan_workspace,
                [](P p, X x, cudaStream_t s) {
                  launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s);
                },
