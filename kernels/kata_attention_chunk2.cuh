@@ -406,7 +406,8 @@ __global__ void __launch_bounds__(128 * FB)
 // feature rows in the paired order of M_g (for chunk_output_kernel's PAIRED). SOut: the local states' type (fp32, or
 // bf16 for kChunk2HalfBlocks; Z stays fp32). WG (sm_90a, kChunk2LocalWgmma): the products ψ(K)ᵀ V of a chunk as one
 // wgmma m64n64 over k = 64 per warpgroup (A fragments from registers, V as 128-byte-swizzled atoms), so V is read
-// from shared memory once per warpgroup instead of once per warp; Z stays on mma.sync.
+// from shared memory once per warpgroup instead of once per warp; Z stays on mma.sync. The next chunk's fragments
+// are formed while a chunk's wgmma runs (the first version waited on each wgmma and was slower than mma.sync).
 template <MapKind KIND, int G, bool FOLD = true, bool PAIRED = false, class SOut = float, bool WG = false>
 __global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, const bf16* __restrict__ k,
                                                                 const bf16* __restrict__ v, SOut* __restrict__ s_out,
@@ -447,22 +448,35 @@ __global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, cons
     const FragSlot s1 = frag_slot<KIND, SD, M, PAIRED>(mp, fb * 64 + row0 + 8, FOLD);
     float acc[D / 8][4] = {};
     float zacc[4] = {0.f, 0.f, 0.f, 0.f};
-    for (int ch = 0; ch < n; ++ch) {
-      const bf16* kt = sK + ch * C * SD;
-      const int t_end = T - (c_begin + ch) * C;
-      if constexpr (WG) {
+    if constexpr (WG) {
 #if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-        uint32_t a[C / 16][4];
+      // two fragment sets: chunk ch + 1's fragments (and its Z mma) are formed while chunk ch's wgmma runs
+      uint32_t a[2][C / 16][4];
+      auto form = [&](uint32_t(&f)[C / 16][4], int ch) {
+        const bf16* kt = sK + ch * C * SD;
+        const int t_end = T - (c_begin + ch) * C;
 #pragma unroll
         for (int ks = 0; ks < C / 16; ++ks) {
-          psi_fragment<KIND, SD, G, M>(a[ks], kt, s0, s1, ks * 16 + 2 * tq, t_end, fast);
-          mma_bf16(zacc, a[ks], ones, ones);  // before the wgmma: its A registers are not read until waited on
+          psi_fragment<KIND, SD, G, M>(f[ks], kt, s0, s1, ks * 16 + 2 * tq, t_end, fast);
+          mma_bf16(zacc, f[ks], ones, ones);
         }
-        ws::wgmma_rs_mn_k64(acc, a, ws::sw128_desc(smem_u32(sw + ch * ws::kAtom)));
+      };
+      form(a[0], 0);
+#pragma unroll
+      for (int ch = 0; ch < 4; ++ch) {  // n <= 4 (cpp <= 4): unrolled, so a[ch & 1] stays in registers
+        if (ch >= n) break;
+        ws::wgmma_rs_mn_k64_issue(acc, a[ch & 1], ws::sw128_desc(smem_u32(sw + ch * ws::kAtom)));
+        if (ch + 1 < n) form(a[(ch + 1) & 1], ch + 1);
+        ws::wg_wait<0>();
+        ws::fence_operands(acc, a[ch & 1]);
+      }
 #else
-        __trap();  // not launched: kChunk2LocalWgmma applies only where the sm_90a kernels run
+      __trap();  // not launched: kChunk2LocalWgmma applies only where the sm_90a kernels run
 #endif
-      } else {
+    } else {
+      for (int ch = 0; ch < n; ++ch) {
+        const bf16* kt = sK + ch * C * SD;
+        const int t_end = T - (c_begin + ch) * C;
 #pragma unroll
         for (int ks = 0; ks < C / 16; ++ks) {
           uint32_t a[4];

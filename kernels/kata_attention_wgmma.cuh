@@ -119,9 +119,30 @@ __device__ __forceinline__ void wgmma_rs_mn(float (&d)[8][4], const uint32_t (&a
       : MEMCAP_WS_D8X4
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
+// Register fences of a k64 product's operands (acc and the four k-step A fragments): before its issue, and after
+// the wait that ends it (until then the compiler must not reuse the registers wgmma reads asynchronously).
+__device__ __forceinline__ void fence_operands(float (&acc)[8][4], uint32_t (&a)[4][4]) {
+#pragma unroll
+  for (int j = 0; j < 8; ++j)
+#pragma unroll
+    for (int e = 0; e < 4; ++e) fence_f(acc[j][e]);
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks)
+#pragma unroll
+    for (int h = 0; h < 4; ++h) fence_u(a[ks][h]);
+}
 // acc (64 x 64, as eight m16n8 tiles) += A · B over 64 k: A as four k-step fragments in registers, B the 64 x 64
-// MN-major swizzled atom at descriptor db (k-step ks at 16 rows = 2 KB on). Fences every operand register, issues,
-// waits: on return acc is final and a may be rewritten.
+// MN-major swizzled atom at descriptor db (k-step ks at 16 rows = 2 KB on). Issues and commits one group without
+// waiting: the caller does other work, then wg_wait and fence_operands before it touches acc or a again.
+__device__ __forceinline__ void wgmma_rs_mn_k64_issue(float (&acc)[8][4], uint32_t (&a)[4][4], uint64_t db) {
+  fence_operands(acc, a);
+  wg_fence();
+#pragma unroll
+  for (int ks = 0; ks < 4; ++ks) wgmma_rs_mn(acc, a[ks], db + ks * 128);
+  wg_commit();
+}
+// The same, waited on: on return acc is final and a may be rewritten. (Kept as first written, with its own fences,
+// since the default output passes run it; wgmma_rs_mn_k64_issue is the local-state kernel's.)
 __device__ __forceinline__ void wgmma_rs_mn_k64(float (&acc)[8][4], uint32_t (&a)[4][4], uint64_t db) {
   auto fence_all = [&] {
 #pragma unroll
