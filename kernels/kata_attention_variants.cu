@@ -95,8 +95,9 @@ std::vector<KernelVariant> make_table() {
   // shared memory once per warpgroup, not once per warp (by our count, V's fragment loads were two thirds of that
   // stage's shared-memory reads). Opt-in: slower (twenty-ninth session, H100: local stage 13.86 against 13.17 ms,
   // 38.13 against 37.70 ms in all at item 3's shape; B = 4, H = 16, T = 128K 19.48 against 18.97; equal at B = H =
-  // 1). By ncu its L1 throughput fell from 75 % to 53 %, but each warpgroup waits on its wgmma before forming the
-  // next chunk's fragments; the stage is latency-bound (34 % occupancy, 10.9 cycles between a warp's issues).
+  // 1). By ncu its L1 throughput fell from 75 % to 53 %, but each warpgroup waited on its wgmma before forming the
+  // next chunk's fragments; the stage is latency-bound (34 % occupancy, 10.9 cycles between a warp's issues). Since
+  // rewritten to form the next chunk's fragments while the wgmma runs (not yet run on a GPU).
   t.push_back({AttentionForm::chunked, "scan-g4pww", "tensor cores (wgmma)",
                "scan-g4pwb with the block-local states' products on wgmma too",
                paired_applies<kW | kH | kL>, column_scan_workspace, launch_paired<kW | kH | kL>, never});
