@@ -141,26 +141,11 @@ __device__ __forceinline__ void wgmma_rs_mn_k64_issue(float (&acc)[8][4], uint32
   for (int ks = 0; ks < 4; ++ks) wgmma_rs_mn(acc, a[ks], db + ks * 128);
   wg_commit();
 }
-// The same, waited on: on return acc is final and a may be rewritten. (Kept as first written, with its own fences,
-// since the default output passes run it; wgmma_rs_mn_k64_issue is the local-state kernel's.)
+// The same, waited on: on return acc is final and a may be rewritten.
 __device__ __forceinline__ void wgmma_rs_mn_k64(float (&acc)[8][4], uint32_t (&a)[4][4], uint64_t db) {
-  auto fence_all = [&] {
-#pragma unroll
-    for (int j = 0; j < 8; ++j)
-#pragma unroll
-      for (int e = 0; e < 4; ++e) fence_f(acc[j][e]);
-#pragma unroll
-    for (int ks = 0; ks < 4; ++ks)
-#pragma unroll
-      for (int h = 0; h < 4; ++h) fence_u(a[ks][h]);
-  };
-  fence_all();
-  wg_fence();
-#pragma unroll
-  for (int ks = 0; ks < 4; ++ks) wgmma_rs_mn(acc, a[ks], db + ks * 128);
-  wg_commit();
+  wgmma_rs_mn_k64_issue(acc, a, db);
   wg_wait<0>();
-  fence_all();
+  fence_operands(acc, a);
 }
 __device__ __forceinline__ void mbar_init(uint32_t bar, int count) {
   asm volatile("mbarrier.init.shared::cta.b64 [%0], %1;\n" ::"r"(bar), "r"(count) : "memory");
