@@ -96,8 +96,9 @@ std::vector<KernelVariant> make_table() {
   // stage's shared-memory reads). Opt-in: slower (twenty-ninth session, H100: local stage 13.86 against 13.17 ms,
   // 38.13 against 37.70 ms in all at item 3's shape; B = 4, H = 16, T = 128K 19.48 against 18.97; equal at B = H =
   // 1). By ncu its L1 throughput fell from 75 % to 53 %, but each warpgroup waited on its wgmma before forming the
-  // next chunk's fragments; the stage is latency-bound (34 % occupancy, 10.9 cycles between a warp's issues). Since
-  // rewritten to form the next chunk's fragments while the wgmma runs (not yet run on a GPU).
+  // next chunk's fragments; the stage is latency-bound (34 % occupancy, 10.9 cycles between a warp's issues). The
+  // rewrite that forms the next chunk's fragments while the wgmma runs (96 registers: two CTAs per SM by registers)
+  // is slower still (thirtieth session, H100: local stage 16.4-17.2 ms against 13.2).
   t.push_back({AttentionForm::chunked, "scan-g4pww", "tensor cores (wgmma)",
                "scan-g4pwb with the block-local states' products on wgmma too",
                paired_applies<kW | kH | kL>, column_scan_workspace, launch_paired<kW | kH | kL>, never});
@@ -107,7 +108,8 @@ std::vector<KernelVariant> make_table() {
   // defaults for M_g at d = 64 since the twenty-ninth session (H100, every size timed): item 3's shape 37.78 ms
   // against scan-g4pw's 41.25 (scan 10.27 -> 6.99 ms; the local stage is not write-bound: 13.17 -> 13.14); B = H =
   // 1, M_2, T = 32K / 128K 0.124 / 0.403 ms against 0.130 / 0.412; B = 4, H = 16, T = 128K 19.05 against 20.70.
-  // scan-g4pwb (readout on wgmma) was the faster of the two at every size, so it leads where sm_90a runs.
+  // scan-g4pwb (readout on wgmma) was the faster of the two at every size, so it leads where sm_90a runs. With the
+  // thirtieth session's output pass (Z split once per block): 34.22 ms at item 3's shape (H100; output 13.95 ms).
   t.push_back({AttentionForm::chunked, "scan-g4pwb", "tensor cores (wgmma)",
                "scan-g4pw with bf16 block-local states (half the local stage's stores and the scan's loads)",
                paired_applies<kW | kH>, column_scan_workspace, launch_paired<kW | kH>, always});
