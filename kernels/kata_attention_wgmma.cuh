@@ -30,7 +30,8 @@ struct Layout {  // byte offsets from the 1024-aligned start of dynamic shared m
   static constexpr int k = q + NWG * A * kAtom;         // STAGES key tiles
   static constexpr int v = k + STAGES * A * kAtom;      // STAGES value tiles
   static constexpr int kn = v + STAGES * A * kAtom;     // per warpgroup 2 x 64 key norms (eps only)
-  static constexpr int bar = kn + NWG * 2 * kKeys * 4;  // full[STAGES], empty[STAGES], q
+  static constexpr int ones = kn + NWG * 2 * kKeys * 4;  // 1 KB of bf16 ones: the row sums' B operand (PSD maps)
+  static constexpr int bar = ones + 1024;                // full[STAGES], empty[STAGES], q
   static constexpr int smem = 1024 + bar + (2 * STAGES + 1) * 8;
 };
 
@@ -119,6 +120,21 @@ __device__ __forceinline__ void wgmma_rs_mn(float (&d)[8][4], const uint32_t (&a
       : MEMCAP_WS_D8X4
       : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
 }
+// D(64x8 fp32) += A(64x16, registers) * B(16x8, smem descriptor): with B all ones (plain_desc of L::ones), every
+// column of D gains the row sums of A. Thread element e: row 16 warp + g + 8 (e >> 1) of the warpgroup's 64.
+__device__ __forceinline__ void wgmma_rs_n8(float (&d)[4], const uint32_t (&a)[4], uint64_t db) {
+  asm volatile(
+      "{\n.reg .pred p;\nsetp.ne.b32 p, 1, 0;\n"
+      "wgmma.mma_async.sync.aligned.m64n8k16.f32.bf16.bf16 {%0,%1,%2,%3}, {%4,%5,%6,%7}, %8, p, 1, 1, 0;\n}\n"
+      : "+f"(d[0]), "+f"(d[1]), "+f"(d[2]), "+f"(d[3])
+      : "r"(a[0]), "r"(a[1]), "r"(a[2]), "r"(a[3]), "l"(db));
+}
+// Descriptor of a 16 x 8 B operand without swizzle (core matrices of 8 rows x 16 bytes, 128 and 256 bytes apart):
+// for a region of at least 640 bytes that holds the same value everywhere (the ones), any element order reads it.
+__device__ __forceinline__ uint64_t plain_desc(uint32_t saddr) {
+  return static_cast<uint64_t>((saddr & 0x3FFFFu) >> 4) | (static_cast<uint64_t>(128 >> 4) << 16) |
+         (static_cast<uint64_t>(256 >> 4) << 32);
+}
 // Register fences of a k64 product's operands (acc and the four k-step A fragments): before its issue, and after
 // the wait that ends it (until then the compiler must not reuse the registers wgmma reads asynchronously).
 __device__ __forceinline__ void fence_operands(float (&acc)[8][4], uint32_t (&a)[4][4]) {
@@ -176,12 +192,13 @@ __device__ __forceinline__ void tma_load_box(uint32_t dst, const CUtensorMap* ma
 }
 
 // P from the NS score accumulators of one sub-tile (BN keys from key `key0` of the tile): Σ_a S_a² (M_g),
-// c² Σ_{a,b} S_ab² (Σ_g) or S (linear), + ε terms, causal mask on the diagonal tile, row sums (normalized
-// maps), packed to bf16 A fragments of P·V (k-step kk = keys 16kk..16kk+15 of the sub-tile). Accumulator
-// layout of m64nN: element 4j+e of this thread is row lrow0 + 8*(e>>1), key 8j + 2tq + (e&1).
+// c² Σ_{a,b} S_ab² (Σ_g) or S (linear), + ε terms, causal mask on the diagonal tile, packed to bf16 A fragments
+// of P·V (k-step kk = keys 16kk..16kk+15 of the sub-tile); the PSD maps' row sums come from the same fragments
+// on the tensor cores (wgmma_rs_n8). Accumulator layout of m64nN: element 4j+e of this thread is row
+// lrow0 + 8*(e>>1), key 8j + 2tq + (e&1).
 template <MapKind KIND, int NS, int BN, bool DIAG, bool EPS>
 __device__ __forceinline__ void square_scores(const float (&s)[NS][BN / 2], uint32_t (&pa)[BN / 16][4],
-                                              float (&rs)[2], int lrow0, int tq, int key0, const float (&qn)[2],
+                                              int lrow0, int tq, int key0, const float (&qn)[2],
                                               const float* kn, float c2, float eps_lin, float eps_const) {
 #pragma unroll
   for (int j = 0; j < BN / 8; ++j) {
@@ -201,10 +218,6 @@ __device__ __forceinline__ void square_scores(const float (&s)[NS][BN / 2], uint
       if (EPS) x += eps_lin * (qn[e >> 1] + kn[key]) + eps_const;
       if (DIAG && key > row) x = 0.f;
       p[e] = x;
-    }
-    if constexpr (KIND != MapKind::Linear) {
-      rs[0] += p[0] + p[1];
-      rs[1] += p[2] + p[3];
     }
     pa[j >> 1][(j & 1) * 2 + 0] = pack_bf16(p[0], p[1]);
     pa[j >> 1][(j & 1) * 2 + 1] = pack_bf16(p[2], p[3]);
@@ -249,6 +262,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     }
     mbar_init(bar_q, 1);
     asm volatile("fence.mbarrier_init.release.cluster;\n" ::: "memory");
+  }
+  if (PSD && tid < 64) {  // the row sums' B operand: 1 KB of bf16 ones, read by wgmma (async proxy)
+    reinterpret_cast<uint4*>(sbase + L::ones)[tid] = make_uint4(0x3F803F80u, 0x3F803F80u, 0x3F803F80u, 0x3F803F80u);
+    fence_proxy_async();
   }
   __syncthreads();
 
@@ -307,7 +324,13 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
     }
   }
 
-  float o[A][32], s[NS][BN / 2], rs[2] = {0.f, 0.f};
+  // rs: the row sums of P (PSD maps), P · ones on the tensor cores beside P · V (every column the same sum) instead
+  // of an add per score on the CUDA cores, whose squaring and packing are what separates M_g from the linear map.
+  // Thirtieth session, H100, B = 8: M_1 d = 64 8K / 16K / 32K 1.86 / 7.08 / 30.1 -> 1.75 / 6.58 / 28.2 ms, M_2
+  // 2.01 / 7.64 / 31.6 -> 1.98 / 7.58 / 31.3, M_1 d = 128 (H = 8) 28.3 -> 26.5 ms at 32K, M_4 53.5 -> 51.5; the
+  // denominator now sums the bf16 P that the numerator multiplies (relative error vs float64 2.36e-3 -> 2.17e-3).
+  float o[A][32], s[NS][BN / 2], rs[4] = {0.f, 0.f, 0.f, 0.f};
+  const uint64_t d_ones = plain_desc(base + L::ones);
 #pragma unroll
   for (int a = 0; a < A; ++a)
 #pragma unroll
@@ -352,6 +375,8 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #pragma unroll
       for (int i = 0; i < 32; ++i) fence_f(o[a][i]);
 #pragma unroll
+    for (int i = 0; i < 4; ++i) fence_f(rs[i]);
+#pragma unroll
     for (int kk = 0; kk < BN / 16; ++kk)
 #pragma unroll
       for (int h = 0; h < 4; ++h) fence_u(pa[kk][h]);
@@ -378,6 +403,10 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
 #pragma unroll
         for (int a = 0; a < A; ++a)
           wgmma_rs_mn(o[a], pa[kk], dvs + ((a * kAtom + (phalf * BN + kk * 16) * 128) >> 4));
+      if constexpr (PSD) {
+#pragma unroll
+        for (int kk = 0; kk < BN / 16; ++kk) wgmma_rs_n8(rs, pa[kk], d_ones);
+      }
       wg_commit();
     }
     return kn;
@@ -385,11 +414,11 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
   auto square = [&](int j, const float* kn, uint32_t(&dst)[BN / 16][4]) {
     const int tile = j / SUB, key0 = (j % SUB) * BN;
     if (use_eps) {
-      if (tile == diag) square_scores<KIND, NS, BN, true, true>(s, dst, rs, lrow0, tq, key0, qn, kn, c2, eps_lin, eps_const);
-      else square_scores<KIND, NS, BN, false, true>(s, dst, rs, lrow0, tq, key0, qn, kn, c2, eps_lin, eps_const);
+      if (tile == diag) square_scores<KIND, NS, BN, true, true>(s, dst, lrow0, tq, key0, qn, kn, c2, eps_lin, eps_const);
+      else square_scores<KIND, NS, BN, false, true>(s, dst, lrow0, tq, key0, qn, kn, c2, eps_lin, eps_const);
     } else {
-      if (tile == diag) square_scores<KIND, NS, BN, true, false>(s, dst, rs, lrow0, tq, key0, qn, kn, c2, eps_lin, eps_const);
-      else square_scores<KIND, NS, BN, false, false>(s, dst, rs, lrow0, tq, key0, qn, kn, c2, eps_lin, eps_const);
+      if (tile == diag) square_scores<KIND, NS, BN, true, false>(s, dst, lrow0, tq, key0, qn, kn, c2, eps_lin, eps_const);
+      else square_scores<KIND, NS, BN, false, false>(s, dst, lrow0, tq, key0, qn, kn, c2, eps_lin, eps_const);
     }
   };
   auto release = [&](int j) {  // the last sub-step of a tile retired: every wgmma that read its stage is done
@@ -439,17 +468,14 @@ __global__ void __launch_bounds__(128 * (NWG + 1), 1)
   for (int a = 0; a < A; ++a)
 #pragma unroll
     for (int i = 0; i < 32; ++i) fence_f(o[a][i]);
+#pragma unroll
+  for (int i = 0; i < 4; ++i) fence_f(rs[i]);
   release(last_sub);
 
   float inv[2] = {1.f, 1.f};
-  if (PSD && mp.normalized) {
+  if (PSD && mp.normalized) {  // rs[0] (= rs[1]): row lrow0; rs[2]: row lrow0 + 8
 #pragma unroll
-    for (int h = 0; h < 2; ++h) {
-      float r = rs[h];
-      r += __shfl_xor_sync(0xffffffffu, r, 1);
-      r += __shfl_xor_sync(0xffffffffu, r, 2);
-      inv[h] = r != 0.f ? 1.f / r : 0.f;
-    }
+    for (int h = 0; h < 2; ++h) inv[h] = rs[2 * h] != 0.f ? 1.f / rs[2 * h] : 0.f;
   }
   out += static_cast<std::int64_t>(head) * T * DK;
   const int r0 = q0 + wg * 64 + lrow0, r1 = r0 + 8;
