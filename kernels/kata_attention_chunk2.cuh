@@ -404,21 +404,18 @@ __global__ void __launch_bounds__(128 * FB)
 // then its two warpgroups take feature blocks fb0, fb0 + 1, ... < fb0 + fb_per in turn, each forming ψ(K)ᵀ fragments
 // as chunk_state_frag_kernel does and writing its fp32 local state and Z (same layout as MODE 1). PAIRED: the
 // feature rows in the paired order of M_g (for chunk_output_kernel's PAIRED). SOut: the local states' type (fp32, or
-// bf16 for kChunk2HalfBlocks; Z stays fp32). WG (sm_90a, kChunk2LocalWgmma): the products ψ(K)ᵀ V of a chunk as one
-// wgmma m64n64 over k = 64 per warpgroup (A fragments from registers, V as 128-byte-swizzled atoms), so V is read
-// from shared memory once per warpgroup instead of once per warp; Z stays on mma.sync. The next chunk's fragments
-// are formed while a chunk's wgmma runs (the first version waited on each wgmma and was slower than mma.sync).
-template <MapKind KIND, int G, bool FOLD = true, bool PAIRED = false, class SOut = float, bool WG = false>
+// bf16 for kChunk2HalfBlocks; Z stays fp32). (Its products on wgmma, `scan-g4pww`, were slower in both versions
+// tried, waiting on each chunk's wgmma and overlapping the next chunk's fragments with it: removed in the thirtieth
+// session; docs/perf.md.)
+template <MapKind KIND, int G, bool FOLD = true, bool PAIRED = false, class SOut = float>
 __global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, const bf16* __restrict__ k,
                                                                 const bf16* __restrict__ v, SOut* __restrict__ s_out,
                                                                 float* __restrict__ z_out, int T, int nc, int cpp,
                                                                 int fb_per) {
   constexpr int C = 64, D = 64, SD = D + 8, NT = 256, M = D / G;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  // [K x 4][V x 4] (rows of SD); WG: [V atom x 4][K x 4] from the first 1024-aligned byte
-  unsigned char* sw = smem_raw + (WG ? (1024u - (smem_u32(smem_raw) & 1023u)) & 1023u : 0u);
-  bf16* sK = reinterpret_cast<bf16*>(sw + (WG ? 4 * ws::kAtom : 0));
-  bf16* sV = WG ? reinterpret_cast<bf16*>(sw) : sK + 4 * C * SD;
+  bf16* sK = reinterpret_cast<bf16*>(smem_raw);  // [4][C][SD], then V [4][C][SD]
+  bf16* sV = sK + 4 * C * SD;
   const int tid = threadIdx.x, warp = (tid >> 5) & 3, grp = tid >> 7, lane = tid & 31;
   const int g = lane >> 2, tq = lane & 3;
   const std::int64_t bh = blockIdx.z;
@@ -427,14 +424,10 @@ __global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, cons
   const int c_begin = static_cast<int>(blockIdx.y) * cpp, n = min(nc, c_begin + cpp) - c_begin;
   for (int ch = 0; ch < n; ++ch) {
     load_tile<C, D>(sK + ch * C * SD, k, (c_begin + ch) * C, T, tid, NT);
-    if constexpr (WG) load_tile_sw64(sw + ch * ws::kAtom, v, (c_begin + ch) * C, T, tid, NT);
-    else load_tile<C, D>(sV + ch * C * SD, v, (c_begin + ch) * C, T, tid, NT);
+    load_tile<C, D>(sV + ch * C * SD, v, (c_begin + ch) * C, T, tid, NT);
   }
   cp_async_commit();
   cp_async_wait_all();
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-  if constexpr (WG) ws::fence_proxy_async();  // V (cp.async) -> the wgmma's reads
-#endif
   __syncthreads();
   for (int ch = grp; ch < n; ch += 2) transpose64_in_place<SD>(sK + ch * C * SD, warp, lane);
   __syncthreads();
@@ -448,42 +441,15 @@ __global__ void __launch_bounds__(256) chunk_local_multi_kernel(AttnMap mp, cons
     const FragSlot s1 = frag_slot<KIND, SD, M, PAIRED>(mp, fb * 64 + row0 + 8, FOLD);
     float acc[D / 8][4] = {};
     float zacc[4] = {0.f, 0.f, 0.f, 0.f};
-    if constexpr (WG) {
-#if defined(__CUDA_ARCH_FEAT_SM90_ALL)
-      // two fragment sets: chunk ch + 1's fragments (and its Z mma) are formed while chunk ch's wgmma runs
-      uint32_t a[2][C / 16][4];
-      auto form = [&](uint32_t(&f)[C / 16][4], int ch) {
-        const bf16* kt = sK + ch * C * SD;
-        const int t_end = T - (c_begin + ch) * C;
+    for (int ch = 0; ch < n; ++ch) {
+      const bf16* kt = sK + ch * C * SD;
+      const int t_end = T - (c_begin + ch) * C;
 #pragma unroll
-        for (int ks = 0; ks < C / 16; ++ks) {
-          psi_fragment<KIND, SD, G, M>(f[ks], kt, s0, s1, ks * 16 + 2 * tq, t_end, fast);
-          mma_bf16(zacc, f[ks], ones, ones);
-        }
-      };
-      form(a[0], 0);
-#pragma unroll
-      for (int ch = 0; ch < 4; ++ch) {  // n <= 4 (cpp <= 4): unrolled, so a[ch & 1] stays in registers
-        if (ch >= n) break;
-        ws::wgmma_rs_mn_k64_issue(acc, a[ch & 1], ws::sw128_desc(smem_u32(sw + ch * ws::kAtom)));
-        if (ch + 1 < n) form(a[(ch + 1) & 1], ch + 1);
-        ws::wg_wait<0>();
-        ws::fence_operands(acc, a[ch & 1]);
-      }
-#else
-      __trap();  // not launched: kChunk2LocalWgmma applies only where the sm_90a kernels run
-#endif
-    } else {
-      for (int ch = 0; ch < n; ++ch) {
-        const bf16* kt = sK + ch * C * SD;
-        const int t_end = T - (c_begin + ch) * C;
-#pragma unroll
-        for (int ks = 0; ks < C / 16; ++ks) {
-          uint32_t a[4];
-          psi_fragment<KIND, SD, G, M>(a, kt, s0, s1, ks * 16 + 2 * tq, t_end, fast);
-          mma_rows_x_tile<D>(acc, a, sV + ch * C * SD, SD, ks * 16, lane);
-          mma_bf16(zacc, a, ones, ones);
-        }
+      for (int ks = 0; ks < C / 16; ++ks) {
+        uint32_t a[4];
+        psi_fragment<KIND, SD, G, M>(a, kt, s0, s1, ks * 16 + 2 * tq, t_end, fast);
+        mma_rows_x_tile<D>(acc, a, sV + ch * C * SD, SD, ks * 16, lane);
+        mma_bf16(zacc, a, ones, ones);
       }
     }
     const std::int64_t base = (bh * static_cast<std::int64_t>(gridDim.y) + blockIdx.y) * np + fb * 64;

@@ -99,21 +99,16 @@ void by_state_kind(const MapParams& m, F&& f) {
 // block scans) and no wg: chunk_local_multi_kernel, each CTA several feature blocks from one K / V load; as many
 // per CTA as leave at least 12 CTAs per SM (all of them at large B·H). paired: the states' feature rows in the
 // paired order of M_g (chunk_local_multi_kernel only: M_g, C = D = 64, cpp <= 4, no wg). half (paired only): s_loc
-// holds bf16 states (kChunk2HalfBlocks). multi_wg (paired and half only): chunk_local_multi_kernel's products on
-// wgmma (kChunk2LocalWgmma, sm_90a).
+// holds bf16 states (kChunk2HalfBlocks).
 template <int C, int D, bool FOLD = true>
 void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const void* v, float* s_loc, float* z_loc,
-                         cudaStream_t stream, bool wg = false, bool paired = false, bool half = false,
-                         bool multi_wg = false) {
+                         cudaStream_t stream, bool wg = false, bool paired = false, bool half = false) {
   const Sizes z = sizes_of(p);
   const int progs = static_cast<int>((z.nc + cpp - 1) / cpp);
   if (paired && (!FOLD || C != 64 || D != 64 || p.map.kind != MapKind::BlockPsd || cpp > 4 || wg))
     cuda_detail::throw_user_error("chunked attention: the paired feature order needs M_g, C = d = 64 and blocks of "
                                   "<= 4 chunks");
   if (half && !paired) cuda_detail::throw_user_error("chunked attention: bf16 block states need the paired order");
-  if (multi_wg && !(paired && half))
-    cuda_detail::throw_user_error("chunked attention: the block-local states on wgmma need the paired order and bf16 "
-                                  "block states");
   if constexpr (C == 64 && D == 64) {
     if (p.map.is_psd() && cpp <= 4 && !wg) {
       const int nfb = static_cast<int>(z.np / 64);
@@ -122,12 +117,11 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
                                                                                        (progs * z.bh)), (nfb + 1) / 2);
       const int fb_per = static_cast<int>((nfb + groups - 1) / groups);
       const int ngroups = (nfb + fb_per - 1) / fb_per;
-      // [K x 4][V x 4] in rows of 72; wgmma: V as four swizzled atoms instead, and up to 1 KB of alignment
-      constexpr int smem = 8 * 64 * 72 * 2, smem_wg = 1024 + 4 * ws::kAtom + 4 * 64 * 72 * 2;
-      auto go = [&](auto kern, auto* s_out, int bytes) {
-        ::memcap::cuda_detail::raise_dynamic_smem(kern, bytes);
+      constexpr int smem = 8 * 64 * 72 * 2;  // [K x 4][V x 4] in rows of 72
+      auto go = [&](auto kern, auto* s_out) {
+        ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
         kern<<<dim3(static_cast<unsigned>(ngroups), static_cast<unsigned>(progs), static_cast<unsigned>(z.bh)), 256,
-               bytes, stream>>>(attn_map(p), static_cast<const bf16*>(k), static_cast<const bf16*>(v), s_out, z_loc,
+               smem, stream>>>(attn_map(p), static_cast<const bf16*>(k), static_cast<const bf16*>(v), s_out, z_loc,
                                static_cast<int>(p.T), static_cast<int>(z.nc), cpp, fb_per);
         MEMCAP_CUDA_CHECK_LAUNCH("chunk_local_multi_kernel");
       };
@@ -135,20 +129,13 @@ void launch_local_states(const AttentionLaunch& p, int cpp, const void* k, const
         constexpr MapKind K = decltype(kind)::value;
         constexpr bool PR = decltype(pc)::value;
         using SOut = std::remove_pointer_t<decltype(s_out)>;
-        if (p.map.g == 1) go(chunk_local_multi_kernel<K, 1, FOLD, PR, SOut>, s_out, smem);
-        else if (p.map.g == 2) go(chunk_local_multi_kernel<K, 2, FOLD, PR, SOut>, s_out, smem);
-        else go(chunk_local_multi_kernel<K, 4, FOLD, PR, SOut>, s_out, smem);
+        if (p.map.g == 1) go(chunk_local_multi_kernel<K, 1, FOLD, PR, SOut>, s_out);
+        else if (p.map.g == 2) go(chunk_local_multi_kernel<K, 2, FOLD, PR, SOut>, s_out);
+        else go(chunk_local_multi_kernel<K, 4, FOLD, PR, SOut>, s_out);
       };
       if (p.map.kind == MapKind::BlockPsd) {
         if constexpr (FOLD) {  // the paired order is for the stored states (the output pass), not the fused walk's
           constexpr std::integral_constant<MapKind, MapKind::BlockPsd> bp{};
-          if (paired && half && multi_wg) {
-            auto* sb = reinterpret_cast<bf16*>(s_loc);
-            constexpr MapKind K = MapKind::BlockPsd;
-            if (p.map.g == 1) return go(chunk_local_multi_kernel<K, 1, true, true, bf16, true>, sb, smem_wg);
-            if (p.map.g == 2) return go(chunk_local_multi_kernel<K, 2, true, true, bf16, true>, sb, smem_wg);
-            return go(chunk_local_multi_kernel<K, 4, true, true, bf16, true>, sb, smem_wg);
-          }
           if (paired && half) return by_g(bp, std::true_type{}, reinterpret_cast<bf16*>(s_loc));
           if (paired) return by_g(bp, std::true_type{}, s_loc);
         }
@@ -177,7 +164,7 @@ template <int C, int D>
 void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
          cudaStream_t stream, unsigned opts = 0) {
   const bool wg = (opts & kChunk2Wgmma) != 0, paired = (opts & kChunk2Paired) != 0,
-             half = (opts & kChunk2HalfBlocks) != 0, local_wg = (opts & kChunk2LocalWgmma) != 0;
+             half = (opts & kChunk2HalfBlocks) != 0;
   const Sizes z = sizes_of(p);
   if (paired && (C != 64 || D != 64 || stride != 4 || p.map.kind != MapKind::BlockPsd || p.map.g > 4 ||
                  (segments != kChunk2BlockScan && segments != kChunk2BlockScanColumns)))
@@ -187,9 +174,6 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
     cuda_detail::throw_user_error("chunked attention: the wgmma output pass needs C = d = 64 and the state stride 4");
   if (half && (!paired || segments != kChunk2BlockScanColumns))
     cuda_detail::throw_user_error("chunked attention: bf16 block states need the paired order and the column scan");
-  if (local_wg && !(half && wg))
-    cuda_detail::throw_user_error("chunked attention: the block-local states on wgmma need bf16 block states and the "
-                                  "wgmma readout");
   // the output pass adds the chunks between stored states by the PSD closed form at C = 64 only
   if ((stride != 1 && stride != 4) || (stride > 1 && (form != AttentionForm::chunked || C != 64 || !p.map.is_psd())))
     cuda_detail::throw_user_error(
@@ -209,7 +193,7 @@ void run(const AttentionLaunch& p, AttentionForm form, int segments, int stride,
     // blocks: the state entering chunk stride * j, with no walk
     float* s_loc = reinterpret_cast<float*>(ws + nS * 2 + nZ * 4);
     float* z_loc = s_loc + nS;
-    launch_local_states<C, D>(p, stride, k, v, s_loc, z_loc, stream, wg && !paired, paired, half, local_wg);
+    launch_local_states<C, D>(p, stride, k, v, s_loc, z_loc, stream, wg && !paired, paired, half);
     if (p.stage_events) MEMCAP_CUDA_CHECK(cudaEventRecord(p.stage_events[0], stream));
     const auto scan = segments == kChunk2BlockScan ? launch_scan_tree : launch_scan_columns;
     if (half) launch_scan_columns_bf16(s_loc, s_pre, z.bh, slots, z.np * D, stream);

@@ -54,9 +54,8 @@ std::size_t chunk2_workspace(const AttentionLaunch& p, AttentionForm form, int s
 // sm_90a); kChunk2Paired, M_g's features in the paired order of make_paired_slot (`scan-g4p`, `scan-g4pw`: block
 // scans), the output pass forming ψ(Q) in registers; kChunk2HalfBlocks (with kChunk2Paired: `scan-g4pb`,
 // `scan-g4pwb`), the block-local states written and scanned in bf16 instead of fp32 (half the bytes of the local
-// stage's stores and of the scan's loads; the scan still adds in fp32); kChunk2LocalWgmma (with all three:
-// `scan-g4pww`), the block-local states' products on wgmma too.
-constexpr unsigned kChunk2Wgmma = 1u, kChunk2Paired = 2u, kChunk2HalfBlocks = 4u, kChunk2LocalWgmma = 8u;
+// stage's stores and of the scan's loads; the scan still adds in fp32).
+constexpr unsigned kChunk2Wgmma = 1u, kChunk2Paired = 2u, kChunk2HalfBlocks = 4u;
 void launch_chunk2(const AttentionLaunch& p, AttentionForm form, int segments, int stride, const AttentionPtrs& a,
                    cudaStream_t stream, unsigned opts = 0);
 void launch_chunk2_d32(const AttentionLaunch& p, AttentionForm form, int segments, int stride,

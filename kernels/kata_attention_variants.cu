@@ -54,7 +54,7 @@ bool never(P, A) { return false; }
 
 std::vector<KernelVariant> make_table() {
   using X = const AttentionPtrs&;
-  constexpr unsigned kW = kChunk2Wgmma, kH = kChunk2HalfBlocks, kL = kChunk2LocalWgmma;  // the paired variants' opts
+  constexpr unsigned kW = kChunk2Wgmma, kH = kChunk2HalfBlocks;  // the paired variants' opts
   std::vector<KernelVariant> t;
   // ---- quadratic (§5.1)
   t.push_back({AttentionForm::quadratic, "ws3", "tensor cores (wgmma)",
@@ -91,17 +91,6 @@ std::vector<KernelVariant> make_table() {
                [](P p, A a) { return a.cc >= 90 && fused_supported(p); },
                [](P p) { return fused_workspace(p, 1); },
                [](P p, X x, cudaStream_t s) { launch_fused(p, 1, x, s); }, [](P, A) { return false; }});
-  // scan-g4pwb with chunk_local_multi_kernel's products on wgmma (kChunk2LocalWgmma): the local stage reads V from
-  // shared memory once per warpgroup, not once per warp (by our count, V's fragment loads were two thirds of that
-  // stage's shared-memory reads). Opt-in: slower (twenty-ninth session, H100: local stage 13.86 against 13.17 ms,
-  // 38.13 against 37.70 ms in all at item 3's shape; B = 4, H = 16, T = 128K 19.48 against 18.97; equal at B = H =
-  // 1). By ncu its L1 throughput fell from 75 % to 53 %, but each warpgroup waited on its wgmma before forming the
-  // next chunk's fragments; the stage is latency-bound (34 % occupancy, 10.9 cycles between a warp's issues). The
-  // rewrite that forms the next chunk's fragments while the wgmma runs (96 registers: two CTAs per SM by registers)
-  // is slower still (thirtieth session, H100: local stage 16.4-17.2 ms against 13.2).
-  t.push_back({AttentionForm::chunked, "scan-g4pww", "tensor cores (wgmma)",
-               "scan-g4pwb with the block-local states' products on wgmma too",
-               paired_applies<kW | kH | kL>, column_scan_workspace, launch_paired<kW | kH | kL>, never});
   // scan-g4p / scan-g4pw with the block-local states in bf16 (kChunk2HalfBlocks): the column scan reads 9 GB instead
   // of 18 at M_2, B = 8, H = 16, T = 128K. Each block's state is rounded once more (relative 2^-9, as the stored
   // prefix states already are: worst relative error against float64 2.75e-3, against the fp32 pair 1.9e-3). The
@@ -165,7 +154,7 @@ std::vector<KernelVariant> make_table() {
   t.push_back({AttentionForm::chunked, "scan-g4w", "tensor cores (wgmma)",
                "scan-g4c with its local states and the output pass's readout on wgmma (d = 64)",
                [](P p, A a) { return a.wgmma && p.d == 64 && stride4_applies(p, a); },
-               [](P p) { return chunk2_workspace(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4); },
+               column_scan_workspace,
                [](P p, X x, cudaStream_t s) {
                  launch_chunk2(p, AttentionForm::chunked, kChunk2BlockScanColumns, 4, x, s, kChunk2Wgmma);
                },

@@ -2,7 +2,7 @@
 // the one validation of a launch: every CUDA attention call goes through launch_attention(), which checks the
 // shape, picks the variant (by name, or the table's first that applies) and runs it. Host API; the kernels
 // are in kernels/kata_attention_*.cu. Variant names are per form: quadratic ws3 ws2 mt2 mt1 simt; chunked
-// fused fused-seq scan-g4pww scan-g4pwb scan-g4pb scan-g4pw scan-g4p scan-g4c scan-g4 scan-g4w 2pass-g4w split-g4
+// fused fused-seq scan-g4pwb scan-g4pb scan-g4pw scan-g4p scan-g4c scan-g4 scan-g4w 2pass-g4w split-g4
 // 2pass-g4 split 2pass simt; tree mma simt
 // (docs/kata-kernels.md says what each is).
 #pragma once

@@ -148,18 +148,14 @@ __device__ __forceinline__ void fence_operands(float (&acc)[8][4], uint32_t (&a)
     for (int h = 0; h < 4; ++h) fence_u(a[ks][h]);
 }
 // acc (64 x 64, as eight m16n8 tiles) += A · B over 64 k: A as four k-step fragments in registers, B the 64 x 64
-// MN-major swizzled atom at descriptor db (k-step ks at 16 rows = 2 KB on). Issues and commits one group without
-// waiting: the caller does other work, then wg_wait and fence_operands before it touches acc or a again.
-__device__ __forceinline__ void wgmma_rs_mn_k64_issue(float (&acc)[8][4], uint32_t (&a)[4][4], uint64_t db) {
+// MN-major swizzled atom at descriptor db (k-step ks at 16 rows = 2 KB on); waited on, so on return acc is final
+// and a may be rewritten.
+__device__ __forceinline__ void wgmma_rs_mn_k64(float (&acc)[8][4], uint32_t (&a)[4][4], uint64_t db) {
   fence_operands(acc, a);
   wg_fence();
 #pragma unroll
   for (int ks = 0; ks < 4; ++ks) wgmma_rs_mn(acc, a[ks], db + ks * 128);
   wg_commit();
-}
-// The same, waited on: on return acc is final and a may be rewritten.
-__device__ __forceinline__ void wgmma_rs_mn_k64(float (&acc)[8][4], uint32_t (&a)[4][4], uint64_t db) {
-  wgmma_rs_mn_k64_issue(acc, a, db);
   wg_wait<0>();
   fence_operands(acc, a);
 }

@@ -93,7 +93,6 @@ std::vector<Item> preset_items(const BenchOptions& o) {
     v.push_back({Ch, "m2", 8, 16, 128 * K, 64, "a3-chunked", 64, "scan-g4p"});
     v.push_back({Ch, "m2", 8, 16, 128 * K, 64, "a3-chunked", 64, "scan-g4pw"});
     v.push_back({Ch, "m2", 8, 16, 128 * K, 64, "a3-chunked", 64, "scan-g4pwb"});
-    v.push_back({Ch, "m2", 8, 16, 128 * K, 64, "a3-chunked", 64, "scan-g4pww"});
     for (std::int64_t T : {32 * K, 64 * K, 128 * K})
       for (const char* m : {"m1", "m2"}) {
         v.push_back({Q, m, 1, 1, T, 64, "a4-small-bh"});
@@ -536,7 +535,7 @@ const memcap::cli::Register reg("kata", 60, [](CLI::App& tool) {
       ->capture_default_str();
   sub->add_option("--variant", o->variant,
                   "kernel variant for every configuration: quadratic ws3|ws2|mt2|mt1|simt, chunked "
-                  "fused|fused-seq|split|split-g4|scan-g4|scan-g4c|scan-g4w|scan-g4p|scan-g4pw|scan-g4pb|scan-g4pwb|scan-g4pww|2pass|2pass-g4|"
+                  "fused|fused-seq|split|split-g4|scan-g4|scan-g4c|scan-g4w|scan-g4p|scan-g4pw|scan-g4pb|scan-g4pwb|2pass|2pass-g4|"
                   "2pass-g4w|simt, tree mma|simt (table9: auto|gemm|tiled|mma|chunked); "
                   "'all' times every tensor-core variant that applies. Default: "
                   "MEMCAP_KATA_QUAD_VARIANT / MEMCAP_KATA_CHUNK_VARIANT / MEMCAP_KATA_TREE_VARIANT, else the first "
