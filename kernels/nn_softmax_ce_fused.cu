@@ -33,6 +33,14 @@ __device__ __forceinline__ void stage_rows(T* s, const T* __restrict__ g, long l
   }
 }
 
+// exp(a − b) ≤ 1 as a rescaling factor: in T (a factor's relative error only scales a sum of positive terms,
+// so float's 1e-7 is as good as double's here, at a fraction of the cost).
+template <class T>
+__device__ __forceinline__ double exp_diff(T a, T b) {
+  if constexpr (sizeof(T) == 4) return static_cast<double>(expf(a - b));
+  return exp(static_cast<double>(a) - static_cast<double>(b));
+}
+
 // Merge a partial (tm, to, ti) into the running (m, o, i): larger max wins (the loser's max term
 // joins `others`); equal max keeps the earlier (smaller) index. ti < 0 = empty partial.
 template <class T>
@@ -43,11 +51,11 @@ __device__ __forceinline__ void ce_merge(T& m, double& o, int& i, T tm, double t
     o = to;
     i = ti;
   } else if (tm > m) {
-    o = to + (o + 1.0) * exp(static_cast<double>(m) - static_cast<double>(tm));
+    o = to + (o + 1.0) * exp_diff(m, tm);
     m = tm;
     i = ti;
   } else {
-    o = o + (to + 1.0) * exp(static_cast<double>(tm) - static_cast<double>(m));
+    o = o + (to + 1.0) * exp_diff(tm, m);
   }
 }
 
@@ -188,6 +196,69 @@ __global__ void __launch_bounds__(1024) ce_combine_kernel(CeStats<T> st, int spl
     const long long t = static_cast<const volatile TrainState*>(state)->step;
     hist_correct[t] = cnt;
     if (!accuracy_only) dev::record_loss(state, sum / static_cast<double>(N), hist_loss);
+  }
+}
+
+// The same per-row work on ce_combine_blocks(N) blocks of kCombineThreads: per-block (loss sum, correct count)
+// into st.block_part, then the last block to finish sums them (a fixed tree: deterministic) and records.
+constexpr int kCombineThreads = 64;  // one row a thread: spread the merges (exp, log1p) over many SMs
+template <class T>
+__global__ void __launch_bounds__(kCombineThreads)
+    ce_combine_multi_kernel(CeStats<T> st, int splits, const std::int32_t* __restrict__ targets, long long N,
+                            T* row_lse, T* row_loss, TrainState* state, double* hist_loss, long long* hist_correct,
+                            bool accuracy_only) {
+  if (accuracy_only ? !dev::record_epoch(state) : !dev::step_active(state)) return;
+  __shared__ double s_sum[32];
+  __shared__ bool last;
+  double sum = 0, cnt = 0;
+  for (long long i = blockIdx.x * static_cast<long long>(kCombineThreads) + threadIdx.x; i < N;
+       i += static_cast<long long>(gridDim.x) * kCombineThreads) {
+    T m = static_cast<T>(-INFINITY);
+    double o = 0;
+    int idx = -1;
+    bool nan = false;
+#pragma unroll 8
+    for (int s = 0; s < splits; ++s) {  // unrolled: the loads of 8 splits go out before the first merge
+      const long long k = static_cast<long long>(s) * N + i;
+      const double so = st.others[k];
+      nan = nan || isnan(so);
+      ce_merge(m, o, idx, st.max[k], so, st.arg[k]);
+    }
+    const int t = targets[i];
+    cnt += (idx >= 0 && idx == t) ? 1.0 : 0.0;
+    if (!accuracy_only) {
+      const double loss = (nan || idx < 0) ? static_cast<double>(NAN)
+                                           : (static_cast<double>(m) - static_cast<double>(st.zt[i])) + log1p(o);
+      row_lse[i] = static_cast<T>(static_cast<double>(m) + log1p(o));
+      row_loss[i] = static_cast<T>(loss);
+      sum += loss;
+    }
+  }
+  sum = dev::block_sum(sum, s_sum);
+  cnt = dev::block_sum(cnt, s_sum);
+  if (threadIdx.x == 0) {
+    st.block_part[2 * blockIdx.x] = sum;
+    st.block_part[2 * blockIdx.x + 1] = cnt;
+    __threadfence();
+    last = atomicAdd(&state->loss_blocks_done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  // The last block: every thread loads its share of the partials at once (one L2 round trip, not one per
+  // block), then a fixed tree: the same sum whichever block finishes last.
+  __threadfence();
+  double total = 0, correct = 0;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += kCombineThreads) {
+    total += __ldcg(st.block_part + 2 * b);
+    correct += __ldcg(st.block_part + 2 * b + 1);
+  }
+  total = dev::block_sum(total, s_sum);
+  correct = dev::block_sum(correct, s_sum);
+  if (threadIdx.x == 0) {
+    volatile TrainState* vs = state;
+    vs->loss_blocks_done = 0;
+    hist_correct[vs->step] = static_cast<long long>(correct);
+    if (!accuracy_only) dev::record_loss(state, total / static_cast<double>(N), hist_loss);
   }
 }
 
@@ -345,6 +416,12 @@ void softmax_ce_combine(const CeStats<T>& st, int splits, const std::int32_t* ta
                         cudaStream_t stream) {
   if (!state || N < 1 || splits < 1)
     cuda_detail::throw_user_error("softmax_ce_combine: needs a TrainState, N >= 1 and splits >= 1");
+  if (st.block_part) {
+    ce_combine_multi_kernel<T><<<static_cast<unsigned>(ce_combine_blocks(N)), kCombineThreads, 0, stream>>>(
+        st, splits, targets, N, row_lse, row_loss, state, hist_loss, hist_correct, accuracy_only);
+    MEMCAP_CUDA_CHECK_LAUNCH("ce_combine_multi_kernel");
+    return;
+  }
   ce_combine_kernel<T><<<1, 1024, 0, stream>>>(st, splits, targets, N, row_lse, row_loss, state, hist_loss, hist_correct,
                                                accuracy_only);
   MEMCAP_CUDA_CHECK_LAUNCH("ce_combine_kernel");
@@ -357,6 +434,10 @@ void softmax_ce_grad_fused(T* dy_part, int splits, const T* y, const T* V, const
   const Grid g = ce_grid<T>(N, P, d, splits, tf32, "softmax_ce_grad_fused");
   GradArgs<T> a{dy_part, y, V, targets, row_lse, row_loss, N, P, static_cast<int>(d), g.cols, scale, gate};
   tile::dispatch_tf32_dk<T, GradLauncher>(a, tf32, dk_for(d), g.gx, g.gy, stream);
+}
+
+std::int64_t ce_combine_blocks(std::int64_t N) {
+  return std::clamp<std::int64_t>((N + kCombineThreads - 1) / kCombineThreads, 1, 1024);
 }
 
 void record_loss_parts(const double* parts, int nparts, double denom, const std::int64_t* n_correct, TrainState* state,

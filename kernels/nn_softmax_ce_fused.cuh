@@ -25,7 +25,14 @@ struct CeStats {
   double* others = nullptr;
   int* arg = nullptr;
   T* zt = nullptr;
+  // Optional scratch of 2 · ce_combine_blocks(N) doubles: with it the combine runs on that many blocks
+  // (per-block loss sum and correct count here, summed by a fixed tree in the last block to finish,
+  // TrainState::loss_blocks_done); without it on one block.
+  double* block_part = nullptr;
 };
+
+// Blocks of the multi-block combine for N rows (64 rows a block, at most 1024 blocks).
+std::int64_t ce_combine_blocks(std::int64_t N);
 
 // Blocks of the stats (grad = false) or grad kernel resident per SM (float / double, tf32, d ≤ 128).
 int softmax_ce_fused_blocks_per_sm(bool grad, bool f64, bool tf32, std::int64_t d);
@@ -37,7 +44,8 @@ void softmax_ce_stats_fused(const CeStats<T>& st, int splits, const T* y, const 
                             std::int64_t N, std::int64_t P, std::int64_t d, bool tf32, const TrainState* gate,
                             bool at_record_epochs, cudaStream_t stream);
 
-// One block. accuracy_only: write only hist_correct[step] (gated like the stats at record epochs);
+// One block, or ce_combine_blocks(N) with st.block_part. accuracy_only: write only hist_correct[step] (gated like
+// the stats at record epochs);
 // otherwise also row_lse / row_loss (T, [N]) and record the mean loss (dev::record_loss).
 // `state` must not be null.
 template <class T>

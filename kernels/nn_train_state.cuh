@@ -20,6 +20,7 @@ struct TrainState {
   int stop_after = 0;        // 1: the loss kernel saw loss <= stop_loss; stop after this step's update
   int nonfinite = 0;         // 1: epoch `step` had a non-finite loss; no update was applied for it
   unsigned int blocks_done = 0;  // last-block counter of the update kernel (0 between steps)
+  unsigned int loss_blocks_done = 0;  // last-block counter of the multi-block CE combine (0 between steps)
   double stop_loss = 0;      // early-stop threshold (loss <= stop_loss)
   long long record_every = 1;  // curve stride: kernels gated "at record epochs" run when step % this == 0,
                                // at the last epoch, or when stop_after is set

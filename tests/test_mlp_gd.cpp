@@ -299,9 +299,14 @@ TEST_CASE("gd method specs: defaults, presets, overrides, errors") {
   CHECK(canonical_gd_spec(c) == canonical_gd_spec(o.gd));
   CHECK(c.lr == o.gd.lr);
   CHECK(c.tf32);
+  // precision bf16 (the fused bf16 GPU kernels) parses and round-trips through the canonical spec
+  const GdConfig b16 = parse_method("gd,precision=bf16").gd;
+  CHECK(b16.precision == "bf16");
+  CHECK_FALSE(b16.tf32);
+  CHECK(parse_method(canonical_gd_spec(b16)).gd.precision == "bf16");
 
   for (const char* bad : {"gd,gate=tanh", "gd,epochs=0", "gd,epochs=2.5", "gd,lr=-1", "gd,lr=0", "gd,lr=abc",
-                          "gd,bias=2", "gd,loss=l1", "gd,optimizer=sgd", "gd,precision=bf16", "gd,wd=-1",
+                          "gd,bias=2", "gd,loss=l1", "gd,optimizer=sgd", "gd,precision=fp8", "gd,wd=-1",
                           "gd,foo=1", "gd,lr", "gd:bogus", "gd,lr=1e-3,lr=1e-2", "gd:edit,loss=ce,loss=mse",
                           "gd,lr=1e-7", "gd,stop-loss=nan"}) {
     CAPTURE(bad);

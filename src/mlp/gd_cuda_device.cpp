@@ -5,6 +5,9 @@
 // Fused step (MSE): fwd -> y, dy, loss partials -> record -> [CE stats + combine for the argmax
 //                   accuracy, only at recorded epochs] -> backward -> Adam.
 // cuBLAS step: the nn::cuda layer chain of the CPU reference (gd_train_cpu.cpp) on one gradient arena.
+// bf16 step (fused only; CE): bf16 copies of U, G, D -> forward -> y -> one-pass CE partials (max, argmax,
+//                   Σ_{p≠t} e^{z−max} and its V-weighted sum per value split) -> finish (loss, accuracy, dy as bf16,
+//                   records) -> backward -> Adam: 7 kernels. MSE: the fused MSE step's order, with the bf16 kernels.
 #include "mlp/gd_cuda_device.hpp"
 
 #ifdef MEMCAP_HAVE_CUDA
@@ -17,6 +20,7 @@
 
 #include "core/error.hpp"
 #include "nn_gated_mlp_fused.cuh"
+#include "nn_gd_bf16.cuh"
 #include "nn_layers.cuh"
 #include "nn_softmax_ce_fused.cuh"
 
@@ -62,7 +66,8 @@ std::vector<double> row_major(const Eigen::MatrixXd& M) {
 //     4096 x 4096    1.631       1.046        0.772        0.426
 // cuBLAS wins at every measured size and precision, so auto = cublas; "fused" (d ≤ 128: hidden
 // activations and logits never in global memory, 7 kernels a step) stays selectable. Raise
-// kFusedAutoMaxFm above 0 if a faster fused kernel takes back the small sizes.
+// kFusedAutoMaxFm above 0 if a faster fused kernel takes back the small sizes. Precision bf16 exists only
+// as the fused variant (nn_gd_bf16: mma.sync bf16 tensor cores), so auto = fused there.
 constexpr std::int64_t kFusedAutoMaxFm = 0;
 
 }  // namespace
@@ -78,9 +83,14 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
     p.tf32 = true;
   } else if (cfg.precision == "f32") {
     p.precision = "f32";
+  } else if (cfg.precision == "bf16") {
+    require(!cfg.tf32, "GD precision bf16 cannot also take TF32 (choose one of tf32, bf16)");
+    p.precision = "bf16";
+    p.bf16 = true;
   } else {
     throw UserError(fmt::format("unknown GD precision '{}': use f32 (exact float32), tf32 (float32 storage, "
-                                "TF32 tensor-core products) or f64",
+                                "TF32 tensor-core products), bf16 (float32 storage and Adam, bf16 tensor-core "
+                                "products) or f64",
                                 cfg.precision));
   }
   p.F = F;
@@ -95,7 +105,15 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
 
   const std::string want = env_or("MEMCAP_GD_KERNEL", "auto");
   const bool fused_ok = cu::fused_mlp_supported(d, d);
-  if (want == "auto") {
+  if (p.bf16) {
+    require(want == "auto" || want == "fused",
+            "GD precision bf16 runs only on the fused kernels (MEMCAP_GD_KERNEL={}); unset it or use precision tf32",
+            want);
+    require(fused_ok, "GD precision bf16 needs d <= {} (d = {}); use precision tf32 or f32", cu::kFusedMaxDim, d);
+    require(!cfg.bias, "GD precision bf16 trains the model without biases (bias=0, spec §2.6); use tf32 or f32 "
+                       "for bias=1");
+    p.kernel = "fused";
+  } else if (want == "auto") {
     p.kernel = fused_ok && F * m <= kFusedAutoMaxFm ? "fused" : "cublas";
   } else if (want == "fused") {
     require(fused_ok, "MEMCAP_GD_KERNEL=fused needs d <= {} (d = {}); unset it or use cublas", cu::kFusedMaxDim, d);
@@ -114,15 +132,19 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
     const std::int64_t B = p.f64 ? cu::fused_tile<double>() : cu::fused_tile<float>();
     const std::int64_t row_tiles = (F + B - 1) / B, unit_tiles = (m + B - 1) / B, value_tiles = (P + B - 1) / B;
     // Grid = tiles x splits; splits chosen against the blocks that fit at once (kernel occupancy).
+    static_assert(cu::kBf16Tile == cu::fused_tile<float>(), "bf16 and float fused kernels share the tiling");
     auto slots = [&](int per_sm) { return static_cast<std::int64_t>(per_sm) * sms; };
-    p.fwd_splits = cu::fused_splits(row_tiles, unit_tiles,
-                                    slots(cu::gated_mlp_fused_blocks_per_sm(false, p.f64, p.tf32, d)));
-    p.bwd_splits = cu::fused_splits(unit_tiles, row_tiles,
-                                    slots(cu::gated_mlp_fused_blocks_per_sm(true, p.f64, p.tf32, d)));
+    const int fwd_occ = p.bf16 ? cu::gd_bf16_blocks_per_sm(0, d) : cu::gated_mlp_fused_blocks_per_sm(false, p.f64, p.tf32, d);
+    const int bwd_occ = p.bf16 ? cu::gd_bf16_blocks_per_sm(1, d) : cu::gated_mlp_fused_blocks_per_sm(true, p.f64, p.tf32, d);
     // The stats and grad kernels share the value split; size it for the slower-filling one.
-    p.ce_splits = cu::fused_splits(row_tiles, value_tiles,
-                                   slots(std::min(cu::softmax_ce_fused_blocks_per_sm(false, p.f64, p.tf32, d),
-                                                  cu::softmax_ce_fused_blocks_per_sm(true, p.f64, p.tf32, d))));
+    const int ce_occ = p.bf16 ? std::min(cu::gd_bf16_blocks_per_sm(2, d), cu::gd_bf16_blocks_per_sm(3, d))
+                              : std::min(cu::softmax_ce_fused_blocks_per_sm(false, p.f64, p.tf32, d),
+                                         cu::softmax_ce_fused_blocks_per_sm(true, p.f64, p.tf32, d));
+    const std::int64_t fwd_row_tiles = p.bf16 ? (F + cu::gd_bf16_forward_rows(d) - 1) / cu::gd_bf16_forward_rows(d)
+                                              : row_tiles;
+    p.fwd_splits = cu::fused_splits(fwd_row_tiles, unit_tiles, slots(fwd_occ));
+    p.bwd_splits = cu::fused_splits(unit_tiles, row_tiles, slots(bwd_occ));
+    p.ce_splits = cu::fused_splits(row_tiles, value_tiles, slots(ce_occ));
     p.out_blocks = cu::gated_mlp_output_blocks(F * d);
   }
   const std::string steps = env_or("MEMCAP_GD_GRAPH_STEPS", "16");
@@ -145,7 +167,12 @@ std::size_t gd_cuda_plan_bytes(const GdCudaPlan& p) {
   if (fused) {
     b += t * F * d * (p.fwd_splits + 1 + std::max(p.ce_splits, 1));  // y partials, y, dy partials
     b += static_cast<double>(p.ce_splits) * F * (t + 8 + 4) + 3 * t * F;  // CE stats, zt, lse, loss
+    b += 16.0 * static_cast<double>(nn::cuda::ce_combine_blocks(p.F));     // combine's block partials
     b += 8.0 * static_cast<double>(p.out_blocks);
+    if (p.bf16) {  // bf16 operand copies: keys, values, U, G, D panels, dy
+      const double dk = cu::bf16_dk(p.d);
+      b += 2.0 * dk * (2.0 * cu::bf16_pad_rows(p.F) + cu::bf16_pad_rows(p.P) + 3.0 * cu::bf16_pad_rows(p.m));
+    }
   } else {
     b += t * 4 * F * m;         // a, g, h, dh
     b += t * 2 * F * d;         // y, dy
@@ -162,7 +189,9 @@ struct GdDevice::Impl {
   Tensor x, V, C, targets;
   Tensor sched, hist_loss, hist_correct, state;
   // fused
-  Tensor y_part, y, dy_part, st_max, st_oth, st_arg, st_zt, row_lse, row_loss, loss_part;
+  Tensor y_part, y, dy_part, st_max, st_oth, st_arg, st_zt, row_lse, row_loss, loss_part, ce_part;
+  // fused bf16: operand copies (nn_gd_bf16.cuh layouts)
+  Tensor xb, vb, ub, gb, db, dyb;
   // cublas
   Tensor a, h, dh, dy, logits, losses, correct, loss_scalar, n_correct;
 
@@ -191,7 +220,17 @@ struct GdDevice::Impl {
       st_zt = Tensor({F}, dt);
       row_lse = Tensor({F}, dt);
       row_loss = Tensor({F}, dt);
+      ce_part = Tensor({2 * std::max(cu::ce_combine_blocks(F), p.bf16 ? cu::ce_finish_blocks(F) : 0)}, DType::f64);
       if (!p.ce) loss_part = Tensor({p.out_blocks}, DType::f64);
+      if (p.bf16) {
+        const std::int64_t dk = cu::bf16_dk(d), Fp = cu::bf16_pad_rows(F), mp = cu::bf16_pad_rows(m);
+        xb = Tensor({Fp, dk}, DType::bf16);
+        vb = Tensor({cu::bf16_pad_rows(P), dk}, DType::bf16);
+        ub = Tensor({mp, dk}, DType::bf16);
+        gb = Tensor({mp, dk}, DType::bf16);
+        db = Tensor({mp, dk}, DType::bf16);
+        dyb = Tensor({Fp, dk}, DType::bf16);
+      }
     } else {
       a = Tensor({2, F, m}, dt);  // a then g: one strided-batched GEMM writes both
       h = Tensor({F, m}, dt);
@@ -231,9 +270,13 @@ struct GdDevice::Impl {
     long long* hc = reinterpret_cast<long long*>(hist_correct.data<std::int64_t>());
     cu::TrainState* state_dev = st();
 
+    if constexpr (std::is_same_v<T, float>) {
+      if (p.bf16) return step_bf16(blas);
+    }
     if (p.kernel == "fused") {
       const cu::GatedMlpShape shape{F, d, m, d, p.act};
-      cu::CeStats<T> stats{st_max.data<T>(), st_oth.data<double>(), st_arg.data<std::int32_t>(), st_zt.data<T>()};
+      cu::CeStats<T> stats{st_max.data<T>(), st_oth.data<double>(), st_arg.data<std::int32_t>(), st_zt.data<T>(),
+                           ce_part.data<double>()};
       cu::gated_mlp_forward_fused<T>(y_part.data<T>(), p.fwd_splits, X, U, G, D, b_u, b_g, shape, p.tf32, state_dev, s);
       int n_dy = 1;
       if (p.ce) {
@@ -318,6 +361,57 @@ struct GdDevice::Impl {
                            cfg_eps, cfg_wd, cfg_adamw, s);
   }
 
+  // The fused step at precision bf16 (no biases: make_gd_cuda_plan refuses them).
+  void step_bf16(cublasHandle_t) {
+    using bf = __nv_bfloat16;
+    const cudaStream_t s = stream->get();
+    const GdCudaPlan& p = plan;
+    const GdLayout& L = p.layout;
+    const std::int64_t F = p.F, P = p.P, d = p.d, n = L.total;
+    const int dk = cu::bf16_dk(d);
+    float* prm = params.data<float>();
+    const std::int32_t* tg = targets.data<std::int32_t>();
+    double* hl = hist_loss.data<double>();
+    long long* hc = reinterpret_cast<long long*>(hist_correct.data<std::int64_t>());
+    cu::TrainState* state_dev = st();
+    const cu::GatedMlpShape shape{F, d, p.m, d, p.act};
+    bf *Ub = ub.data<bf>(), *Gb = gb.data<bf>(), *Db = db.data<bf>();
+    cu::CeStats<float> stats{st_max.data<float>(), st_oth.data<double>(), st_arg.data<std::int32_t>(),
+                             st_zt.data<float>(), ce_part.data<double>()};
+    cu::gated_mlp_weights_bf16(Ub, Gb, Db, prm + L.U, prm + L.G, prm + L.D, shape, state_dev, s);
+    cu::gated_mlp_forward_bf16(y_part.data<float>(), p.fwd_splits, xb.data<bf>(), Ub, Gb, Db, shape, state_dev, s);
+    if (p.ce) {  // one pass over the logits: loss, accuracy and dy (bf16) from the partials
+      cu::gated_mlp_output<float>(y.data<float>(), y_part.data<float>(), p.fwd_splits, nullptr, F, d, nullptr, nullptr,
+                                  nullptr, state_dev, s);
+      cu::CeOnePass op;
+      op.max = st_max.data<float>();
+      op.rest = st_oth.data<double>();
+      op.arg = st_arg.data<std::int32_t>();
+      op.zt = st_zt.data<float>();
+      op.num = dy_part.data<float>();
+      op.block_part = ce_part.data<double>();
+      cu::softmax_ce_partials_bf16(op, p.ce_splits, y.data<float>(), vb.data<bf>(), tg, F, P, d, state_dev, s);
+      cu::softmax_ce_finish_bf16(op, p.ce_splits, vb.data<bf>(), tg, F, d, 1.0 / static_cast<double>(F), dyb.data<bf>(),
+                                 state_dev, hl, hc, s);
+    } else {
+      cu::gated_mlp_output<float>(y.data<float>(), y_part.data<float>(), p.fwd_splits, nullptr, F, d, C.data<float>(),
+                                  dy_part.data<float>(), loss_part.data<double>(), state_dev, s);
+      cu::record_loss_parts(loss_part.data<double>(), static_cast<int>(p.out_blocks), static_cast<double>(F * d),
+                            nullptr, state_dev, hl, nullptr, s);
+      cu::softmax_ce_stats_bf16(stats, p.ce_splits, y.data<float>(), vb.data<bf>(), tg, F, P, d, state_dev, true, s);
+      cu::softmax_ce_combine<float>(stats, p.ce_splits, tg, F, nullptr, nullptr, state_dev, hl, hc, true, s);
+      cu::sum_rows_to_bf16(dyb.data<bf>(), dy_part.data<float>(), 1, F, d, dk, state_dev, s);
+    }
+    cu::GatedMlpGradOffsets off;
+    off.U = L.U;
+    off.G = L.G;
+    off.D = L.D;
+    cu::gated_mlp_backward_bf16(grads.data<float>(), n, p.bwd_splits, off, xb.data<bf>(), dyb.data<bf>(), Ub, Gb, Db,
+                                shape, state_dev, s);
+    cu::adam_step_gated<float>(prm, grads.data<float>(), p.bwd_splits, n, mom1.data<float>(), mom2.data<float>(), n,
+                               sch(), state_dev, cfg_beta1, cfg_beta2, cfg_eps, cfg_wd, cfg_adamw, s);
+  }
+
   double cfg_beta1 = 0.9, cfg_beta2 = 0.999, cfg_eps = 1e-8, cfg_wd = 0;
   bool cfg_adamw = false;
 };
@@ -349,6 +443,14 @@ void GdDevice::upload_tables(const FactSet& facts) {
   put(I.x, row_major(facts.keys));
   put(I.V, row_major(facts.values));
   if (!I.plan.ce) put(I.C, row_major(facts.targets()));
+  if (I.plan.bf16) {  // the constant operands' bf16 copies, once
+    const int dk = nn::cuda::bf16_dk(I.plan.d);
+    nn::cuda::sum_rows_to_bf16(I.xb.data<__nv_bfloat16>(), I.x.data<float>(), 1, I.plan.F, I.plan.d, dk, nullptr,
+                               s.get());
+    nn::cuda::sum_rows_to_bf16(I.vb.data<__nv_bfloat16>(), I.V.data<float>(), 1, I.plan.P, I.plan.d, dk, nullptr,
+                               s.get());
+    s.synchronize();
+  }
   std::vector<std::int32_t> tg(static_cast<std::size_t>(facts.F()));
   for (std::int64_t i = 0; i < facts.F(); ++i) tg[static_cast<std::size_t>(i)] = facts.map[i];
   I.targets.upload(tg.data(), s);

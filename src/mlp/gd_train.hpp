@@ -29,7 +29,7 @@ struct GdConfig {
   double weight_decay = 0;
   bool adamw = false;
   double stop_loss = 1e-7;                         // early stop when a step's loss ≤ this
-  std::string precision = "f32";                   // GPU: f32 | f64 (CPU always float64)
+  std::string precision = "f32";                   // GPU: f32 | f64 | bf16 (CPU always float64)
   bool tf32 = false;                               // GPU f32: allow TF32 tensor cores in GEMMs
   std::int64_t record_every = 1;                   // loss/accuracy curve stride (epochs)
   std::string checkpoint;                          // file for periodic checkpoints ("" = none)
@@ -49,7 +49,7 @@ struct GdResult {
   double final_loss = 0;                // loss of the last forward
   bool stopped_early = false;
   bool resumed = false;                 // started from a checkpoint
-  std::string path;                     // "cpu" | "cuda:f32" | "cuda:f64" | "cuda:tf32"
+  std::string path;                     // "cpu" | "cuda:f32" | "cuda:f64" | "cuda:tf32" | "cuda:bf16"
   std::string kernel;                   // GPU kernel variant that ran: "fused" | "cublas" ("" on the CPU)
   double wall_s = 0;
   double train_loop_s = -1;             // GPU: the graph replays alone (CUDA events); -1 = not measured

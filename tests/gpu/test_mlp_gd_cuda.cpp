@@ -3,6 +3,7 @@
 //   f64: parameters within kTolParamsF64 = 1e-9 relative and the loss curve within 1e-9 per point
 //        (only summation order differs; 200 Adam steps amplify 1e-16 differences well below that);
 //   f32: same final accuracy, loss curve within kTolCurveF32 = 1e-3 relative; tf32: within 2e-2;
+//   bf16 (fused only, no biases): loss curve within kTolCurveBf16 = 5e-2, final accuracy within 1/F;
 //   early stop at the same epoch; 4 trainings on 4 streams from 4 host threads bit-identical to the
 //   same trainings run one at a time; checkpoint resume bit-identical to an uninterrupted run; a size
 //   far too large refused with UserError before any allocation.
@@ -32,6 +33,7 @@ constexpr double kTolParamsF64 = 1e-9;
 constexpr double kTolCurveF64 = 1e-9;
 constexpr double kTolCurveF32 = 1e-3;
 constexpr double kTolCurveTf32 = 2e-2;
+constexpr double kTolCurveBf16 = 5e-2;
 
 FactSet facts(std::int64_t F, std::int64_t d, std::uint64_t seed) {
   FactSetSpec s;
@@ -190,6 +192,42 @@ TEST_CASE("GPU f32 / tf32 training: same accuracy, loss curve close to the CPU r
   CHECK(train_gd_cuda(fs, 32, 7, cfg, g.h).path == "cuda:tf32");
   cfg.precision = "f64";
   CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, cfg, g.h), UserError);
+}
+
+TEST_CASE("GPU bf16 training (fused only, no biases): accuracy and loss curve close to the CPU reference") {
+  Gpu g;
+  const Case cases[] = {{"bilinear CE (spec 2.6)", nn::Activation::identity, false, nn::Loss::ce},
+                        {"relu CE", nn::Activation::relu, false, nn::Loss::ce},
+                        {"silu MSE", nn::Activation::silu, false, nn::Loss::mse}};
+  struct Size {
+    std::int64_t F, d, m;
+  };
+  for (const Size sz : {Size{16, 8, 32}, Size{100, 20, 70}, Size{300, 64, 200}}) {
+    const FactSet fs = facts(sz.F, sz.d, 5);
+    for (const Case& c : cases) {
+      CAPTURE(sz.F);
+      CAPTURE(c.name);
+      GdConfig cfg = config(c, 200, "f32");
+      cfg.record_every = 7;
+      const GdResult cpu = train_gd_cpu(fs, sz.m, 11, cfg);
+      cfg.precision = "bf16";
+      const GdResult gpu = train_gd_cuda(fs, sz.m, 11, cfg, g.h);
+      CHECK(gpu.path == "cuda:bf16");
+      CHECK(gpu.kernel == "fused");
+      REQUIRE(gpu.curve_epoch == cpu.curve_epoch);
+      CHECK(max_rel_curve(gpu.loss_curve, cpu.loss_curve) <= kTolCurveBf16);
+      CHECK(std::abs(gpu.accuracy_curve.back() - cpu.accuracy_curve.back()) <= 1.0 / static_cast<double>(sz.F) + 1e-12);
+    }
+  }
+  // Refusals: biases, the cuBLAS variant, d > 128.
+  const FactSet fs = facts(16, 8, 3);
+  GdConfig cfg = config(kCases[1], 20, "bf16");
+  CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, cfg, g.h), UserError);
+  {
+    KernelVariant kv("cublas");
+    CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, config(kCases[0], 20, "bf16"), g.h), UserError);
+  }
+  CHECK_THROWS_AS(train_gd_cuda(facts(16, 130, 3), 32, 7, config(kCases[0], 20, "bf16"), g.h), UserError);
 }
 
 TEST_CASE("early stop happens at the same epoch as on the CPU") {

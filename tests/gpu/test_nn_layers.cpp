@@ -8,10 +8,14 @@
 //                  the CE loss lse − z_t, a difference of O(|z|) numbers
 //   kTolTf32 = 1e-2  TF32 tensor-core products (10-bit mantissa, unit roundoff 4.9e-4, up to three
 //                  chained rounded products in the backward); a wrong fragment layout gives O(1)
+//   kTolBf16 = 2e-2  the bf16 fused kernels (nn_gd_bf16), against a reference fed the same bf16-rounded
+//                  operands: what is left is the rounding of the intermediate operands (h, da, dg, the
+//                  summed dy, the softmax weights; unit roundoff 3.9e-3, norm-wise ≈ 3e-3 each)
 #include <doctest/doctest.h>
 
 #include <cmath>
 #include <cstdint>
+#include <cstring>
 #include <limits>
 #include <type_traits>
 #include <vector>
@@ -22,6 +26,7 @@
 #include "mlp/gd_init.hpp"
 #include "nn/layers.hpp"
 #include "nn_gated_mlp_fused.cuh"
+#include "nn_gd_bf16.cuh"
 #include "nn_layers.cuh"
 #include "nn_softmax_ce_fused.cuh"
 #include "nn_train_state.cuh"
@@ -545,7 +550,262 @@ void check_fused_ce(bool tf32, double tol_loss, double tol_grad, std::int64_t ma
   }
 }
 
+constexpr double kTolBf16 = 2e-2;
+
+// v rounded to bf16 (round to nearest even), back in double: the operands the bf16 kernels see.
+std::vector<double> rounded_bf16(std::vector<double> v) {
+  for (double& x : v) x = static_cast<double>(__bfloat162float(__float2bfloat16_rn(static_cast<float>(x))));
+  return v;
+}
+
+void check_bf16_mlp() {
+  Env e;
+  struct Shape {
+    std::int64_t N, d, m;
+  };
+  std::uint64_t seed = 900;
+  using bf = __nv_bfloat16;
+  for (const Shape sh : {Shape{1, 8, 1}, Shape{37, 33, 50}, Shape{130, 64, 130}, Shape{70, 100, 65}, Shape{200, 64, 300}}) {
+    for (const nn::Activation act : kActs) {
+      CAPTURE(sh.N);
+      CAPTURE(sh.d);
+      CAPTURE(sh.m);
+      CAPTURE(nn::to_string(act));
+      const mlp::GdLayout L = mlp::GdLayout::make(sh.m, sh.d, false);
+      const auto x = rounded_bf16(randn(sh.N * sh.d, ++seed));
+      const auto prm = rounded_bf16(mlp::gd_init_params(sh.m, sh.d, false, ++seed));
+      // dy as two float partials; the kernels round their float sum to bf16.
+      const auto dy1 = rounded<float>(randn(sh.N * sh.d, ++seed)), dy2 = rounded<float>(randn(sh.N * sh.d, ++seed, 0.5));
+      std::vector<double> dy(dy1.size()), dy_parts = dy1;
+      dy_parts.insert(dy_parts.end(), dy2.begin(), dy2.end());
+      for (std::size_t i = 0; i < dy.size(); ++i)
+        dy[i] = static_cast<double>(static_cast<float>(static_cast<float>(dy1[i]) + static_cast<float>(dy2[i])));
+      dy = rounded_bf16(dy);
+      const MlpRef ref = mlp_reference(x, prm, L, dy, sh.N, act);
+
+      const int dk = cu::bf16_dk(sh.d);
+      const std::int64_t Np = cu::bf16_pad_rows(sh.N), mp = cu::bf16_pad_rows(sh.m);
+      gpu::Tensor dx = to_dev<float>(x, e.s), dprm = to_dev<float>(prm, e.s), ddy = to_dev<float>(dy_parts, e.s);
+      gpu::Tensor xb({Np, dk}, gpu::DType::bf16), ub({mp, dk}, gpu::DType::bf16), gb({mp, dk}, gpu::DType::bf16),
+          db({mp, dk}, gpu::DType::bf16), dyb({Np, dk}, gpu::DType::bf16);
+      for (gpu::Tensor* t : {&xb, &ub, &gb, &db, &dyb}) t->fill_nan(e.s);  // every entry must be written
+      const float* P = dprm.data<float>();
+      const cu::GatedMlpShape shape{sh.N, sh.d, sh.m, sh.d, act};
+      cu::sum_rows_to_bf16(xb.data<bf>(), dx.data<float>(), 1, sh.N, sh.d, dk, nullptr, e.s.get());
+      cu::gated_mlp_weights_bf16(ub.data<bf>(), gb.data<bf>(), db.data<bf>(), P + L.U, P + L.G, P + L.D, shape, nullptr,
+                                 e.s.get());
+      cu::sum_rows_to_bf16(dyb.data<bf>(), ddy.data<float>(), 2, sh.N, sh.d, dk, nullptr, e.s.get());
+      const int unit_tiles = static_cast<int>(mp / cu::kBf16Tile), row_tiles = static_cast<int>(Np / cu::kBf16Tile);
+      for (const int splits : {1, unit_tiles}) {
+        CAPTURE(splits);
+        gpu::Tensor y_part = nan_dev<float>(splits * sh.N * sh.d, e.s), y = nan_dev<float>(sh.N * sh.d, e.s);
+        cu::gated_mlp_forward_bf16(y_part.data<float>(), splits, xb.data<bf>(), ub.data<bf>(), gb.data<bf>(),
+                                   db.data<bf>(), shape, nullptr, e.s.get());
+        cu::gated_mlp_output<float>(y.data<float>(), y_part.data<float>(), splits, nullptr, sh.N, sh.d, nullptr,
+                                    nullptr, nullptr, nullptr, e.s.get());
+        CHECK(rel_err(to_host<float>(y, e.s), ref.y) <= kTolBf16);
+      }
+      cu::GatedMlpGradOffsets off;
+      off.U = L.U;
+      off.G = L.G;
+      off.D = L.D;
+      for (const int rsplits : {1, 2, row_tiles}) {
+        if (rsplits > row_tiles) continue;
+        CAPTURE(rsplits);
+        gpu::Tensor parts = nan_dev<float>(rsplits * L.total, e.s);
+        cu::gated_mlp_backward_bf16(parts.data<float>(), L.total, rsplits, off, xb.data<bf>(), dyb.data<bf>(),
+                                    ub.data<bf>(), gb.data<bf>(), db.data<bf>(), shape, nullptr, e.s.get());
+        const auto ph = to_host<float>(parts, e.s);
+        std::vector<double> grad(static_cast<std::size_t>(L.total), 0.0);
+        for (int r = 0; r < rsplits; ++r)
+          for (std::int64_t i = 0; i < L.total; ++i)
+            grad[static_cast<std::size_t>(i)] += ph[static_cast<std::size_t>(r * L.total + i)];
+        for (const std::int64_t o : {L.U, L.G, L.D}) {
+          CAPTURE(o);
+          const std::int64_t len = sh.m * sh.d;
+          CHECK(rel_err(std::vector<double>(grad.begin() + o, grad.begin() + o + len),
+                        std::vector<double>(ref.grad.begin() + o, ref.grad.begin() + o + len)) <= kTolBf16);
+        }
+      }
+    }
+  }
+  // A stopped TrainState makes the kernels no-ops: the poisoned outputs stay NaN.
+  cu::TrainState st;
+  st.end = 10;
+  st.stop = 1;
+  gpu::Tensor dst = state_dev(st, e.s);
+  const auto* sp = static_cast<const cu::TrainState*>(dst.raw());
+  const mlp::GdLayout L = mlp::GdLayout::make(40, 16, false);
+  gpu::Tensor dprm = to_dev<float>(mlp::gd_init_params(40, 16, false, 8), e.s);
+  gpu::Tensor xb({64, 64}, gpu::DType::bf16), ub({64, 64}, gpu::DType::bf16), gb({64, 64}, gpu::DType::bf16),
+      db({64, 64}, gpu::DType::bf16);
+  for (gpu::Tensor* t : {&xb, &ub, &gb, &db}) t->fill_zero(e.s);
+  const cu::GatedMlpShape shape{20, 16, 40, 16, nn::Activation::identity};
+  const float* P = dprm.data<float>();
+  cu::gated_mlp_weights_bf16(ub.data<bf>(), gb.data<bf>(), db.data<bf>(), P + L.U, P + L.G, P + L.D, shape, sp,
+                             e.s.get());
+  std::vector<std::uint16_t> raw(64 * 64);
+  ub.download(raw.data(), e.s);
+  e.s.synchronize();
+  for (const std::uint16_t v : raw) REQUIRE(v == 0);
+  gpu::Tensor y_part = nan_dev<float>(20 * 16, e.s), parts = nan_dev<float>(L.total, e.s);
+  cu::gated_mlp_forward_bf16(y_part.data<float>(), 1, xb.data<bf>(), ub.data<bf>(), gb.data<bf>(), db.data<bf>(),
+                             shape, sp, e.s.get());
+  cu::GatedMlpGradOffsets off;
+  off.U = L.U;
+  off.G = L.G;
+  off.D = L.D;
+  cu::gated_mlp_backward_bf16(parts.data<float>(), L.total, 1, off, xb.data<bf>(), xb.data<bf>(), ub.data<bf>(),
+                              gb.data<bf>(), db.data<bf>(), shape, sp, e.s.get());
+  for (const double v : to_host<float>(y_part, e.s)) REQUIRE(std::isnan(v));
+  for (const double v : to_host<float>(parts, e.s)) REQUIRE(std::isnan(v));
+  // Shapes outside the kernels' range are refused before any launch.
+  CHECK_THROWS_AS(cu::gated_mlp_forward_bf16(y_part.data<float>(), 1, xb.data<bf>(), ub.data<bf>(), gb.data<bf>(),
+                                             db.data<bf>(), cu::GatedMlpShape{20, 129, 40, 129, nn::Activation::identity},
+                                             nullptr, e.s.get()),
+                  UserError);
+  CHECK_THROWS_AS(cu::gated_mlp_forward_bf16(y_part.data<float>(), 2, xb.data<bf>(), ub.data<bf>(), gb.data<bf>(),
+                                             db.data<bf>(), shape, nullptr, e.s.get()),
+                  UserError);
+}
+
+void check_bf16_ce() {
+  Env e;
+  struct Shape {
+    std::int64_t N, P, d;
+    bool confident = false;  // y_i = V_{t_i} / 2: the target wins by ~30, loss ~1e-10 (trained-model regime)
+  };
+  using bf = __nv_bfloat16;
+  std::uint64_t seed = 1500;
+  for (const Shape sh : {Shape{1, 1, 8}, Shape{1, 70, 33}, Shape{37, 129, 64}, Shape{100, 300, 100}, Shape{200, 1000, 64},
+                         Shape{700, 300, 64}, Shape{300, 500, 64, true}}) {
+    CAPTURE(sh.N);
+    CAPTURE(sh.P);
+    CAPTURE(sh.d);
+    CAPTURE(sh.confident);
+    // Logits ~ N(0, 9): y ~ N(0, 9/d), V ~ N(0, 1); both bf16-exact, so the logits are exact up to fp32 sums.
+    auto y = rounded_bf16(randn(sh.N * sh.d, ++seed, 3.0 / std::sqrt(static_cast<double>(sh.d))));
+    const auto V = rounded_bf16(randn(sh.P * sh.d, ++seed));
+    std::vector<std::int32_t> tg(static_cast<std::size_t>(sh.N));
+    for (std::int64_t i = 0; i < sh.N; ++i)
+      tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(++seed, rng::kUser, i, sh.P));
+    if (sh.confident)
+      for (std::int64_t i = 0; i < sh.N; ++i)
+        for (std::int64_t c = 0; c < sh.d; ++c)
+          y[static_cast<std::size_t>(i * sh.d + c)] = 0.5 * V[static_cast<std::size_t>(tg[static_cast<std::size_t>(i)] * sh.d + c)];
+    std::vector<double> z(static_cast<std::size_t>(sh.N * sh.P)), dz(z.size()), loss_c(static_cast<std::size_t>(sh.N)),
+        dy_c(static_cast<std::size_t>(sh.N * sh.d));
+    std::vector<std::uint8_t> corr(static_cast<std::size_t>(sh.N));
+    nn::cpu::linear_forward(z.data(), y.data(), V.data(), nullptr, sh.N, sh.d, sh.P);
+    const double mean_c = nn::cpu::cross_entropy_forward(loss_c.data(), z.data(), tg.data(), sh.N, sh.P, corr.data());
+    nn::cpu::cross_entropy_backward(dz.data(), z.data(), tg.data(), sh.N, sh.P, 1.0);
+    nn::cpu::linear_backward(dy_c.data(), nullptr, nullptr, dz.data(), y.data(), V.data(), sh.N, sh.d, sh.P);
+    std::int64_t hits_c = 0;
+    for (auto c : corr) hits_c += c;
+
+    const int dk = cu::bf16_dk(sh.d);
+    gpu::Tensor dyv = to_dev<float>(y, e.s), dV = to_dev<float>(V, e.s), dtg({sh.N}, gpu::DType::i32);
+    gpu::Tensor vb({cu::bf16_pad_rows(sh.P), dk}, gpu::DType::bf16);
+    vb.fill_nan(e.s);
+    cu::sum_rows_to_bf16(vb.data<bf>(), dV.data<float>(), 1, sh.P, sh.d, dk, nullptr, e.s.get());
+    dtg.upload(tg.data(), e.s);
+    const int p_tiles = static_cast<int>(cu::bf16_pad_rows(sh.P) / cu::kBf16Tile);
+    for (const int splits : {1, p_tiles}) {
+      CAPTURE(splits);
+      gpu::Tensor smax = nan_dev<float>(splits * sh.N, e.s), soth({splits * sh.N}, gpu::DType::f64),
+                  sarg({splits * sh.N}, gpu::DType::i32), szt = nan_dev<float>(sh.N, e.s),
+                  lse = nan_dev<float>(sh.N, e.s), rloss = nan_dev<float>(sh.N, e.s);
+      soth.fill_nan(e.s);
+      sarg.fill_nan(e.s);
+      cu::TrainState st;
+      st.end = 1;
+      st.stop_loss = -std::numeric_limits<double>::infinity();
+      gpu::Tensor dst = state_dev(st, e.s), hl({1}, gpu::DType::f64), hc({1}, gpu::DType::i64);
+      hl.fill_nan(e.s);
+      hc.fill_nan(e.s);
+      auto* sp = static_cast<cu::TrainState*>(dst.raw());
+      // the multi-block combine (block partials) with the split stats, the one-block combine without
+      gpu::Tensor bpart({2 * cu::ce_combine_blocks(sh.N)}, gpu::DType::f64);
+      bpart.fill_nan(e.s);
+      const cu::CeStats<float> stats{smax.data<float>(), soth.data<double>(), sarg.data<std::int32_t>(),
+                                     szt.data<float>(), splits > 1 ? bpart.data<double>() : nullptr};
+      cu::softmax_ce_stats_bf16(stats, splits, dyv.data<float>(), vb.data<bf>(), dtg.data<std::int32_t>(), sh.N, sh.P,
+                                sh.d, sp, false, e.s.get());
+      cu::softmax_ce_combine<float>(stats, splits, dtg.data<std::int32_t>(), sh.N, lse.data<float>(),
+                                    rloss.data<float>(), sp, hl.data<double>(),
+                                    reinterpret_cast<long long*>(hc.data<std::int64_t>()), false, e.s.get());
+      double mean_g = 0;
+      std::int64_t hits_g = -1;
+      hl.download(&mean_g, e.s);
+      hc.download(&hits_g, e.s);
+      e.s.synchronize();
+      // the logits are exact up to fp32 sums: the loss and the argmax as tight as the float32 kernels
+      CHECK(rel_err({mean_g}, {mean_c}) <= kTolF32Reduce);
+      CHECK(rel_err(to_host<float>(rloss, e.s), loss_c) <= kTolF32Reduce);
+      CHECK(std::abs(hits_g - hits_c) <= 1);
+      const cu::TrainState after = state_host(dst, e.s);
+      CHECK(after.stop == 0);
+      CHECK(after.nonfinite == 0);
+      CHECK(after.loss_blocks_done == 0);
+
+      // The one-pass path (partials + finish; the CE trainer's): mean loss, correct count and the bf16 dy (pads
+      // zero). In the confident case the loss is ~1e-10: softmax − onehot at the target would round to 0 in float.
+      const std::int64_t Np = cu::bf16_pad_rows(sh.N);
+      gpu::Tensor omax = nan_dev<float>(splits * sh.N, e.s), orest({splits * sh.N}, gpu::DType::f64),
+                  oarg({splits * sh.N}, gpu::DType::i32), ozt = nan_dev<float>(sh.N, e.s),
+                  onum = nan_dev<float>(splits * sh.N * sh.d, e.s), opart({2 * cu::ce_finish_blocks(sh.N)}, gpu::DType::f64),
+                  dyb({Np, dk}, gpu::DType::bf16);
+      for (gpu::Tensor* t : {&orest, &oarg, &opart, &dyb}) t->fill_nan(e.s);
+      gpu::Tensor dst2 = state_dev(st, e.s);
+      hl.fill_nan(e.s);
+      hc.fill_nan(e.s);
+      auto* sp2 = static_cast<cu::TrainState*>(dst2.raw());
+      cu::CeOnePass op;
+      op.max = omax.data<float>();
+      op.rest = orest.data<double>();
+      op.arg = oarg.data<std::int32_t>();
+      op.zt = ozt.data<float>();
+      op.num = onum.data<float>();
+      op.block_part = opart.data<double>();
+      cu::softmax_ce_partials_bf16(op, splits, dyv.data<float>(), vb.data<bf>(), dtg.data<std::int32_t>(), sh.N, sh.P,
+                                   sh.d, sp2, e.s.get());
+      cu::softmax_ce_finish_bf16(op, splits, vb.data<bf>(), dtg.data<std::int32_t>(), sh.N, sh.d,
+                                 1.0 / static_cast<double>(sh.N), dyb.data<bf>(), sp2, hl.data<double>(),
+                                 reinterpret_cast<long long*>(hc.data<std::int64_t>()), e.s.get());
+      double mean_1 = 0;
+      std::int64_t hits_1 = -1;
+      hl.download(&mean_1, e.s);
+      hc.download(&hits_1, e.s);
+      std::vector<std::uint16_t> raw(static_cast<std::size_t>(Np * dk));
+      dyb.download(raw.data(), e.s);
+      e.s.synchronize();
+      CHECK(rel_err({mean_1}, {mean_c}) <= kTolF32Reduce);
+      CHECK(std::abs(hits_1 - hits_c) <= 1);
+      std::vector<double> dy_1(dy_c.size());
+      bool pads_zero = true;
+      for (std::int64_t r = 0; r < Np; ++r)
+        for (std::int64_t c = 0; c < dk; ++c) {
+          std::uint32_t bits = static_cast<std::uint32_t>(raw[static_cast<std::size_t>(r * dk + c)]) << 16;
+          float v;
+          std::memcpy(&v, &bits, 4);
+          if (r < sh.N && c < sh.d)
+            dy_1[static_cast<std::size_t>(r * sh.d + c)] = v;
+          else
+            pads_zero = pads_zero && bits == 0;
+        }
+      CHECK(pads_zero);
+      CHECK(rel_err(dy_1, dy_c) <= kTolBf16);
+      const cu::TrainState after2 = state_host(dst2, e.s);
+      CHECK(after2.nonfinite == 0);
+      CHECK(after2.loss_blocks_done == 0);
+    }
+  }
+}
+
 }  // namespace
+
+TEST_CASE("bf16 fused gated MLP forward / backward match the CPU layer chain") { check_bf16_mlp(); }
+TEST_CASE("bf16 fused softmax cross-entropy matches the CPU reference") { check_bf16_ce(); }
 
 TEST_CASE("fused gated MLP forward / backward match the CPU layer chain: f64") {
   check_fused_mlp<double>(false, kTolF64, kTolF64);
