@@ -264,9 +264,12 @@ constexpr std::size_t bwd_smem() {
 }
 
 template <int DK, int ACT>
-__global__ void __launch_bounds__(kBwdThreads, DK == 64 ? 2 : 1) bwd_kernel(BwdArgs a) {
+__global__ void __launch_bounds__(kBwdThreads, 1) bwd_kernel(BwdArgs a) {
   if (!dev::step_active(a.gate)) return;
   constexpr int LK = ld_of<DK>(), LU = ld_of<BT>(), KS = DK / 16;
+  // DK = 64: the warp's B fragments of U, G and D (its 32 units, fixed for the block) stay in registers (96), so
+  // the per-tile products read only x and dy from shared memory; DK = 128 would need 192: reloaded per tile.
+  constexpr bool BREG = DK == 64;
   constexpr int MT = DK / 64;  // dD m-tiles per warp (16 output features each)
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* Us = reinterpret_cast<bf16*>(smem_raw);
@@ -292,6 +295,8 @@ __global__ void __launch_bounds__(kBwdThreads, DK == 64 ? 2 : 1) bwd_kernel(BwdA
 
   // phase 1 (rows x units): warp = (wr rows 16 wr.., wu units 32 wu..); phase 2: wm = warp & 3, wn = warp >> 2
   const int wr = warp & 3, wu = warp >> 2, wm = warp & 3, wn = warp >> 2;
+  uint32_t bfr[BREG ? 3 : 1][BREG ? KS : 1][2][4];  // [U, G, D][ks][unit pair] (BREG)
+  bool bfr_loaded = false;
   float du[DK / 16][4] = {}, dg[DK / 16][4] = {};  // units 16 wm.. x features (DK/2) wn..
   float dd[MT][4][4] = {};                          // output features (16 MT) wm.. x units 32 wn..
   for (int rt = rt0, it = 0; rt < rt1; ++rt, ++it) {
@@ -303,6 +308,20 @@ __global__ void __launch_bounds__(kBwdThreads, DK == 64 ? 2 : 1) bwd_kernel(BwdA
     const bf16* dYs = Xs + BT * LK;
     {
       float ac[4][4] = {}, gc[4][4] = {}, hc[4][4] = {};
+      if constexpr (BREG) {
+        if (!bfr_loaded) {  // U, G, D arrived with the first tile
+#pragma unroll
+          for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+            for (int np = 0; np < 2; ++np) {
+              const int u = wu * 32 + np * 16;
+              load_b_nk(bfr[0][ks][np], Us, LK, u, ks * 16, lane);
+              load_b_nk(bfr[1][ks][np], Gs, LK, u, ks * 16, lane);
+              load_b_kn(bfr[2][ks][np], Ds, LU, u, ks * 16, lane);
+            }
+          bfr_loaded = true;
+        }
+      }
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
         uint32_t xa[4], ya[4];
@@ -311,16 +330,21 @@ __global__ void __launch_bounds__(kBwdThreads, DK == 64 ? 2 : 1) bwd_kernel(BwdA
 #pragma unroll
         for (int np = 0; np < 2; ++np) {
           const int u = wu * 32 + np * 16;
-          uint32_t b[4];
-          load_b_nk(b, Us, LK, u, ks * 16, lane);
-          mma_bf16(ac[2 * np], xa, b[0], b[1]);
-          mma_bf16(ac[2 * np + 1], xa, b[2], b[3]);
-          load_b_nk(b, Gs, LK, u, ks * 16, lane);
-          mma_bf16(gc[2 * np], xa, b[0], b[1]);
-          mma_bf16(gc[2 * np + 1], xa, b[2], b[3]);
-          load_b_kn(b, Ds, LU, u, ks * 16, lane);
-          mma_bf16(hc[2 * np], ya, b[0], b[1]);
-          mma_bf16(hc[2 * np + 1], ya, b[2], b[3]);
+          uint32_t bl[3][4];
+          if constexpr (!BREG) {
+            load_b_nk(bl[0], Us, LK, u, ks * 16, lane);
+            load_b_nk(bl[1], Gs, LK, u, ks * 16, lane);
+            load_b_kn(bl[2], Ds, LU, u, ks * 16, lane);
+          }
+          const uint32_t(&bu)[4] = BREG ? bfr[0][BREG ? ks : 0][np] : bl[0];
+          const uint32_t(&bg)[4] = BREG ? bfr[1][BREG ? ks : 0][np] : bl[1];
+          const uint32_t(&bd)[4] = BREG ? bfr[2][BREG ? ks : 0][np] : bl[2];
+          mma_bf16(ac[2 * np], xa, bu[0], bu[1]);
+          mma_bf16(ac[2 * np + 1], xa, bu[2], bu[3]);
+          mma_bf16(gc[2 * np], xa, bg[0], bg[1]);
+          mma_bf16(gc[2 * np + 1], xa, bg[2], bg[3]);
+          mma_bf16(hc[2 * np], ya, bd[0], bd[1]);
+          mma_bf16(hc[2 * np + 1], ya, bd[2], bd[3]);
         }
       }
 #pragma unroll
@@ -413,6 +437,38 @@ constexpr std::size_t ce_smem() {
   return sizeof(bf16) * 2 * std::size_t(BT) * ld_of<DK>();
 }
 
+// The value tiles of a CE block, double buffered: waits for tile pt (issued one iteration earlier), then issues
+// tile pt + 1 into the other buffer (free: every warp passed the barrier after its last use) and returns tile pt.
+template <int DK>
+__device__ __forceinline__ const bf16* next_value_tile(bf16* Vs0, const bf16* V, int pt, int it, int pt1, int p_pad,
+                                                       int tid) {
+  constexpr int LK = ld_of<DK>();
+  mma::cp_async_wait_all();
+  __syncthreads();
+  if (pt + 1 < pt1) load_tile<BT, DK>(Vs0 + ((it + 1) & 1) * BT * LK, V, (pt + 1) * BT, p_pad, tid, kCeThreads);
+  mma::cp_async_commit();
+  return Vs0 + (it & 1) * BT * LK;
+}
+
+// s = the warp's 16 rows (A fragments ya) times the 64 values of the tile Vs: z = y Vᵀ, C layout.
+template <int DK>
+__device__ __forceinline__ void logits_tile(float (&s)[8][4], const uint32_t (&ya)[DK / 16][4], const bf16* Vs,
+                                            int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) s[nt][q] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < DK / 16; ++ks)
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4];
+      load_b_nk(b, Vs, ld_of<DK>(), np * 16, ks * 16, lane);
+      mma_bf16(s[2 * np], ya[ks], b[0], b[1]);
+      mma_bf16(s[2 * np + 1], ya[ks], b[2], b[3]);
+    }
+}
+
 // Merge two (max, others, argmax) partials of one row; the larger max wins, equal maxima keep the smaller index.
 __device__ __forceinline__ void ce_merge_sym(float& m, double& o, int& i, float m2, double o2, int i2) {
   if (i2 < 0) return;
@@ -436,7 +492,7 @@ __device__ __forceinline__ void ce_merge_sym(float& m, double& o, int& i, float 
 template <int DK>
 __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
   if (a.at_record_epochs ? !dev::record_epoch(a.gate) : !dev::step_active(a.gate)) return;
-  constexpr int LK = ld_of<DK>(), KS = DK / 16;
+  constexpr int KS = DK / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* Vs0 = reinterpret_cast<bf16*>(smem_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -444,7 +500,7 @@ __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
   const long long rows[2] = {r0, r0 + 8};
   const int pt0 = blockIdx.y * a.chunk_tiles, pt1 = min(a.value_tiles, pt0 + a.chunk_tiles);
   const int p_pad = a.value_tiles * BT;
-  if (pt0 < pt1) load_tile<BT, DK>(Vs0, a.V, pt0 * BT, p_pad, tid, kCeThreads);
+  if (pt0 < pt1) load_tile<BT, DK>(Vs0, a.V, pt0 * BT, p_pad, tid, kCeThreads);  // the first value tile
   mma::cp_async_commit();
 
   uint32_t ya[KS][4];
@@ -455,58 +511,46 @@ __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
   int ri[2] = {-1, -1};
 
   for (int pt = pt0, it = 0; pt < pt1; ++pt, ++it) {
-    mma::cp_async_wait_all();
-    __syncthreads();
-    if (pt + 1 < pt1) load_tile<BT, DK>(Vs0 + ((it + 1) & 1) * BT * LK, a.V, (pt + 1) * BT, p_pad, tid, kCeThreads);
-    mma::cp_async_commit();
-    const bf16* Vs = Vs0 + (it & 1) * BT * LK;
-    float s[8][4] = {};
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t b[4];
-        load_b_nk(b, Vs, LK, np * 16, ks * 16, lane);
-        mma_bf16(s[2 * np], ya[ks], b[0], b[1]);
-        mma_bf16(s[2 * np + 1], ya[ks], b[2], b[3]);
-      }
+    const bf16* Vs = next_value_tile<DK>(Vs0, a.V, pt, it, pt1, p_pad, tid);
+    float s[8][4];
+    logits_tile<DK>(s, ya, Vs, lane);
     const int p0 = pt * BT;
     const bool full = p0 + BT <= a.P;  // every column of the tile is a value (all but the last tile)
-      // Running (max, Σ_{j≠argmax} exp(z_j − max), argmax) per row over this thread's columns; a NaN logit never
-      // wins the max and makes the sum NaN, which the combine reports as a non-finite loss.
+    // Running (max, Σ_{j≠argmax} exp(z_j − max), argmax) per row over this thread's columns; a NaN logit never
+    // wins the max and makes the sum NaN, which the combine reports as a non-finite loss.
 #pragma unroll
-      for (int h = 0; h < 2; ++h) {
-        float tm = -INFINITY;
-        int ti = -1;
+    for (int h = 0; h < 2; ++h) {
+      float tm = -INFINITY;
+      int ti = -1;
 #pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
+      for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int p = p0 + c_col(lane, nt, 2 * h + e);
-            const float z = s[nt][2 * h + e];
-            if (full || p < a.P) {
-              if (p == tg[h]) a.st.zt[rows[h]] = z;
-              if (z > tm) {  // strict: the first index wins a tie
-                tm = z;
-                ti = p;
-              }
+        for (int e = 0; e < 2; ++e) {
+          const int p = p0 + c_col(lane, nt, 2 * h + e);
+          const float z = s[nt][2 * h + e];
+          if (full || p < a.P) {
+            if (p == tg[h]) a.st.zt[rows[h]] = z;
+            if (z > tm) {  // strict: the first index wins a tie
+              tm = z;
+              ti = p;
             }
           }
-        if (ti >= 0 && (ri[h] < 0 || tm > rm[h])) {
-          ro[h] = ri[h] < 0 ? 0.0 : (ro[h] + 1.0) * static_cast<double>(__expf(rm[h] - tm));
-          rm[h] = tm;
-          ri[h] = ti;
         }
-        float so = 0.f;
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e) {
-            const int p = p0 + c_col(lane, nt, 2 * h + e);
-            if ((full || p < a.P) && p != ri[h]) so += __expf(s[nt][2 * h + e] - rm[h]);
-          }
-        ro[h] += static_cast<double>(so);
+      if (ti >= 0 && (ri[h] < 0 || tm > rm[h])) {
+        ro[h] = ri[h] < 0 ? 0.0 : (ro[h] + 1.0) * static_cast<double>(__expf(rm[h] - tm));
+        rm[h] = tm;
+        ri[h] = ti;
       }
+      float so = 0.f;
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int e = 0; e < 2; ++e) {
+          const int p = p0 + c_col(lane, nt, 2 * h + e);
+          if ((full || p < a.P) && p != ri[h]) so += __expf(s[nt][2 * h + e] - rm[h]);
+        }
+      ro[h] += static_cast<double>(so);
+    }
   }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
@@ -541,7 +585,7 @@ struct OnePassArgs {
 template <int DK>
 __global__ void __launch_bounds__(kCeThreads) ce_onepass_kernel(OnePassArgs a) {
   if (!dev::step_active(a.gate)) return;
-  constexpr int LK = ld_of<DK>(), KS = DK / 16;
+  constexpr int KS = DK / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];
   bf16* Vs0 = reinterpret_cast<bf16*>(smem_raw);
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
@@ -549,7 +593,7 @@ __global__ void __launch_bounds__(kCeThreads) ce_onepass_kernel(OnePassArgs a) {
   const long long rows[2] = {r0, r0 + 8};
   const int pt0 = blockIdx.y * a.chunk_tiles, pt1 = min(a.value_tiles, pt0 + a.chunk_tiles);
   const int p_pad = a.value_tiles * BT;
-  if (pt0 < pt1) load_tile<BT, DK>(Vs0, a.V, pt0 * BT, p_pad, tid, kCeThreads);
+  if (pt0 < pt1) load_tile<BT, DK>(Vs0, a.V, pt0 * BT, p_pad, tid, kCeThreads);  // the first value tile
   mma::cp_async_commit();
 
   uint32_t ya[KS][4];
@@ -561,21 +605,9 @@ __global__ void __launch_bounds__(kCeThreads) ce_onepass_kernel(OnePassArgs a) {
   float num[DK / 8][4] = {};
 
   for (int pt = pt0, it = 0; pt < pt1; ++pt, ++it) {
-    mma::cp_async_wait_all();
-    __syncthreads();
-    if (pt + 1 < pt1) load_tile<BT, DK>(Vs0 + ((it + 1) & 1) * BT * LK, a.V, (pt + 1) * BT, p_pad, tid, kCeThreads);
-    mma::cp_async_commit();
-    const bf16* Vs = Vs0 + (it & 1) * BT * LK;
-    float s[8][4] = {};
-#pragma unroll
-    for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-      for (int np = 0; np < 4; ++np) {
-        uint32_t b[4];
-        load_b_nk(b, Vs, LK, np * 16, ks * 16, lane);
-        mma_bf16(s[2 * np], ya[ks], b[0], b[1]);
-        mma_bf16(s[2 * np + 1], ya[ks], b[2], b[3]);
-      }
+    const bf16* Vs = next_value_tile<DK>(Vs0, a.V, pt, it, pt1, p_pad, tid);
+    float s[8][4];
+    logits_tile<DK>(s, ya, Vs, lane);
     const int p0 = pt * BT;
     const bool full = p0 + BT <= a.P;
 #pragma unroll
@@ -635,7 +667,7 @@ __global__ void __launch_bounds__(kCeThreads) ce_onepass_kernel(OnePassArgs a) {
 #pragma unroll
       for (int cp = 0; cp < DK / 16; ++cp) {
         uint32_t b[4];
-        load_b_kn(b, Vs, LK, cp * 16, kk * 16, lane);  // V: values x features
+        load_b_kn(b, Vs, ld_of<DK>(), cp * 16, kk * 16, lane);  // V: values x features
         mma_bf16(num[2 * cp], wa, b[0], b[1]);
         mma_bf16(num[2 * cp + 1], wa, b[2], b[3]);
       }

@@ -159,6 +159,33 @@ __global__ void __launch_bounds__(kNT) ce_stats_kernel(StatsArgs<T> a) {
   }
 }
 
+// Row i of the combine: merges the splits' (max, others, argmax) in order; returns 1 when the argmax is the
+// target; unless accuracy_only writes lse_i and loss_i = (max − z_t) + log1p(others) and adds loss_i to `sum`.
+template <class T>
+__device__ __forceinline__ int combine_row(const CeStats<T>& st, int splits, const std::int32_t* __restrict__ targets,
+                                           long long N, long long i, T* row_lse, T* row_loss, bool accuracy_only,
+                                           double& sum) {
+  T m = static_cast<T>(-INFINITY);
+  double o = 0;
+  int idx = -1;
+  bool nan = false;
+#pragma unroll 8
+  for (int s = 0; s < splits; ++s) {  // unrolled: the loads of 8 splits go out before the first merge
+    const long long k = static_cast<long long>(s) * N + i;
+    const double so = st.others[k];
+    nan = nan || isnan(so);
+    ce_merge(m, o, idx, st.max[k], so, st.arg[k]);
+  }
+  if (!accuracy_only) {
+    const double loss = (nan || idx < 0) ? static_cast<double>(NAN)
+                                         : (static_cast<double>(m) - static_cast<double>(st.zt[i])) + log1p(o);
+    row_lse[i] = static_cast<T>(static_cast<double>(m) + log1p(o));
+    row_loss[i] = static_cast<T>(loss);
+    sum += loss;
+  }
+  return idx >= 0 && idx == targets[i] ? 1 : 0;
+}
+
 template <class T>
 __global__ void __launch_bounds__(1024) ce_combine_kernel(CeStats<T> st, int splits, const std::int32_t* __restrict__ targets,
                                                           long long N, T* row_lse, T* row_loss, TrainState* state,
@@ -169,26 +196,7 @@ __global__ void __launch_bounds__(1024) ce_combine_kernel(CeStats<T> st, int spl
   double sum = 0;
   long long cnt = 0;
   for (long long i = threadIdx.x; i < N; i += blockDim.x) {
-    T m = static_cast<T>(-INFINITY);
-    double o = 0;
-    int idx = -1;
-    bool nan = false;
-    for (int s = 0; s < splits; ++s) {
-      const long long k = static_cast<long long>(s) * N + i;
-      const double so = st.others[k];
-      nan = nan || isnan(so);
-      ce_merge(m, o, idx, st.max[k], so, st.arg[k]);
-    }
-    const int t = targets[i];
-    cnt += (idx >= 0 && idx == t) ? 1 : 0;
-    if (!accuracy_only) {
-      const double loss = (nan || idx < 0) ? static_cast<double>(NAN)
-                                           : (static_cast<double>(m) - static_cast<double>(st.zt[i])) + log1p(o);
-      const double lse = static_cast<double>(m) + log1p(o);
-      row_lse[i] = static_cast<T>(lse);
-      row_loss[i] = static_cast<T>(loss);
-      sum += loss;
-    }
+    cnt += combine_row(st, splits, targets, N, i, row_lse, row_loss, accuracy_only, sum);
   }
   sum = dev::block_sum(sum, s_sum);
   cnt = dev::block_sum(cnt, s_cnt);
@@ -213,26 +221,7 @@ __global__ void __launch_bounds__(kCombineThreads)
   double sum = 0, cnt = 0;
   for (long long i = blockIdx.x * static_cast<long long>(kCombineThreads) + threadIdx.x; i < N;
        i += static_cast<long long>(gridDim.x) * kCombineThreads) {
-    T m = static_cast<T>(-INFINITY);
-    double o = 0;
-    int idx = -1;
-    bool nan = false;
-#pragma unroll 8
-    for (int s = 0; s < splits; ++s) {  // unrolled: the loads of 8 splits go out before the first merge
-      const long long k = static_cast<long long>(s) * N + i;
-      const double so = st.others[k];
-      nan = nan || isnan(so);
-      ce_merge(m, o, idx, st.max[k], so, st.arg[k]);
-    }
-    const int t = targets[i];
-    cnt += (idx >= 0 && idx == t) ? 1.0 : 0.0;
-    if (!accuracy_only) {
-      const double loss = (nan || idx < 0) ? static_cast<double>(NAN)
-                                           : (static_cast<double>(m) - static_cast<double>(st.zt[i])) + log1p(o);
-      row_lse[i] = static_cast<T>(static_cast<double>(m) + log1p(o));
-      row_loss[i] = static_cast<T>(loss);
-      sum += loss;
-    }
+    cnt += combine_row(st, splits, targets, N, i, row_lse, row_loss, accuracy_only, sum);
   }
   sum = dev::block_sum(sum, s_sum);
   cnt = dev::block_sum(cnt, s_sum);
