@@ -837,7 +837,8 @@ void check_ce(std::int64_t N, std::int64_t P, std::int64_t d, int splits, const 
 }
 
 void ce_launch(const CeArgs& a, int dk, unsigned gx, unsigned gy, cudaStream_t stream) {
-  if (dk == 64) return launch(ce_stats_kernel<64>, ce_smem<64>(), gx, gy, kCeThreads, a, stream, "launch of ce_stats_kernel");
+  if (dk == 64)
+    return launch(ce_stats_kernel<64>, ce_smem<64>(), gx, gy, kCeThreads, a, stream, "launch of ce_stats_kernel");
   launch(ce_stats_kernel<128>, ce_smem<128>(), gx, gy, kCeThreads, a, stream, "launch of ce_stats_kernel");
 }
 

@@ -134,9 +134,12 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
     // Grid = tiles x splits; splits chosen against the blocks that fit at once (kernel occupancy).
     static_assert(cu::kBf16Tile == cu::fused_tile<float>(), "bf16 and float fused kernels share the tiling");
     auto slots = [&](int per_sm) { return static_cast<std::int64_t>(per_sm) * sms; };
-    const int fwd_occ = p.bf16 ? cu::gd_bf16_blocks_per_sm(0, d) : cu::gated_mlp_fused_blocks_per_sm(false, p.f64, p.tf32, d);
-    const int bwd_occ = p.bf16 ? cu::gd_bf16_blocks_per_sm(1, d) : cu::gated_mlp_fused_blocks_per_sm(true, p.f64, p.tf32, d);
-    // The stats and grad kernels share the value split; size it for the slower-filling one.
+    const int fwd_occ =
+        p.bf16 ? cu::gd_bf16_blocks_per_sm(0, d) : cu::gated_mlp_fused_blocks_per_sm(false, p.f64, p.tf32, d);
+    const int bwd_occ =
+        p.bf16 ? cu::gd_bf16_blocks_per_sm(1, d) : cu::gated_mlp_fused_blocks_per_sm(true, p.f64, p.tf32, d);
+    // The CE kernels over the values (stats and grad; bf16: stats and the one-pass partials) share the value
+    // split; size it for the slower-filling one.
     const int ce_occ = p.bf16 ? std::min(cu::gd_bf16_blocks_per_sm(2, d), cu::gd_bf16_blocks_per_sm(3, d))
                               : std::min(cu::softmax_ce_fused_blocks_per_sm(false, p.f64, p.tf32, d),
                                          cu::softmax_ce_fused_blocks_per_sm(true, p.f64, p.tf32, d));
@@ -167,7 +170,7 @@ std::size_t gd_cuda_plan_bytes(const GdCudaPlan& p) {
   if (fused) {
     b += t * F * d * (p.fwd_splits + 1 + std::max(p.ce_splits, 1));  // y partials, y, dy partials
     b += static_cast<double>(p.ce_splits) * F * (t + 8 + 4) + 3 * t * F;  // CE stats, zt, lse, loss
-    b += 16.0 * static_cast<double>(nn::cuda::ce_combine_blocks(p.F));     // combine's block partials
+    b += 16.0 * static_cast<double>(std::max(cu::ce_combine_blocks(p.F), p.bf16 ? cu::ce_finish_blocks(p.F) : 0));
     b += 8.0 * static_cast<double>(p.out_blocks);
     if (p.bf16) {  // bf16 operand copies: keys, values, U, G, D panels, dy
       const double dk = cu::bf16_dk(p.d);

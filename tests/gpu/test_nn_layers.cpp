@@ -565,7 +565,8 @@ void check_bf16_mlp() {
   };
   std::uint64_t seed = 900;
   using bf = __nv_bfloat16;
-  for (const Shape sh : {Shape{1, 8, 1}, Shape{37, 33, 50}, Shape{130, 64, 130}, Shape{70, 100, 65}, Shape{200, 64, 300}}) {
+  for (const Shape sh :
+       {Shape{1, 8, 1}, Shape{37, 33, 50}, Shape{130, 64, 130}, Shape{70, 100, 65}, Shape{200, 64, 300}}) {
     for (const nn::Activation act : kActs) {
       CAPTURE(sh.N);
       CAPTURE(sh.d);
@@ -575,7 +576,8 @@ void check_bf16_mlp() {
       const auto x = rounded_bf16(randn(sh.N * sh.d, ++seed));
       const auto prm = rounded_bf16(mlp::gd_init_params(sh.m, sh.d, false, ++seed));
       // dy as two float partials; the kernels round their float sum to bf16.
-      const auto dy1 = rounded<float>(randn(sh.N * sh.d, ++seed)), dy2 = rounded<float>(randn(sh.N * sh.d, ++seed, 0.5));
+      const auto dy1 = rounded<float>(randn(sh.N * sh.d, ++seed));
+      const auto dy2 = rounded<float>(randn(sh.N * sh.d, ++seed, 0.5));
       std::vector<double> dy(dy1.size()), dy_parts = dy1;
       dy_parts.insert(dy_parts.end(), dy2.begin(), dy2.end());
       for (std::size_t i = 0; i < dy.size(); ++i)
@@ -660,9 +662,9 @@ void check_bf16_mlp() {
   for (const double v : to_host<float>(y_part, e.s)) REQUIRE(std::isnan(v));
   for (const double v : to_host<float>(parts, e.s)) REQUIRE(std::isnan(v));
   // Shapes outside the kernels' range are refused before any launch.
+  const cu::GatedMlpShape too_wide{20, 129, 40, 129, nn::Activation::identity};
   CHECK_THROWS_AS(cu::gated_mlp_forward_bf16(y_part.data<float>(), 1, xb.data<bf>(), ub.data<bf>(), gb.data<bf>(),
-                                             db.data<bf>(), cu::GatedMlpShape{20, 129, 40, 129, nn::Activation::identity},
-                                             nullptr, e.s.get()),
+                                             db.data<bf>(), too_wide, nullptr, e.s.get()),
                   UserError);
   CHECK_THROWS_AS(cu::gated_mlp_forward_bf16(y_part.data<float>(), 2, xb.data<bf>(), ub.data<bf>(), gb.data<bf>(),
                                              db.data<bf>(), shape, nullptr, e.s.get()),
@@ -677,8 +679,8 @@ void check_bf16_ce() {
   };
   using bf = __nv_bfloat16;
   std::uint64_t seed = 1500;
-  for (const Shape sh : {Shape{1, 1, 8}, Shape{1, 70, 33}, Shape{37, 129, 64}, Shape{100, 300, 100}, Shape{200, 1000, 64},
-                         Shape{700, 300, 64}, Shape{300, 500, 64, true}}) {
+  for (const Shape sh : {Shape{1, 1, 8}, Shape{1, 70, 33}, Shape{37, 129, 64}, Shape{100, 300, 100},
+                         Shape{200, 1000, 64}, Shape{700, 300, 64}, Shape{300, 500, 64, true}}) {
     CAPTURE(sh.N);
     CAPTURE(sh.P);
     CAPTURE(sh.d);
@@ -690,9 +692,11 @@ void check_bf16_ce() {
     for (std::int64_t i = 0; i < sh.N; ++i)
       tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(++seed, rng::kUser, i, sh.P));
     if (sh.confident)
-      for (std::int64_t i = 0; i < sh.N; ++i)
+      for (std::int64_t i = 0; i < sh.N; ++i) {
+        const std::int64_t t = tg[static_cast<std::size_t>(i)];
         for (std::int64_t c = 0; c < sh.d; ++c)
-          y[static_cast<std::size_t>(i * sh.d + c)] = 0.5 * V[static_cast<std::size_t>(tg[static_cast<std::size_t>(i)] * sh.d + c)];
+          y[static_cast<std::size_t>(i * sh.d + c)] = 0.5 * V[static_cast<std::size_t>(t * sh.d + c)];
+      }
     std::vector<double> z(static_cast<std::size_t>(sh.N * sh.P)), dz(z.size()), loss_c(static_cast<std::size_t>(sh.N)),
         dy_c(static_cast<std::size_t>(sh.N * sh.d));
     std::vector<std::uint8_t> corr(static_cast<std::size_t>(sh.N));
@@ -753,8 +757,8 @@ void check_bf16_ce() {
       const std::int64_t Np = cu::bf16_pad_rows(sh.N);
       gpu::Tensor omax = nan_dev<float>(splits * sh.N, e.s), orest({splits * sh.N}, gpu::DType::f64),
                   oarg({splits * sh.N}, gpu::DType::i32), ozt = nan_dev<float>(sh.N, e.s),
-                  onum = nan_dev<float>(splits * sh.N * sh.d, e.s), opart({2 * cu::ce_finish_blocks(sh.N)}, gpu::DType::f64),
-                  dyb({Np, dk}, gpu::DType::bf16);
+                  onum = nan_dev<float>(splits * sh.N * sh.d, e.s),
+                  opart({2 * cu::ce_finish_blocks(sh.N)}, gpu::DType::f64), dyb({Np, dk}, gpu::DType::bf16);
       for (gpu::Tensor* t : {&orest, &oarg, &opart, &dyb}) t->fill_nan(e.s);
       gpu::Tensor dst2 = state_dev(st, e.s);
       hl.fill_nan(e.s);
