@@ -4,6 +4,7 @@
 // (PyTorch single-tensor Adam, torch.lerp for the first moment).
 #include <cuda_runtime.h>
 
+#include <algorithm>
 #include <cmath>
 
 #include "nn_device.cuh"
@@ -51,10 +52,28 @@ __global__ void adam_kernel(T* __restrict__ p, const T* __restrict__ g, T* __res
     adam_element(p[i], static_cast<double>(g[i]), m[i], v[i], c, step_size, bc2_sqrt, decay);
 }
 
+// Element i of the arena into its bf16 copy, if it is one of U, G, D (32-bit index math: sizes checked by the
+// caller).
+__device__ __forceinline__ void mirror_store(const Bf16Mirror& mr, std::int64_t i, float x) {
+  const __nv_bfloat16 b = __float2bfloat16_rn(x);
+  const std::int64_t nu = static_cast<std::int64_t>(mr.m) * mr.d_in;
+  if (i >= mr.U_off && i < mr.U_off + nu) {
+    const int r = static_cast<int>(i - mr.U_off), j = r / mr.d_in;
+    mr.Ub[static_cast<std::int64_t>(j) * mr.dk + (r - j * mr.d_in)] = b;
+  } else if (i >= mr.G_off && i < mr.G_off + nu) {
+    const int r = static_cast<int>(i - mr.G_off), j = r / mr.d_in;
+    mr.Gb[static_cast<std::int64_t>(j) * mr.dk + (r - j * mr.d_in)] = b;
+  } else if (i >= mr.D_off && i < mr.D_off + static_cast<std::int64_t>(mr.d_out) * mr.m) {
+    const int r = static_cast<int>(i - mr.D_off), c = r / mr.m, u = r - c * mr.m;
+    mr.Db[(static_cast<std::int64_t>(u >> 6) * mr.dk + c) * 64 + (u & 63)] = b;
+  }
+}
+
 template <class T>
 __global__ void adam_gated_kernel(T* __restrict__ p, const T* __restrict__ grads, int nparts, std::int64_t part_stride,
                                   T* __restrict__ m, T* __restrict__ v, std::int64_t n,
-                                  const AdamScalars* __restrict__ sched, TrainState* st, AdamConst c) {
+                                  const AdamScalars* __restrict__ sched, TrainState* st, AdamConst c,
+                                  Bf16Mirror mirror) {
   volatile TrainState* vs = st;
   const long long t = vs->step;
   if (vs->stop || t >= vs->end) return;  // the same answer in every block: nobody writes st before all read it
@@ -64,6 +83,9 @@ __global__ void adam_gated_kernel(T* __restrict__ p, const T* __restrict__ grads
     T g = grads[i];
     for (int r = 1; r < nparts; ++r) g += grads[r * part_stride + i];
     adam_element(p[i], static_cast<double>(g), m[i], v[i], c, s.step_size, s.bc2_sqrt, s.decay);
+    if constexpr (sizeof(T) == 4) {
+      if (mirror.Ub) mirror_store(mirror, i, p[i]);
+    }
   }
   // Last block to finish advances the step (threadFenceReduction pattern; integer atomic only).
   __shared__ bool last;
@@ -103,10 +125,13 @@ void adam_update(T* p, const T* g, T* m, T* v, std::int64_t n, const double* lr,
 template <class T>
 void adam_step_gated(T* p, const T* grads, int nparts, std::int64_t part_stride, T* m, T* v, std::int64_t n,
                      const AdamScalars* sched, TrainState* st, double beta1, double beta2, double eps,
-                     double weight_decay, bool adamw, cudaStream_t stream) {
+                     double weight_decay, bool adamw, cudaStream_t stream, const Bf16Mirror& mirror) {
   if (nparts < 1) cuda_detail::throw_user_error("adam_step_gated: need at least one gradient arena");
+  if (mirror.Ub && (sizeof(T) != 4 || !mirror.Gb || !mirror.Db || mirror.m < 1 || mirror.dk < 1 ||
+                    static_cast<std::int64_t>(mirror.m) * std::max(mirror.d_in, mirror.d_out) >= (1LL << 31)))
+    cuda_detail::throw_user_error("adam_step_gated: bf16 copies need float parameters, all three copies and m·d < 2^31");
   adam_gated_kernel<T><<<adam_blocks(n), dev::kElemThreads, 0, stream>>>(
-      p, grads, nparts, part_stride, m, v, n, sched, st, AdamConst{beta1, beta2, eps, weight_decay, adamw});
+      p, grads, nparts, part_stride, m, v, n, sched, st, AdamConst{beta1, beta2, eps, weight_decay, adamw}, mirror);
   MEMCAP_CUDA_CHECK_LAUNCH("adam_gated_kernel");
 }
 
@@ -128,7 +153,8 @@ std::vector<AdamScalars> adam_schedule(double lr_max, double lr_min, std::int64_
   template void adam_update<T>(T*, const T*, T*, T*, std::int64_t, const double*, double, double, double, double, \
                                const std::int64_t*, bool, cudaStream_t);                                       \
   template void adam_step_gated<T>(T*, const T*, int, std::int64_t, T*, T*, std::int64_t, const AdamScalars*,    \
-                                   TrainState*, double, double, double, double, bool, cudaStream_t);
+                                   TrainState*, double, double, double, double, bool, cudaStream_t,             \
+                                   const Bf16Mirror&);
 MEMCAP_NN_ADAM(float)
 MEMCAP_NN_ADAM(double)
 #undef MEMCAP_NN_ADAM

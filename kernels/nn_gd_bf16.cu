@@ -582,8 +582,9 @@ struct OnePassArgs {
   const TrainState* gate;
 };
 
+// At d ≤ 64 three blocks per SM (144 registers, no spills; 202 unbounded: two blocks).
 template <int DK>
-__global__ void __launch_bounds__(kCeThreads) ce_onepass_kernel(OnePassArgs a) {
+__global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kernel(OnePassArgs a) {
   if (!dev::step_active(a.gate)) return;
   constexpr int KS = DK / 16;
   extern __shared__ __align__(16) unsigned char smem_raw[];

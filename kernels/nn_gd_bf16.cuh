@@ -35,7 +35,8 @@ inline int bf16_dk(std::int64_t d) { return d <= 64 ? 64 : 128; }
 void sum_rows_to_bf16(__nv_bfloat16* dst, const float* parts, int nparts, std::int64_t N, std::int64_t d, int dk,
                       const TrainState* gate, cudaStream_t stream);
 
-// Per-step operand copies of the gated MLP's weights (U, G [m][d_in], D [d_out][m]):
+// Operand copies of the gated MLP's weights (U, G [m][d_in], D [d_out][m]; the GD trainer converts once at upload,
+// then its Adam step keeps them current through a Bf16Mirror, nn_train_state.cuh):
 // Ub, Gb [m_pad][DK]; Db panels [m_pad/64][DK][64] (DK = bf16_dk(max(d_in, d_out))).
 void gated_mlp_weights_bf16(__nv_bfloat16* Ub, __nv_bfloat16* Gb, __nv_bfloat16* Db, const float* U, const float* G,
                             const float* D, const GatedMlpShape& s, const TrainState* gate, cudaStream_t stream);

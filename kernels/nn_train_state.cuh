@@ -4,6 +4,7 @@
 // Plain structs (host and device code); the kernels that read/advance them are in nn_adam.cu and
 // nn_gated_mlp_fused.cu (loss recording).
 #pragma once
+#include <cuda_bf16.h>
 #include <cuda_runtime_api.h>
 
 #include <cstdint>
@@ -39,13 +40,24 @@ struct AdamScalars {
 std::vector<AdamScalars> adam_schedule(double lr_max, double lr_min, std::int64_t epochs, double beta1, double beta2,
                                        double weight_decay);
 
+// bf16 copies of a gated MLP's weights that the Adam step refreshes as it writes them (GD precision bf16;
+// the layouts of nn_gd_bf16.cuh): U [m][d_in] at arena offset U_off -> Ub [m_pad][dk], G likewise -> Gb,
+// D [d_out][m] at D_off -> Db panels [m_pad/64][dk][64]. Pads are never written (they keep their zeros).
+// Needs m·max(d_in, d_out) < 2^31. Ub == nullptr: no copies.
+struct Bf16Mirror {
+  __nv_bfloat16 *Ub = nullptr, *Gb = nullptr, *Db = nullptr;
+  std::int64_t U_off = 0, G_off = 0, D_off = 0;
+  int m = 0, d_in = 0, d_out = 0, dk = 0;
+};
+
 // Adam / AdamW step of a training loop over one flat arena of n parameters, gated by `st`: a no-op
 // when the step is inactive; otherwise uses sched[st->step], sums the gradient over `nparts` partial
-// arenas (g = Σ_r grads[r·part_stride + i], r in order) and, in the last block to finish, advances
-// st->step and turns stop_after into stop. One kernel launch; capturable.
+// arenas (g = Σ_r grads[r·part_stride + i], r in order), writes `mirror`'s bf16 copies of the new
+// parameters (float only) and, in the last block to finish, advances st->step and turns stop_after into
+// stop. One kernel launch; capturable.
 template <class T>
 void adam_step_gated(T* p, const T* grads, int nparts, std::int64_t part_stride, T* m, T* v, std::int64_t n,
                      const AdamScalars* sched, TrainState* st, double beta1, double beta2, double eps,
-                     double weight_decay, bool adamw, cudaStream_t stream);
+                     double weight_decay, bool adamw, cudaStream_t stream, const Bf16Mirror& mirror = {});
 
 }  // namespace memcap::nn::cuda

@@ -5,9 +5,10 @@
 // Fused step (MSE): fwd -> y, dy, loss partials -> record -> [CE stats + combine for the argmax
 //                   accuracy, only at recorded epochs] -> backward -> Adam.
 // cuBLAS step: the nn::cuda layer chain of the CPU reference (gd_train_cpu.cpp) on one gradient arena.
-// bf16 step (fused only; CE): bf16 copies of U, G, D -> forward -> y -> one-pass CE partials (max, argmax,
-//                   Σ_{p≠t} e^{z−max} and its V-weighted sum per value split) -> finish (loss, accuracy, dy as bf16,
-//                   records) -> backward -> Adam: 7 kernels. MSE: the fused MSE step's order, with the bf16 kernels.
+// bf16 step (fused only; CE): forward -> y -> one-pass CE partials (max, argmax, Σ_{p≠t} e^{z−max} and its
+//                   V-weighted sum per value split) -> finish (loss, accuracy, dy as bf16, records) -> backward ->
+//                   Adam (also writes the bf16 copies of U, G, D the next step reads): 6 kernels. MSE: the fused MSE
+//                   step's order, with the bf16 kernels.
 #include "mlp/gd_cuda_device.hpp"
 
 #ifdef MEMCAP_HAVE_CUDA
@@ -381,7 +382,7 @@ struct GdDevice::Impl {
     bf *Ub = ub.data<bf>(), *Gb = gb.data<bf>(), *Db = db.data<bf>();
     cu::CeStats<float> stats{st_max.data<float>(), st_oth.data<double>(), st_arg.data<std::int32_t>(),
                              st_zt.data<float>(), ce_part.data<double>()};
-    cu::gated_mlp_weights_bf16(Ub, Gb, Db, prm + L.U, prm + L.G, prm + L.D, shape, state_dev, s);
+    // Ub, Gb, Db hold this step's weights: converted at upload, then written by every Adam step (mirror below)
     cu::gated_mlp_forward_bf16(y_part.data<float>(), p.fwd_splits, xb.data<bf>(), Ub, Gb, Db, shape, state_dev, s);
     if (p.ce) {  // one pass over the logits: loss, accuracy and dy (bf16) from the partials
       cu::gated_mlp_output<float>(y.data<float>(), y_part.data<float>(), p.fwd_splits, nullptr, F, d, nullptr, nullptr,
@@ -411,8 +412,19 @@ struct GdDevice::Impl {
     off.D = L.D;
     cu::gated_mlp_backward_bf16(grads.data<float>(), n, p.bwd_splits, off, xb.data<bf>(), dyb.data<bf>(), Ub, Gb, Db,
                                 shape, state_dev, s);
+    cu::Bf16Mirror mirror;
+    mirror.Ub = Ub;
+    mirror.Gb = Gb;
+    mirror.Db = Db;
+    mirror.U_off = L.U;
+    mirror.G_off = L.G;
+    mirror.D_off = L.D;
+    mirror.m = static_cast<int>(p.m);
+    mirror.d_in = static_cast<int>(d);
+    mirror.d_out = static_cast<int>(d);
+    mirror.dk = dk;
     cu::adam_step_gated<float>(prm, grads.data<float>(), p.bwd_splits, n, mom1.data<float>(), mom2.data<float>(), n,
-                               sch(), state_dev, cfg_beta1, cfg_beta2, cfg_eps, cfg_wd, cfg_adamw, s);
+                               sch(), state_dev, cfg_beta1, cfg_beta2, cfg_eps, cfg_wd, cfg_adamw, s, mirror);
   }
 
   double cfg_beta1 = 0.9, cfg_beta2 = 0.999, cfg_eps = 1e-8, cfg_wd = 0;
@@ -478,6 +490,14 @@ void GdDevice::upload_arenas(const std::vector<double>& params, const std::vecto
   put(I.params, params);
   put(I.mom1, m);
   put(I.mom2, v);
+  if (I.plan.bf16) {  // the weights' bf16 copies; from here on every Adam step refreshes them
+    const GdLayout& L = I.plan.layout;
+    const float* p = I.params.data<float>();
+    nn::cuda::gated_mlp_weights_bf16(I.ub.data<__nv_bfloat16>(), I.gb.data<__nv_bfloat16>(), I.db.data<__nv_bfloat16>(),
+                                     p + L.U, p + L.G, p + L.D,
+                                     nn::cuda::GatedMlpShape{I.plan.F, I.plan.d, I.plan.m, I.plan.d, I.plan.act},
+                                     nullptr, s.get());
+  }
   s.synchronize();
 }
 

@@ -631,6 +631,53 @@ void check_bf16_mlp() {
       }
     }
   }
+  // The gated Adam step's bf16 copies (Bf16Mirror) equal a fresh conversion of the updated parameters, bit for bit,
+  // pads included (they keep the zeros of the first conversion).
+  {
+    const std::int64_t m = 70, d = 33, mp = cu::bf16_pad_rows(m);
+    const mlp::GdLayout L = mlp::GdLayout::make(m, d, false);
+    gpu::Tensor dp = to_dev<float>(mlp::gd_init_params(m, d, false, 21), e.s), dg = to_dev<float>(randn(L.total, 22), e.s);
+    gpu::Tensor dm({L.total}, gpu::DType::f32), dv({L.total}, gpu::DType::f32);
+    dm.fill_zero(e.s);
+    dv.fill_zero(e.s);
+    const cu::AdamScalars sc{1e-2, 1.0, 1.0};
+    gpu::Tensor dsched({static_cast<std::int64_t>(sizeof(sc))}, gpu::DType::u8);
+    dsched.upload(&sc, e.s);
+    cu::TrainState st1;
+    st1.end = 1;
+    gpu::Tensor dst1 = state_dev(st1, e.s);
+    std::vector<gpu::Tensor> copies;
+    for (int k = 0; k < 6; ++k) copies.emplace_back(std::vector<std::int64_t>{mp, 64}, gpu::DType::bf16);
+    const cu::GatedMlpShape shape{1, d, m, d, nn::Activation::identity};
+    float* P = dp.data<float>();
+    cu::gated_mlp_weights_bf16(copies[0].data<bf>(), copies[1].data<bf>(), copies[2].data<bf>(), P + L.U, P + L.G,
+                               P + L.D, shape, nullptr, e.s.get());
+    cu::Bf16Mirror mr;
+    mr.Ub = copies[0].data<bf>();
+    mr.Gb = copies[1].data<bf>();
+    mr.Db = copies[2].data<bf>();
+    mr.U_off = L.U;
+    mr.G_off = L.G;
+    mr.D_off = L.D;
+    mr.m = static_cast<int>(m);
+    mr.d_in = mr.d_out = static_cast<int>(d);
+    mr.dk = 64;
+    cu::adam_step_gated<float>(P, dg.data<float>(), 1, L.total, dm.data<float>(), dv.data<float>(), L.total,
+                               static_cast<const cu::AdamScalars*>(dsched.raw()),
+                               static_cast<cu::TrainState*>(dst1.raw()), 0.9, 0.999, 1e-8, 0.0, false, e.s.get(), mr);
+    cu::gated_mlp_weights_bf16(copies[3].data<bf>(), copies[4].data<bf>(), copies[5].data<bf>(), P + L.U, P + L.G,
+                               P + L.D, shape, nullptr, e.s.get());
+    for (int k = 0; k < 3; ++k) {
+      std::vector<std::uint16_t> a1(static_cast<std::size_t>(mp * 64)), a2(a1.size());
+      copies[static_cast<std::size_t>(k)].download(a1.data(), e.s);
+      copies[static_cast<std::size_t>(k + 3)].download(a2.data(), e.s);
+      e.s.synchronize();
+      CAPTURE(k);
+      CHECK(a1 == a2);
+    }
+    CHECK(state_host(dst1, e.s).step == 1);
+  }
+
   // A stopped TrainState makes the kernels no-ops: the poisoned outputs stay NaN.
   cu::TrainState st;
   st.end = 10;
