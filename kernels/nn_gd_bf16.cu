@@ -419,8 +419,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) bwd_kernel(BwdArgs a) {
 }
 
 // ---- cross-entropy over the value logits z = y Vᵀ ------------------------------------------------------------
-struct CeArgs {
-  CeStats<float> st;
+// What both CE kernels read: y [N][d] (float), the bf16 values Vb [P_pad][DK], the targets, the value split.
+struct CeRows {
   const float* y;
   const bf16* V;
   const std::int32_t* targets;
@@ -429,6 +429,11 @@ struct CeArgs {
   int value_tiles;  // P_pad / 64
   int chunk_tiles;  // value tiles per split
   const TrainState* gate;
+};
+
+struct CeArgs {
+  CeStats<float> st;
+  CeRows r;
   bool at_record_epochs;
 };
 
@@ -469,6 +474,37 @@ __device__ __forceinline__ void logits_tile(float (&s)[8][4], const uint32_t (&y
     }
 }
 
+// What both CE kernels set up per block: the warp's two rows per lane (g, g + 8), their targets and the y rows'
+// A fragments, the split's value tiles [pt0, pt1) with the first one in flight, and the tile-by-tile staging.
+template <int DK>
+struct CeBlock {
+  bf16* Vs0;
+  int tid, lane, pt0, pt1, p_pad;
+  long long rows[2];
+  int tg[2];
+  uint32_t ya[DK / 16][4];
+  __device__ __forceinline__ CeBlock(const CeRows& c, unsigned char* smem) {
+    Vs0 = reinterpret_cast<bf16*>(smem);
+    tid = threadIdx.x;
+    lane = tid & 31;
+    const long long r0 = static_cast<long long>(blockIdx.x) * BT + (tid >> 5) * 16;
+    rows[0] = r0 + (lane >> 2);
+    rows[1] = rows[0] + 8;
+    pt0 = blockIdx.y * c.chunk_tiles;
+    pt1 = min(c.value_tiles, pt0 + c.chunk_tiles);
+    p_pad = c.value_tiles * BT;
+    if (pt0 < pt1) load_tile<BT, DK>(Vs0, c.V, pt0 * BT, p_pad, tid, kCeThreads);  // the first value tile
+    mma::cp_async_commit();
+    rows_to_a<DK>(ya, c.y, c.N, c.d, r0, lane);
+    tg[0] = rows[0] < c.N ? c.targets[rows[0]] : -1;
+    tg[1] = rows[1] < c.N ? c.targets[rows[1]] : -1;
+  }
+  // Tile pt (the it-th of the block), with tile pt + 1 issued behind it.
+  __device__ __forceinline__ const bf16* tile(int pt, int it, const bf16* V) {
+    return next_value_tile<DK>(Vs0, V, pt, it, pt1, p_pad, tid);
+  }
+};
+
 // Merge two (max, others, argmax) partials of one row; the larger max wins, equal maxima keep the smaller index.
 __device__ __forceinline__ void ce_merge_sym(float& m, double& o, int& i, float m2, double o2, int i2) {
   if (i2 < 0) return;
@@ -491,31 +527,22 @@ __device__ __forceinline__ void ce_merge_sym(float& m, double& o, int& i, float 
 // its first index and Σ_{j≠argmax} exp(z_j − max), and the target logit.
 template <int DK>
 __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
-  if (a.at_record_epochs ? !dev::record_epoch(a.gate) : !dev::step_active(a.gate)) return;
-  constexpr int KS = DK / 16;
+  if (a.at_record_epochs ? !dev::record_epoch(a.r.gate) : !dev::step_active(a.r.gate)) return;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* Vs0 = reinterpret_cast<bf16*>(smem_raw);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const long long r0 = static_cast<long long>(blockIdx.x) * BT + warp * 16 + (lane >> 2);
-  const long long rows[2] = {r0, r0 + 8};
-  const int pt0 = blockIdx.y * a.chunk_tiles, pt1 = min(a.value_tiles, pt0 + a.chunk_tiles);
-  const int p_pad = a.value_tiles * BT;
-  if (pt0 < pt1) load_tile<BT, DK>(Vs0, a.V, pt0 * BT, p_pad, tid, kCeThreads);  // the first value tile
-  mma::cp_async_commit();
-
-  uint32_t ya[KS][4];
-  rows_to_a<DK>(ya, a.y, a.N, a.d, r0 - (lane >> 2), lane);
-  const int tg[2] = {rows[0] < a.N ? a.targets[rows[0]] : -1, rows[1] < a.N ? a.targets[rows[1]] : -1};
+  CeBlock<DK> b(a.r, smem_raw);
+  const int lane = b.lane;
+  const long long(&rows)[2] = b.rows;
+  const int(&tg)[2] = b.tg;
   float rm[2] = {-INFINITY, -INFINITY};
   double ro[2] = {0.0, 0.0};
   int ri[2] = {-1, -1};
 
-  for (int pt = pt0, it = 0; pt < pt1; ++pt, ++it) {
-    const bf16* Vs = next_value_tile<DK>(Vs0, a.V, pt, it, pt1, p_pad, tid);
+  for (int pt = b.pt0, it = 0; pt < b.pt1; ++pt, ++it) {
+    const bf16* Vs = b.tile(pt, it, a.r.V);
     float s[8][4];
-    logits_tile<DK>(s, ya, Vs, lane);
+    logits_tile<DK>(s, b.ya, Vs, lane);
     const int p0 = pt * BT;
-    const bool full = p0 + BT <= a.P;  // every column of the tile is a value (all but the last tile)
+    const bool full = p0 + BT <= a.r.P;  // every column of the tile is a value (all but the last tile)
     // Running (max, Σ_{j≠argmax} exp(z_j − max), argmax) per row over this thread's columns; a NaN logit never
     // wins the max and makes the sum NaN, which the combine reports as a non-finite loss.
 #pragma unroll
@@ -528,7 +555,7 @@ __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
         for (int e = 0; e < 2; ++e) {
           const int p = p0 + c_col(lane, nt, 2 * h + e);
           const float z = s[nt][2 * h + e];
-          if (full || p < a.P) {
+          if (full || p < a.r.P) {
             if (p == tg[h]) a.st.zt[rows[h]] = z;
             if (z > tm) {  // strict: the first index wins a tie
               tm = z;
@@ -547,7 +574,7 @@ __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int p = p0 + c_col(lane, nt, 2 * h + e);
-          if ((full || p < a.P) && p != ri[h]) so += __expf(s[nt][2 * h + e] - rm[h]);
+          if ((full || p < a.r.P) && p != ri[h]) so += __expf(s[nt][2 * h + e] - rm[h]);
         }
       ro[h] += static_cast<double>(so);
     }
@@ -561,8 +588,8 @@ __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
         const int i2 = __shfl_xor_sync(0xffffffffu, ri[h], o);
         ce_merge_sym(rm[h], ro[h], ri[h], m2, o2, i2);
       }
-      if ((lane & 3) == 0 && rows[h] < a.N) {
-        const long long k = static_cast<long long>(blockIdx.y) * a.N + rows[h];
+      if ((lane & 3) == 0 && rows[h] < a.r.N) {
+        const long long k = static_cast<long long>(blockIdx.y) * a.r.N + rows[h];
         a.st.max[k] = rm[h];
         a.st.others[k] = ro[h];
         a.st.arg[k] = ri[h];
@@ -573,44 +600,29 @@ __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
 // ---- one-pass cross-entropy (nn_gd_bf16.cuh) ------------------------------------------------------------------
 struct OnePassArgs {
   CeOnePass st;
-  const float* y;
-  const bf16* V;
-  const std::int32_t* targets;
-  long long N, P;
-  int d;
-  int value_tiles, chunk_tiles;
-  const TrainState* gate;
+  CeRows r;
 };
 
 // At d ≤ 64 three blocks per SM (144 registers, no spills; 202 unbounded: two blocks).
 template <int DK>
 __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kernel(OnePassArgs a) {
-  if (!dev::step_active(a.gate)) return;
-  constexpr int KS = DK / 16;
+  if (!dev::step_active(a.r.gate)) return;
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  bf16* Vs0 = reinterpret_cast<bf16*>(smem_raw);
-  const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
-  const long long r0 = static_cast<long long>(blockIdx.x) * BT + warp * 16 + (lane >> 2);
-  const long long rows[2] = {r0, r0 + 8};
-  const int pt0 = blockIdx.y * a.chunk_tiles, pt1 = min(a.value_tiles, pt0 + a.chunk_tiles);
-  const int p_pad = a.value_tiles * BT;
-  if (pt0 < pt1) load_tile<BT, DK>(Vs0, a.V, pt0 * BT, p_pad, tid, kCeThreads);  // the first value tile
-  mma::cp_async_commit();
-
-  uint32_t ya[KS][4];
-  rows_to_a<DK>(ya, a.y, a.N, a.d, r0 - (lane >> 2), lane);
-  const int tg[2] = {rows[0] < a.N ? a.targets[rows[0]] : -1, rows[1] < a.N ? a.targets[rows[1]] : -1};
+  CeBlock<DK> b(a.r, smem_raw);
+  const int lane = b.lane;
+  const long long(&rows)[2] = b.rows;
+  const int(&tg)[2] = b.tg;
   float rm[2] = {-INFINITY, -INFINITY};  // running row max (the same in the 4 lanes of a row)
   int ri[2] = {-1, -1};
   double rl[2] = {0.0, 0.0};  // this lane's share of Σ_{p≠t} exp(z_p − rm)
   float num[DK / 8][4] = {};
 
-  for (int pt = pt0, it = 0; pt < pt1; ++pt, ++it) {
-    const bf16* Vs = next_value_tile<DK>(Vs0, a.V, pt, it, pt1, p_pad, tid);
+  for (int pt = b.pt0, it = 0; pt < b.pt1; ++pt, ++it) {
+    const bf16* Vs = b.tile(pt, it, a.r.V);
     float s[8][4];
-    logits_tile<DK>(s, ya, Vs, lane);
+    logits_tile<DK>(s, b.ya, Vs, lane);
     const int p0 = pt * BT;
-    const bool full = p0 + BT <= a.P;
+    const bool full = p0 + BT <= a.r.P;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
       float tm = -INFINITY;
@@ -621,7 +633,7 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
         for (int e = 0; e < 2; ++e) {
           const int p = p0 + c_col(lane, nt, 2 * h + e);
           const float z = s[nt][2 * h + e];
-          if (full || p < a.P) {
+          if (full || p < a.r.P) {
             if (p == tg[h]) a.st.zt[rows[h]] = z;
             if (z > tm) {  // strict: the first index wins a tie; NaN never wins
               tm = z;
@@ -655,7 +667,7 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
 #pragma unroll
         for (int e = 0; e < 2; ++e) {
           const int p = p0 + c_col(lane, nt, 2 * h + e);
-          const float w = ((full || p < a.P) && p != tg[h]) ? __expf(s[nt][2 * h + e] - rm[h]) : 0.f;
+          const float w = ((full || p < a.r.P) && p != tg[h]) ? __expf(s[nt][2 * h + e] - rm[h]) : 0.f;
           s[nt][2 * h + e] = w;
           ls += w;
         }
@@ -674,7 +686,7 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
       }
     }
   }
-  const long long n = a.N;
+  const long long n = a.r.N;
 #pragma unroll
   for (int h = 0; h < 2; ++h) {
     rl[h] += __shfl_xor_sync(0xffffffffu, rl[h], 1);
@@ -686,14 +698,14 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
       a.st.arg[k] = ri[h];
     }
   }
-  float* out = a.st.num + static_cast<long long>(blockIdx.y) * n * a.d;
+  float* out = a.st.num + static_cast<long long>(blockIdx.y) * n * a.r.d;
 #pragma unroll
   for (int nt = 0; nt < DK / 8; ++nt)
 #pragma unroll
     for (int q = 0; q < 4; ++q) {
       const long long r = rows[q >> 1];
       const int c = c_col(lane, nt, q);
-      if (r < n && c < a.d) out[r * a.d + c] = num[nt][q];
+      if (r < n && c < a.r.d) out[r * a.r.d + c] = num[nt][q];
     }
 }
 
@@ -923,7 +935,7 @@ void softmax_ce_stats_bf16(const CeStats<float>& st, int splits, const float* y,
                            const TrainState* gate, bool at_record_epochs, cudaStream_t stream) {
   check_ce(N, P, d, splits, "softmax_ce_stats_bf16");
   const std::int64_t vt = bf16_pad_rows(P) / kBf16Tile, per = (vt + splits - 1) / splits;
-  CeArgs a{st, y, Vb, targets, N, P, static_cast<int>(d), static_cast<int>(vt), static_cast<int>(per), gate,
+  CeArgs a{st, CeRows{y, Vb, targets, N, P, static_cast<int>(d), static_cast<int>(vt), static_cast<int>(per), gate},
            at_record_epochs};
   ce_launch(a, bf16_dk(d), static_cast<unsigned>(bf16_pad_rows(N) / kBf16Tile), static_cast<unsigned>(splits),
             stream);
@@ -937,7 +949,7 @@ void softmax_ce_partials_bf16(const CeOnePass& st, int splits, const float* y, c
                               const TrainState* gate, cudaStream_t stream) {
   check_ce(N, P, d, splits, "softmax_ce_partials_bf16");
   const std::int64_t vt = bf16_pad_rows(P) / kBf16Tile, per = (vt + splits - 1) / splits;
-  OnePassArgs a{st, y, Vb, targets, N, P, static_cast<int>(d), static_cast<int>(vt), static_cast<int>(per), gate};
+  OnePassArgs a{st, CeRows{y, Vb, targets, N, P, static_cast<int>(d), static_cast<int>(vt), static_cast<int>(per), gate}};
   const unsigned gx = static_cast<unsigned>(bf16_pad_rows(N) / kBf16Tile), gy = static_cast<unsigned>(splits);
   if (bf16_dk(d) == 64)
     launch(ce_onepass_kernel<64>, ce_smem<64>(), gx, gy, kCeThreads, a, stream, "launch of ce_onepass_kernel");
