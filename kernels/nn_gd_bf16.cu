@@ -474,6 +474,29 @@ __device__ __forceinline__ void logits_tile(float (&s)[8][4], const uint32_t (&y
     }
 }
 
+// This lane's max of row h (0: g, 1: g + 8) over its columns of the logit tile s (values p0.., masked past P) and
+// the first index holding it (strict >: the first index wins a tie; NaN and -inf never win: ti = -1 if nothing
+// does); the lane holding the target column records its logit in zt[row].
+__device__ __forceinline__ void lane_row_max(const float (&s)[8][4], int h, int p0, bool full, long long P, int tg,
+                                             float* zt, long long row, int lane, float& tm, int& ti) {
+  tm = -INFINITY;
+  ti = -1;
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int e = 0; e < 2; ++e) {
+      const int p = p0 + c_col(lane, nt, 2 * h + e);
+      const float z = s[nt][2 * h + e];
+      if (full || p < P) {
+        if (p == tg) zt[row] = z;
+        if (z > tm) {
+          tm = z;
+          ti = p;
+        }
+      }
+    }
+}
+
 // What both CE kernels set up per block: the warp's two rows per lane (g, g + 8), their targets and the y rows'
 // A fragments, the split's value tiles [pt0, pt1) with the first one in flight, and the tile-by-tile staging.
 template <int DK>
@@ -547,22 +570,9 @@ __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
     // wins the max and makes the sum NaN, which the combine reports as a non-finite loss.
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float tm = -INFINITY;
-      int ti = -1;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int p = p0 + c_col(lane, nt, 2 * h + e);
-          const float z = s[nt][2 * h + e];
-          if (full || p < a.r.P) {
-            if (p == tg[h]) a.st.zt[rows[h]] = z;
-            if (z > tm) {  // strict: the first index wins a tie
-              tm = z;
-              ti = p;
-            }
-          }
-        }
+      float tm;
+      int ti;
+      lane_row_max(s, h, p0, full, a.r.P, tg[h], a.st.zt, rows[h], lane, tm, ti);
       if (ti >= 0 && (ri[h] < 0 || tm > rm[h])) {
         ro[h] = ri[h] < 0 ? 0.0 : (ro[h] + 1.0) * static_cast<double>(__expf(rm[h] - tm));
         rm[h] = tm;
@@ -625,22 +635,9 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
     const bool full = p0 + BT <= a.r.P;
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float tm = -INFINITY;
-      int ti = -1;
-#pragma unroll
-      for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int p = p0 + c_col(lane, nt, 2 * h + e);
-          const float z = s[nt][2 * h + e];
-          if (full || p < a.r.P) {
-            if (p == tg[h]) a.st.zt[rows[h]] = z;
-            if (z > tm) {  // strict: the first index wins a tie; NaN never wins
-              tm = z;
-              ti = p;
-            }
-          }
-        }
+      float tm;
+      int ti;
+      lane_row_max(s, h, p0, full, a.r.P, tg[h], a.st.zt, rows[h], lane, tm, ti);
 #pragma unroll
       for (int o = 1; o <= 2; o <<= 1) {  // the row's tile max over its 4 lanes (smallest index on ties)
         const float tm2 = __shfl_xor_sync(0xffffffffu, tm, o);
