@@ -475,6 +475,42 @@ void check_fused_mlp(bool tf32, double tol_fwd, double tol_bwd) {
   for (const double v : to_host<T>(y_part, e.s)) REQUIRE(std::isnan(v));
 }
 
+// A one-epoch TrainState that never stops early, and NaN-poisoned loss / correct histories, for the kernels that
+// record a step's loss.
+struct Recorder {
+  gpu::Tensor state, hl{{1}, gpu::DType::f64}, hc{{1}, gpu::DType::i64};
+  explicit Recorder(const gpu::Stream& s) {
+    cu::TrainState st;
+    st.end = 1;
+    st.stop_loss = -std::numeric_limits<double>::infinity();
+    state = state_dev(st, s);
+    hl.fill_nan(s);
+    hc.fill_nan(s);
+  }
+  cu::TrainState* sp() const { return static_cast<cu::TrainState*>(state.raw()); }
+};
+
+// CPU reference of the value-logit CE: logits = y Vᵀ, CE (dloss = 1), dy = dlogits · V.
+struct CeRef {
+  std::vector<double> loss, dy;
+  double mean = 0;
+  std::int64_t hits = 0;
+};
+CeRef ce_reference(const std::vector<double>& y, const std::vector<double>& V, const std::vector<std::int32_t>& tg,
+                   std::int64_t N, std::int64_t P, std::int64_t d) {
+  CeRef r;
+  std::vector<double> z(static_cast<std::size_t>(N * P)), dz(z.size());
+  r.loss.resize(static_cast<std::size_t>(N));
+  r.dy.resize(static_cast<std::size_t>(N * d));
+  std::vector<std::uint8_t> corr(static_cast<std::size_t>(N));
+  nn::cpu::linear_forward(z.data(), y.data(), V.data(), nullptr, N, d, P);
+  r.mean = nn::cpu::cross_entropy_forward(r.loss.data(), z.data(), tg.data(), N, P, corr.data());
+  nn::cpu::cross_entropy_backward(dz.data(), z.data(), tg.data(), N, P, 1.0);
+  nn::cpu::linear_backward(r.dy.data(), nullptr, nullptr, dz.data(), y.data(), V.data(), N, d, P);
+  for (auto c : corr) r.hits += c;
+  return r;
+}
+
 template <class T>
 void check_fused_ce(bool tf32, double tol_loss, double tol_grad, std::int64_t max_miss) {
   Env e;
@@ -492,16 +528,10 @@ void check_fused_ce(bool tf32, double tol_loss, double tol_grad, std::int64_t ma
     std::vector<std::int32_t> tg(static_cast<std::size_t>(sh.N));
     for (std::int64_t i = 0; i < sh.N; ++i)
       tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(++seed, rng::kUser, i, sh.P));
-    // CPU: logits = y Vᵀ, CE (dloss = 1), dy = dlogits · V.
-    std::vector<double> z(static_cast<std::size_t>(sh.N * sh.P)), dz(z.size()), loss_c(static_cast<std::size_t>(sh.N)),
-        dy_c(static_cast<std::size_t>(sh.N * sh.d));
-    std::vector<std::uint8_t> corr(static_cast<std::size_t>(sh.N));
-    nn::cpu::linear_forward(z.data(), y.data(), V.data(), nullptr, sh.N, sh.d, sh.P);
-    const double mean_c = nn::cpu::cross_entropy_forward(loss_c.data(), z.data(), tg.data(), sh.N, sh.P, corr.data());
-    nn::cpu::cross_entropy_backward(dz.data(), z.data(), tg.data(), sh.N, sh.P, 1.0);
-    nn::cpu::linear_backward(dy_c.data(), nullptr, nullptr, dz.data(), y.data(), V.data(), sh.N, sh.d, sh.P);
-    std::int64_t hits_c = 0;
-    for (auto c : corr) hits_c += c;
+    const CeRef ref = ce_reference(y, V, tg, sh.N, sh.P, sh.d);
+    const double mean_c = ref.mean;
+    const std::vector<double>&loss_c = ref.loss, &dy_c = ref.dy;
+    const std::int64_t hits_c = ref.hits;
 
     gpu::Tensor dyv = to_dev<T>(y, e.s), dV = to_dev<T>(V, e.s), dtg({sh.N}, gpu::DType::i32);
     dtg.upload(tg.data(), e.s);
@@ -514,13 +544,9 @@ void check_fused_ce(bool tf32, double tol_loss, double tol_grad, std::int64_t ma
                   rloss = nan_dev<T>(sh.N, e.s), dyp = nan_dev<T>(splits * sh.N * sh.d, e.s);
       soth.fill_nan(e.s);
       sarg.fill_nan(e.s);
-      cu::TrainState st;
-      st.end = 1;
-      st.stop_loss = -std::numeric_limits<double>::infinity();
-      gpu::Tensor dst = state_dev(st, e.s), hl({1}, gpu::DType::f64), hc({1}, gpu::DType::i64);
-      hl.fill_nan(e.s);
-      hc.fill_nan(e.s);
-      auto* sp = static_cast<cu::TrainState*>(dst.raw());
+      Recorder rec(e.s);
+      gpu::Tensor &dst = rec.state, &hl = rec.hl, &hc = rec.hc;
+      auto* sp = rec.sp();
       const cu::CeStats<T> stats{smax.data<T>(), soth.data<double>(), sarg.data<std::int32_t>(), szt.data<T>()};
       cu::softmax_ce_stats_fused<T>(stats, splits, dyv.data<T>(), dV.data<T>(), dtg.data<std::int32_t>(), sh.N, sh.P,
                                     sh.d, tf32, sp, false, e.s.get());
@@ -744,15 +770,10 @@ void check_bf16_ce() {
         for (std::int64_t c = 0; c < sh.d; ++c)
           y[static_cast<std::size_t>(i * sh.d + c)] = 0.5 * V[static_cast<std::size_t>(t * sh.d + c)];
       }
-    std::vector<double> z(static_cast<std::size_t>(sh.N * sh.P)), dz(z.size()), loss_c(static_cast<std::size_t>(sh.N)),
-        dy_c(static_cast<std::size_t>(sh.N * sh.d));
-    std::vector<std::uint8_t> corr(static_cast<std::size_t>(sh.N));
-    nn::cpu::linear_forward(z.data(), y.data(), V.data(), nullptr, sh.N, sh.d, sh.P);
-    const double mean_c = nn::cpu::cross_entropy_forward(loss_c.data(), z.data(), tg.data(), sh.N, sh.P, corr.data());
-    nn::cpu::cross_entropy_backward(dz.data(), z.data(), tg.data(), sh.N, sh.P, 1.0);
-    nn::cpu::linear_backward(dy_c.data(), nullptr, nullptr, dz.data(), y.data(), V.data(), sh.N, sh.d, sh.P);
-    std::int64_t hits_c = 0;
-    for (auto c : corr) hits_c += c;
+    const CeRef ref = ce_reference(y, V, tg, sh.N, sh.P, sh.d);
+    const double mean_c = ref.mean;
+    const std::vector<double>&loss_c = ref.loss, &dy_c = ref.dy;
+    const std::int64_t hits_c = ref.hits;
 
     const int dk = cu::bf16_dk(sh.d);
     gpu::Tensor dyv = to_dev<float>(y, e.s), dV = to_dev<float>(V, e.s), dtg({sh.N}, gpu::DType::i32);
@@ -768,13 +789,9 @@ void check_bf16_ce() {
                   lse = nan_dev<float>(sh.N, e.s), rloss = nan_dev<float>(sh.N, e.s);
       soth.fill_nan(e.s);
       sarg.fill_nan(e.s);
-      cu::TrainState st;
-      st.end = 1;
-      st.stop_loss = -std::numeric_limits<double>::infinity();
-      gpu::Tensor dst = state_dev(st, e.s), hl({1}, gpu::DType::f64), hc({1}, gpu::DType::i64);
-      hl.fill_nan(e.s);
-      hc.fill_nan(e.s);
-      auto* sp = static_cast<cu::TrainState*>(dst.raw());
+      Recorder rec(e.s);
+      gpu::Tensor &dst = rec.state, &hl = rec.hl, &hc = rec.hc;
+      auto* sp = rec.sp();
       // the multi-block combine (block partials) with the split stats, the one-block combine without
       gpu::Tensor bpart({2 * cu::ce_combine_blocks(sh.N)}, gpu::DType::f64);
       bpart.fill_nan(e.s);
@@ -807,10 +824,9 @@ void check_bf16_ce() {
                   onum = nan_dev<float>(splits * sh.N * sh.d, e.s),
                   opart({2 * cu::ce_finish_blocks(sh.N)}, gpu::DType::f64), dyb({Np, dk}, gpu::DType::bf16);
       for (gpu::Tensor* t : {&orest, &oarg, &opart, &dyb}) t->fill_nan(e.s);
-      gpu::Tensor dst2 = state_dev(st, e.s);
-      hl.fill_nan(e.s);
-      hc.fill_nan(e.s);
-      auto* sp2 = static_cast<cu::TrainState*>(dst2.raw());
+      Recorder rec2(e.s);
+      gpu::Tensor& dst2 = rec2.state;
+      auto* sp2 = rec2.sp();
       cu::CeOnePass op;
       op.max = omax.data<float>();
       op.rest = orest.data<double>();
@@ -821,12 +837,12 @@ void check_bf16_ce() {
       cu::softmax_ce_partials_bf16(op, splits, dyv.data<float>(), vb.data<bf>(), dtg.data<std::int32_t>(), sh.N, sh.P,
                                    sh.d, sp2, e.s.get());
       cu::softmax_ce_finish_bf16(op, splits, vb.data<bf>(), dtg.data<std::int32_t>(), sh.N, sh.d,
-                                 1.0 / static_cast<double>(sh.N), dyb.data<bf>(), sp2, hl.data<double>(),
-                                 reinterpret_cast<long long*>(hc.data<std::int64_t>()), e.s.get());
+                                 1.0 / static_cast<double>(sh.N), dyb.data<bf>(), sp2, rec2.hl.data<double>(),
+                                 reinterpret_cast<long long*>(rec2.hc.data<std::int64_t>()), e.s.get());
       double mean_1 = 0;
       std::int64_t hits_1 = -1;
-      hl.download(&mean_1, e.s);
-      hc.download(&hits_1, e.s);
+      rec2.hl.download(&mean_1, e.s);
+      rec2.hc.download(&hits_1, e.s);
       std::vector<std::uint16_t> raw(static_cast<std::size_t>(Np * dk));
       dyb.download(raw.data(), e.s);
       e.s.synchronize();
