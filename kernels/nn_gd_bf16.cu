@@ -1,8 +1,8 @@
-// bf16 fused GD kernels (see nn_gd_bf16.cuh). Tiles of 64 rows / units / values; each warp owns 16 rows of a
-// product (mma.sync m16n8k16, fp32 accumulators in the m16n8 C layout: lane (g, t) = (lane / 4, lane % 4) holds
-// rows g, g + 8 and columns 2t, 2t + 1 of every 8-column n-tile). A product's C fragments become the next
-// product's A fragments in registers (h in the forward, the softmax weights in the CE gradient), as in flash
-// attention; the backward's transposed products go through shared memory (ldmatrix .trans).
+// bf16 fused GD kernels (see nn_gd_bf16.cuh). Tiles of 64 units / values; each warp owns 16-row m-tiles (two in the
+// forward at d ≤ 64) of mma.sync m16n8k16 products, fp32 accumulators in the m16n8 C layout: lane (g, t) = (lane/4,
+// lane % 4) holds rows g, g + 8, columns 2t, 2t + 1 of every 8-column n-tile. C fragments become the next product's
+// A fragments in registers (h in the forward, the one-pass CE's softmax weights), as in flash attention; the
+// backward's transposed products go through shared memory (ldmatrix .trans).
 #include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
