@@ -10,6 +10,7 @@
 #include "nn_device.cuh"
 #include "nn_layers.cuh"
 #include "nn_train_state.cuh"
+#include "pdl.cuh"
 
 namespace memcap::nn::cuda {
 
@@ -74,6 +75,8 @@ __global__ void adam_gated_kernel(T* __restrict__ p, const T* __restrict__ grads
                                   T* __restrict__ m, T* __restrict__ v, std::int64_t n,
                                   const AdamScalars* __restrict__ sched, TrainState* st, AdamConst c,
                                   Bf16Mirror mirror) {
+  pdl::pdl_launch_dependents();
+  pdl::pdl_wait();  // launched with PDL (pdl.cuh): the gradients and the step state come from earlier kernels
   volatile TrainState* vs = st;
   const long long t = vs->step;
   if (vs->stop || t >= vs->end) return;  // the same answer in every block: nobody writes st before all read it
@@ -130,9 +133,9 @@ void adam_step_gated(T* p, const T* grads, int nparts, std::int64_t part_stride,
   if (mirror.Ub && (sizeof(T) != 4 || !mirror.Gb || !mirror.Db || mirror.m < 1 || mirror.dk < 1 ||
                     static_cast<std::int64_t>(mirror.m) * std::max(mirror.d_in, mirror.d_out) >= (1LL << 31)))
     cuda_detail::throw_user_error("adam_step_gated: bf16 copies need float parameters, all three copies and m·d < 2^31");
-  adam_gated_kernel<T><<<adam_blocks(n), dev::kElemThreads, 0, stream>>>(
-      p, grads, nparts, part_stride, m, v, n, sched, st, AdamConst{beta1, beta2, eps, weight_decay, adamw}, mirror);
-  MEMCAP_CUDA_CHECK_LAUNCH("adam_gated_kernel");
+  pdl::launch_pdl(adam_gated_kernel<T>, dim3(adam_blocks(n)), dim3(dev::kElemThreads), 0, stream,
+                  "launch of adam_gated_kernel", p, grads, nparts, part_stride, m, v, n, sched, st,
+                  AdamConst{beta1, beta2, eps, weight_decay, adamw}, mirror);
 }
 
 std::vector<AdamScalars> adam_schedule(double lr_max, double lr_min, std::int64_t epochs, double beta1, double beta2,

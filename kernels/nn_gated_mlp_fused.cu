@@ -13,6 +13,7 @@
 #include "nn_gated_mlp_fused.cuh"
 #include "nn_tile.cuh"
 #include "nn_train_state_dev.cuh"
+#include "pdl.cuh"
 
 namespace memcap::nn::cuda {
 
@@ -281,6 +282,8 @@ template <class T>
 __global__ void gmlp_output_kernel(T* __restrict__ y, const T* __restrict__ y_part, int splits, const T* __restrict__ b_d,
                                    long long N, int d_out, const T* __restrict__ target, T* __restrict__ dy,
                                    double* __restrict__ loss_part, T scale, const TrainState* gate) {
+  pdl::pdl_launch_dependents();
+  pdl::pdl_wait();  // launched with PDL (pdl.cuh): y_part comes from the forward
   if (!dev::step_active(gate)) return;
   __shared__ double s_sum[32];
   const long long n = N * d_out;
@@ -288,6 +291,7 @@ __global__ void gmlp_output_kernel(T* __restrict__ y, const T* __restrict__ y_pa
   for (long long i = blockIdx.x * static_cast<long long>(blockDim.x) + threadIdx.x; i < n;
        i += static_cast<long long>(gridDim.x) * blockDim.x) {
     T v = b_d ? b_d[i % d_out] : T(0);
+#pragma unroll 4
     for (int s = 0; s < splits; ++s) v += y_part[s * n + i];
     y[i] = v;
     if (target) {
@@ -408,9 +412,9 @@ void gated_mlp_output(T* y, const T* y_part, int splits, const T* b_d, std::int6
   if (N < 1 || d_out < 1 || splits < 1) cuda_detail::throw_user_error("gated_mlp_output: empty shape");
   const std::int64_t n = N * d_out;
   const T scale = static_cast<T>(2.0 / static_cast<double>(n));
-  gmlp_output_kernel<T><<<static_cast<unsigned>(gated_mlp_output_blocks(n)), kOutThreads, 0, stream>>>(
-      y, y_part, splits, b_d, N, static_cast<int>(d_out), target, dy, loss_part, scale, gate);
-  MEMCAP_CUDA_CHECK_LAUNCH("gmlp_output_kernel");
+  pdl::launch_pdl(gmlp_output_kernel<T>, dim3(static_cast<unsigned>(gated_mlp_output_blocks(n))), dim3(kOutThreads),
+                  0, stream, "launch of gmlp_output_kernel", y, y_part, splits, b_d, static_cast<long long>(N),
+                  static_cast<int>(d_out), target, dy, loss_part, scale, gate);
 }
 
 template <class T>

@@ -14,6 +14,7 @@
 #include "nn_device.cuh"
 #include "nn_gd_bf16.cuh"
 #include "nn_train_state_dev.cuh"
+#include "pdl.cuh"
 #include "smem_limit.cuh"
 
 namespace memcap::nn::cuda {
@@ -28,9 +29,14 @@ using mma::load_b_nk;
 using mma::load_tile;
 using mma::mma_bf16;
 using mma::pack_bf16;
+using pdl::pdl_launch_dependents;
+using pdl::pdl_wait;
 
 constexpr int BT = static_cast<int>(kBf16Tile);
 constexpr int kFwdThreads = 128, kCeThreads = 128, kBwdThreads = 256;
+// The backward's ring of (x, dy) row tiles: tile t + 2 is issued while tile t is worked on, so one barrier a tile
+// suffices (see bwd_kernel).
+constexpr int kBwdStages = 3;  // bwd_kernel's ring index arithmetic assumes 3
 
 template <int W>
 constexpr int ld_of() {
@@ -158,7 +164,7 @@ constexpr std::size_t fwd_smem() {
 
 template <int DK, int ACT>
 __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(FwdArgs a) {
-  if (!dev::step_active(a.gate)) return;
+  pdl_launch_dependents();
   constexpr int LK = ld_of<DK>(), LU = ld_of<BT>(), KS = DK / 16, FMT = fwd_mtiles<DK>(), ROWS = 4 * 16 * FMT;
   constexpr int kStage = 2 * BT * LK + DK * LU;
   extern __shared__ __align__(16) unsigned char smem_raw[];
@@ -175,6 +181,11 @@ __global__ void __launch_bounds__(kFwdThreads) fwd_kernel(FwdArgs a) {
     load_tile<DK, BT>(Us + 2 * BT * LK, a.D + static_cast<long long>(jt) * DK * BT, 0, DK, tid, kFwdThreads);
   };
   load_tile<ROWS, DK>(Xs, a.X, static_cast<int>(i0), n_pad, tid, kFwdThreads);  // rows past n_pad: zeros
+  pdl_wait();  // x is the training's fixed input; U, G, D come from the previous step's Adam
+  if (!dev::step_active(a.gate)) {
+    mma::cp_async_wait_all();
+    return;
+  }
   if (jt0 < jt1) stage(0, jt0);
   mma::cp_async_commit();
 
@@ -257,15 +268,15 @@ struct BwdArgs {
 };
 
 template <int DK>
-constexpr std::size_t bwd_smem() {
+constexpr std::size_t bwd_smem() {  // U, G, D; kBwdStages x (x, dy); 2 x (h, da, dg)
   constexpr int LK = ld_of<DK>(), LU = ld_of<BT>();
-  return sizeof(bf16) * (2 * std::size_t(BT) * LK + std::size_t(DK) * LU + 4 * std::size_t(BT) * LK +
-                         3 * std::size_t(BT) * LU);
+  return sizeof(bf16) * (2 * std::size_t(BT) * LK + std::size_t(DK) * LU + kBwdStages * 2 * std::size_t(BT) * LK +
+                         2 * 3 * std::size_t(BT) * LU);
 }
 
 template <int DK, int ACT>
 __global__ void __launch_bounds__(kBwdThreads, 1) bwd_kernel(BwdArgs a) {
-  if (!dev::step_active(a.gate)) return;
+  pdl_launch_dependents();
   constexpr int LK = ld_of<DK>(), LU = ld_of<BT>(), KS = DK / 16;
   // DK = 64: the warp's B fragments of U, G and D (its 32 units, fixed for the block) stay in registers (96), so
   // the per-tile products read only x and dy from shared memory; DK = 128 would need 192: reloaded per tile.
@@ -275,10 +286,8 @@ __global__ void __launch_bounds__(kBwdThreads, 1) bwd_kernel(BwdArgs a) {
   bf16* Us = reinterpret_cast<bf16*>(smem_raw);
   bf16* Gs = Us + BT * LK;
   bf16* Ds = Gs + BT * LK;  // [DK][LU]: Ds[c][u] = D[c][j0 + u]
-  bf16* St = Ds + DK * LU;  // 2 stages x (X [64][LK], dY [64][LK])
-  bf16* Hs = St + 4 * BT * LK;
-  bf16* dAs = Hs + BT * LU;
-  bf16* dGs = dAs + BT * LU;
+  bf16* St = Ds + DK * LU;                     // kBwdStages x (X [64][LK], dY [64][LK])
+  bf16* Hb = St + kBwdStages * 2 * BT * LK;  // 2 x (h, da, dg [64][LU])
   const int tid = threadIdx.x, lane = tid & 31, warp = tid >> 5;
   const int jt = blockIdx.x, j0 = jt * BT, m_pad = static_cast<int>(gridDim.x) * BT, n_pad = a.row_tiles * BT;
   const int rt0 = blockIdx.y * a.split_tiles, rt1 = min(a.row_tiles, rt0 + a.split_tiles);
@@ -287,41 +296,49 @@ __global__ void __launch_bounds__(kBwdThreads, 1) bwd_kernel(BwdArgs a) {
     load_tile<BT, DK>(Xs, a.X, rt * BT, n_pad, tid, kBwdThreads);
     load_tile<BT, DK>(Xs + BT * LK, a.dY, rt * BT, n_pad, tid, kBwdThreads);
   };
+  if (rt0 < rt1) load_tile<BT, DK>(St, a.X, rt0 * BT, n_pad, tid, kBwdThreads);  // x: the fixed input
+  pdl_wait();  // dy from the CE, U, G, D from the previous step's Adam
+  if (!dev::step_active(a.gate)) {
+    mma::cp_async_wait_all();
+    return;
+  }
   load_tile<BT, DK>(Us, a.U, j0, m_pad, tid, kBwdThreads);
   load_tile<BT, DK>(Gs, a.G, j0, m_pad, tid, kBwdThreads);
   load_tile<DK, BT>(Ds, a.D + static_cast<long long>(jt) * DK * BT, 0, DK, tid, kBwdThreads);
-  if (rt0 < rt1) stage(0, rt0);
+  if (rt0 < rt1) load_tile<BT, DK>(St + BT * LK, a.dY, rt0 * BT, n_pad, tid, kBwdThreads);  // stage 0's dy
   mma::cp_async_commit();
+  if (rt0 + 1 < rt1) stage(1, rt0 + 1);
+  mma::cp_async_commit();
+  mma::cp_async_wait_one_pending();  // U, G, D and stage 0
+  __syncthreads();
 
   // phase 1 (rows x units): warp = (wr rows 16 wr.., wu units 32 wu..); phase 2: wm = warp & 3, wn = warp >> 2
   const int wr = warp & 3, wu = warp >> 2, wm = warp & 3, wn = warp >> 2;
   uint32_t bfr[BREG ? 3 : 1][BREG ? KS : 1][2][4];  // [U, G, D][ks][unit pair] (BREG)
-  bool bfr_loaded = false;
+  if constexpr (BREG) {  // the warp's B fragments of its 32 units, fixed for the block
+#pragma unroll
+    for (int ks = 0; ks < KS; ++ks)
+#pragma unroll
+      for (int np = 0; np < 2; ++np) {
+        const int u = wu * 32 + np * 16;
+        load_b_nk(bfr[0][ks][np], Us, LK, u, ks * 16, lane);
+        load_b_nk(bfr[1][ks][np], Gs, LK, u, ks * 16, lane);
+        load_b_kn(bfr[2][ks][np], Ds, LU, u, ks * 16, lane);
+      }
+  }
   float du[DK / 16][4] = {}, dg[DK / 16][4] = {};  // units 16 wm.. x features (DK/2) wn..
   float dd[MT][4][4] = {};                          // output features (16 MT) wm.. x units 32 wn..
-  for (int rt = rt0, it = 0; rt < rt1; ++rt, ++it) {
-    mma::cp_async_wait_all();
-    __syncthreads();  // tile rt visible; phase 2 of the last tile is done (Hs, dAs, dGs and the other stage free)
-    if (rt + 1 < rt1) stage((it + 1) & 1, rt + 1);
-    mma::cp_async_commit();
-    const bf16* Xs = St + (it & 1) * 2 * BT * LK;
+  // One barrier a tile: phase 1 of tile it writes (h, da, dg) buffer it & 1 and stage it + 1 is waited for; the
+  // barrier then makes both visible, and since every warp has passed phase 2 of tile it − 1 (before its phase 1 of
+  // tile it), stage (it + 2) % 3 and the other (h, da, dg) buffer are free: tile it + 2 is issued behind it.
+  for (int rt = rt0, it = 0, sb = 0; rt < rt1; ++rt, ++it, sb = sb == kBwdStages - 1 ? 0 : sb + 1) {
+    const bf16* Xs = St + sb * 2 * BT * LK;
     const bf16* dYs = Xs + BT * LK;
+    bf16* Hs = Hb + (it & 1) * 3 * BT * LU;
+    bf16* dAs = Hs + BT * LU;
+    bf16* dGs = dAs + BT * LU;
     {
       float ac[4][4] = {}, gc[4][4] = {}, hc[4][4] = {};
-      if constexpr (BREG) {
-        if (!bfr_loaded) {  // U, G, D arrived with the first tile
-#pragma unroll
-          for (int ks = 0; ks < KS; ++ks)
-#pragma unroll
-            for (int np = 0; np < 2; ++np) {
-              const int u = wu * 32 + np * 16;
-              load_b_nk(bfr[0][ks][np], Us, LK, u, ks * 16, lane);
-              load_b_nk(bfr[1][ks][np], Gs, LK, u, ks * 16, lane);
-              load_b_kn(bfr[2][ks][np], Ds, LU, u, ks * 16, lane);
-            }
-          bfr_loaded = true;
-        }
-      }
 #pragma unroll
       for (int ks = 0; ks < KS; ++ks) {
         uint32_t xa[4], ya[4];
@@ -367,7 +384,10 @@ __global__ void __launch_bounds__(kBwdThreads, 1) bwd_kernel(BwdArgs a) {
           *reinterpret_cast<uint32_t*>(dGs + o) = pack_bf16(dgv[0], dgv[1]);
         }
     }
-    __syncthreads();  // h, da, dg of the tile complete
+    mma::cp_async_wait_all();  // tile it + 1
+    __syncthreads();           // h, da, dg of tile it and the x, dy of tile it + 1 complete
+    if (rt + 2 < rt1) stage(sb == 0 ? 2 : sb - 1, rt + 2);  // (it + 2) % 3
+    mma::cp_async_commit();
 #pragma unroll
     for (int ks = 0; ks < BT / 16; ++ks) {
       uint32_t aa[4], ga[4];
@@ -499,6 +519,7 @@ __device__ __forceinline__ void lane_row_max(const float (&s)[8][4], int h, int 
 
 // What both CE kernels set up per block: the warp's two rows per lane (g, g + 8), their targets and the y rows'
 // A fragments, the split's value tiles [pt0, pt1) with the first one in flight, and the tile-by-tile staging.
+// The first value tile and the targets (fixed inputs) are read before pdl_wait, y after.
 template <int DK>
 struct CeBlock {
   bf16* Vs0;
@@ -518,9 +539,10 @@ struct CeBlock {
     p_pad = c.value_tiles * BT;
     if (pt0 < pt1) load_tile<BT, DK>(Vs0, c.V, pt0 * BT, p_pad, tid, kCeThreads);  // the first value tile
     mma::cp_async_commit();
-    rows_to_a<DK>(ya, c.y, c.N, c.d, r0, lane);
     tg[0] = rows[0] < c.N ? c.targets[rows[0]] : -1;
     tg[1] = rows[1] < c.N ? c.targets[rows[1]] : -1;
+    pdl_wait();
+    rows_to_a<DK>(ya, c.y, c.N, c.d, r0, lane);
   }
   // Tile pt (the it-th of the block), with tile pt + 1 issued behind it.
   __device__ __forceinline__ const bf16* tile(int pt, int it, const bf16* V) {
@@ -550,9 +572,13 @@ __device__ __forceinline__ void ce_merge_sym(float& m, double& o, int& i, float 
 // its first index and Σ_{j≠argmax} exp(z_j − max), and the target logit.
 template <int DK>
 __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
-  if (a.at_record_epochs ? !dev::record_epoch(a.r.gate) : !dev::step_active(a.r.gate)) return;
+  pdl_launch_dependents();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CeBlock<DK> b(a.r, smem_raw);
+  if (a.at_record_epochs ? !dev::record_epoch(a.r.gate) : !dev::step_active(a.r.gate)) {
+    mma::cp_async_wait_all();
+    return;
+  }
   const int lane = b.lane;
   const long long(&rows)[2] = b.rows;
   const int(&tg)[2] = b.tg;
@@ -616,9 +642,13 @@ struct OnePassArgs {
 // At d ≤ 64 three blocks per SM (144 registers, no spills; 202 unbounded: two blocks).
 template <int DK>
 __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kernel(OnePassArgs a) {
-  if (!dev::step_active(a.r.gate)) return;
+  pdl_launch_dependents();
   extern __shared__ __align__(16) unsigned char smem_raw[];
   CeBlock<DK> b(a.r, smem_raw);
+  if (!dev::step_active(a.r.gate)) {
+    mma::cp_async_wait_all();
+    return;
+  }
   const int lane = b.lane;
   const long long(&rows)[2] = b.rows;
   const int(&tg)[2] = b.tg;
@@ -632,22 +662,33 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
     float s[8][4];
     logits_tile<DK>(s, b.ya, Vs, lane);
     const int p0 = pt * BT;
-    const bool full = p0 + BT <= a.r.P;
+    if (p0 + BT > a.r.P) {  // the last tile: columns past P never win and weigh nothing
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+        for (int q = 0; q < 4; ++q)
+          if (p0 + c_col(lane, nt, q) >= a.r.P) s[nt][q] = -INFINITY;
+    }
 #pragma unroll
     for (int h = 0; h < 2; ++h) {
-      float tm;
-      int ti;
-      lane_row_max(s, h, p0, full, a.r.P, tg[h], a.st.zt, rows[h], lane, tm, ti);
+      // The row's tile max: the lane's 16 values by a tree, then the row's 4 lanes (fmaxf: NaN never wins).
+      float t8[8];
 #pragma unroll
-      for (int o = 1; o <= 2; o <<= 1) {  // the row's tile max over its 4 lanes (smallest index on ties)
-        const float tm2 = __shfl_xor_sync(0xffffffffu, tm, o);
-        const int ti2 = __shfl_xor_sync(0xffffffffu, ti, o);
-        if (ti2 >= 0 && (ti < 0 || tm2 > tm || (tm2 == tm && ti2 < ti))) {
-          tm = tm2;
-          ti = ti2;
-        }
-      }
-      if (ti >= 0 && (ri[h] < 0 || tm > rm[h])) {
+      for (int nt = 0; nt < 8; ++nt) t8[nt] = fmaxf(s[nt][2 * h], s[nt][2 * h + 1]);
+      float tm = fmaxf(fmaxf(fmaxf(t8[0], t8[1]), fmaxf(t8[2], t8[3])),
+                       fmaxf(fmaxf(t8[4], t8[5]), fmaxf(t8[6], t8[7])));
+      tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 1));
+      tm = fmaxf(tm, __shfl_xor_sync(0xffffffffu, tm, 2));
+      const unsigned quad = 0xfu << (lane & ~3);  // the row's 4 lanes: the branches below are uniform over them
+      if (tm > rm[h]) {  // a new running max (strict: an earlier tile keeps a tie); its first column is the argmax
+        int ti = 0x7fffffff;
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (s[nt][2 * h + e] == tm) ti = min(ti, p0 + c_col(lane, nt, 2 * h + e));
+        ti = min(ti, __shfl_xor_sync(quad, ti, 1));
+        ti = min(ti, __shfl_xor_sync(quad, ti, 2));
         const float f = ri[h] < 0 ? 0.f : __expf(rm[h] - tm);
         rl[h] *= static_cast<double>(f);
 #pragma unroll
@@ -658,17 +699,31 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
         rm[h] = tm;
         ri[h] = ti;
       }
-      float ls = 0.f;
+      // The target's tile: its lane records the logit, and the target's weight is left out of the sums below.
+      const int tcol = tg[h] - p0;
+      const bool holds_t = tcol >= 0 && tcol < BT && (lane & 3) == ((tcol & 7) >> 1);
+      if (holds_t) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (nt * 8 + 2 * (lane & 3) + e == tcol) a.st.zt[rows[h]] = s[nt][2 * h + e];
+      }
+      const float base = rm[h] == -INFINITY ? 0.f : rm[h];  // no finite logit yet: every weight 0 (or NaN)
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
-        for (int e = 0; e < 2; ++e) {
-          const int p = p0 + c_col(lane, nt, 2 * h + e);
-          const float w = ((full || p < a.r.P) && p != tg[h]) ? __expf(s[nt][2 * h + e] - rm[h]) : 0.f;
-          s[nt][2 * h + e] = w;
-          ls += w;
-        }
-      rl[h] += static_cast<double>(ls);
+        for (int e = 0; e < 2; ++e) s[nt][2 * h + e] = __expf(s[nt][2 * h + e] - base);
+      if (holds_t) {
+#pragma unroll
+        for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+          for (int e = 0; e < 2; ++e)
+            if (nt * 8 + 2 * (lane & 3) + e == tcol) s[nt][2 * h + e] = 0.f;
+      }
+#pragma unroll
+      for (int nt = 0; nt < 8; ++nt) t8[nt] = s[nt][2 * h] + s[nt][2 * h + 1];
+      rl[h] += static_cast<double>(((t8[0] + t8[1]) + (t8[2] + t8[3])) + ((t8[4] + t8[5]) + (t8[6] + t8[7])));
     }
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
@@ -708,14 +763,33 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
 
 constexpr int kFinishThreads = 256, kFinishRows = kFinishThreads / 8;  // 8 lanes a row
 
+// This lane's CW columns c0.. of one split's numerator row ns (zero past d): 16-byte loads where aligned.
+template <int CW>
+__device__ __forceinline__ void load_num(float (&v)[CW], const float* __restrict__ ns, int c0, int d) {
+  if ((d & 3) == 0 && c0 + CW <= d) {
+#pragma unroll
+    for (int j = 0; j < CW; j += 4) {
+      const float4 q = __ldcg(reinterpret_cast<const float4*>(ns + c0 + j));
+      v[j] = q.x;
+      v[j + 1] = q.y;
+      v[j + 2] = q.z;
+      v[j + 3] = q.w;
+    }
+  } else {
+#pragma unroll
+    for (int j = 0; j < CW; ++j) v[j] = c0 + j < d ? __ldcg(ns + c0 + j) : 0.f;
+  }
+}
+
 template <int DK>
 __global__ void __launch_bounds__(kFinishThreads)
     ce_finish_kernel(CeOnePass st, int splits, const bf16* __restrict__ V, const std::int32_t* __restrict__ targets,
                      long long N, int d, double scale, bf16* __restrict__ dyb, TrainState* state, double* hist_loss,
                      long long* hist_correct) {
+  pdl_launch_dependents();
+  pdl_wait();
   if (!dev::step_active(state)) return;
   __shared__ double s_sum[32];
-  __shared__ bool last;
   constexpr int CW = DK / 8;  // columns per lane
   const int tid = threadIdx.x, l8 = tid & 7, c0 = l8 * CW;
   const long long i = static_cast<long long>(blockIdx.x) * kFinishRows + (tid >> 3);
@@ -724,30 +798,35 @@ __global__ void __launch_bounds__(kFinishThreads)
 #pragma unroll
   for (int j = 0; j < CW; ++j) out[j] = 0.f;
   if (i < N) {
+    // One pass over the splits in value order with a running max (smallest index on ties: a later split wins
+    // only with a larger max); unrolled, so the loads of 4 splits go out before the first merge.
     float m = -INFINITY;
     int arg = -1;
-    for (int s = 0; s < splits; ++s) {  // the max over the splits; smallest index on ties (splits in value order)
-      const long long k = static_cast<long long>(s) * N + i;
-      const int as = st.arg[k];
-      const float ms = st.max[k];
-      if (as >= 0 && (arg < 0 || ms > m)) {
-        m = ms;
-        arg = as;
-      }
-    }
     double rest = 0.0;
     float acc[CW];
 #pragma unroll
     for (int j = 0; j < CW; ++j) acc[j] = 0.f;
+#pragma unroll 4
     for (int s = 0; s < splits; ++s) {
       const long long k = static_cast<long long>(s) * N + i;
-      if (st.arg[k] < 0) continue;  // an empty split (no finite logit) holds nothing
-      const float f = __expf(st.max[k] - m);
-      rest += st.rest[k] * static_cast<double>(f);
-      const float* ns = st.num + k * d;
+      const int as = __ldcg(st.arg + k);
+      const float ms = __ldcg(st.max + k);
+      const double rs = __ldcg(st.rest + k);
+      float ns[CW];
+      load_num<CW>(ns, st.num + k * d, c0, d);
+      if (as < 0) continue;  // an empty split (no finite logit) holds nothing
+      if (arg < 0 || ms > m) {
+        const float f = arg < 0 ? 0.f : __expf(m - ms);
+        rest *= static_cast<double>(f);
 #pragma unroll
-      for (int j = 0; j < CW; ++j)
-        if (c0 + j < d) acc[j] += f * ns[c0 + j];
+        for (int j = 0; j < CW; ++j) acc[j] *= f;
+        m = ms;
+        arg = as;
+      }
+      const float f = __expf(ms - m);
+      rest += rs * static_cast<double>(f);
+#pragma unroll
+      for (int j = 0; j < CW; ++j) acc[j] += f * ns[j];
     }
     const int t = targets[i];
     const double wt = exp(static_cast<double>(st.zt[i]) - static_cast<double>(m));
@@ -771,40 +850,15 @@ __global__ void __launch_bounds__(kFinishThreads)
       store8(dyb + i * DK + c0 + j, v);
     }
   }
-  loss = dev::block_sum(loss, s_sum);
-  correct = dev::block_sum(correct, s_sum);
-  if (tid == 0) {
-    st.block_part[2 * blockIdx.x] = loss;
-    st.block_part[2 * blockIdx.x + 1] = correct;
-    __threadfence();
-    last = atomicAdd(&state->loss_blocks_done, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  __threadfence();
-  double total = 0, cnt = 0;
-  for (unsigned b = tid; b < gridDim.x; b += kFinishThreads) {
-    total += __ldcg(st.block_part + 2 * b);
-    cnt += __ldcg(st.block_part + 2 * b + 1);
-  }
-  total = dev::block_sum(total, s_sum);
-  cnt = dev::block_sum(cnt, s_sum);
-  if (tid == 0) {
-    volatile TrainState* vs = state;
-    vs->loss_blocks_done = 0;
-    hist_correct[vs->step] = static_cast<long long>(cnt);
-    dev::record_loss(state, total / static_cast<double>(N), hist_loss);
-  }
+  dev::record_block_totals(loss, correct, st.block_part, N, state, hist_loss, hist_correct, false, s_sum);
 }
 
 // ---- host side --------------------------------------------------------------------------------------------
+// Every kernel of this file that a training step runs is launched with programmatic dependent launch (pdl.cuh).
 template <class Args>
 void launch(void (*kern)(Args), std::size_t smem, unsigned gx, unsigned gy, int threads, const Args& a,
             cudaStream_t stream, const char* name) {
-  ::memcap::cuda_detail::raise_dynamic_smem(kern, smem);
-  kern<<<dim3(gx, gy), threads, smem, stream>>>(a);
-  const cudaError_t err = cudaGetLastError();
-  if (err != cudaSuccess) ::memcap::cuda_detail::throw_cuda(err, name, __FILE__, __LINE__);
+  pdl::launch_pdl(kern, dim3(gx, gy), dim3(threads), smem, stream, name, a);
 }
 
 template <class Args>
@@ -932,7 +986,8 @@ void softmax_ce_stats_bf16(const CeStats<float>& st, int splits, const float* y,
                            const TrainState* gate, bool at_record_epochs, cudaStream_t stream) {
   check_ce(N, P, d, splits, "softmax_ce_stats_bf16");
   const std::int64_t vt = bf16_pad_rows(P) / kBf16Tile, per = (vt + splits - 1) / splits;
-  CeArgs a{st, CeRows{y, Vb, targets, N, P, static_cast<int>(d), static_cast<int>(vt), static_cast<int>(per), gate},
+  CeArgs a{st,
+           CeRows{y, Vb, targets, N, P, static_cast<int>(d), static_cast<int>(vt), static_cast<int>(per), gate},
            at_record_epochs};
   ce_launch(a, bf16_dk(d), static_cast<unsigned>(bf16_pad_rows(N) / kBf16Tile), static_cast<unsigned>(splits),
             stream);
@@ -946,7 +1001,8 @@ void softmax_ce_partials_bf16(const CeOnePass& st, int splits, const float* y, c
                               const TrainState* gate, cudaStream_t stream) {
   check_ce(N, P, d, splits, "softmax_ce_partials_bf16");
   const std::int64_t vt = bf16_pad_rows(P) / kBf16Tile, per = (vt + splits - 1) / splits;
-  OnePassArgs a{st, CeRows{y, Vb, targets, N, P, static_cast<int>(d), static_cast<int>(vt), static_cast<int>(per), gate}};
+  OnePassArgs a{st, CeRows{y, Vb, targets, N, P, static_cast<int>(d), static_cast<int>(vt),
+                           static_cast<int>(per), gate}};
   const unsigned gx = static_cast<unsigned>(bf16_pad_rows(N) / kBf16Tile), gy = static_cast<unsigned>(splits);
   if (bf16_dk(d) == 64)
     launch(ce_onepass_kernel<64>, ce_smem<64>(), gx, gy, kCeThreads, a, stream, "launch of ce_onepass_kernel");
@@ -959,14 +1015,10 @@ void softmax_ce_finish_bf16(const CeOnePass& st, int splits, const bf16* Vb, con
                             double* hist_loss, long long* hist_correct, cudaStream_t stream) {
   if (!state || !st.block_part || N < 1 || d < 1 || d > kFusedMaxDim || splits < 1)
     cuda_detail::throw_user_error("softmax_ce_finish_bf16: needs a TrainState, block partials, N >= 1, 1 <= d <= 128");
-  const unsigned blocks = static_cast<unsigned>(ce_finish_blocks(N));
-  if (bf16_dk(d) == 64)
-    ce_finish_kernel<64><<<blocks, kFinishThreads, 0, stream>>>(st, splits, Vb, targets, N, static_cast<int>(d), scale,
-                                                               dyb, state, hist_loss, hist_correct);
-  else
-    ce_finish_kernel<128><<<blocks, kFinishThreads, 0, stream>>>(st, splits, Vb, targets, N, static_cast<int>(d),
-                                                                scale, dyb, state, hist_loss, hist_correct);
-  MEMCAP_CUDA_CHECK_LAUNCH("ce_finish_kernel");
+  const dim3 blocks(static_cast<unsigned>(ce_finish_blocks(N)));
+  pdl::launch_pdl(bf16_dk(d) == 64 ? ce_finish_kernel<64> : ce_finish_kernel<128>, blocks, dim3(kFinishThreads), 0,
+                  stream, "launch of ce_finish_kernel", st, splits, Vb, targets, static_cast<long long>(N),
+                  static_cast<int>(d), scale, dyb, state, hist_loss, hist_correct);
 }
 
 }  // namespace memcap::nn::cuda

@@ -186,30 +186,10 @@ __device__ __forceinline__ int combine_row(const CeStats<T>& st, int splits, con
   return idx >= 0 && idx == targets[i] ? 1 : 0;
 }
 
-template <class T>
-__global__ void __launch_bounds__(1024) ce_combine_kernel(CeStats<T> st, int splits, const std::int32_t* __restrict__ targets,
-                                                          long long N, T* row_lse, T* row_loss, TrainState* state,
-                                                          double* hist_loss, long long* hist_correct, bool accuracy_only) {
-  if (accuracy_only ? !dev::record_epoch(state) : !dev::step_active(state)) return;
-  __shared__ double s_sum[32];
-  __shared__ long long s_cnt[32];
-  double sum = 0;
-  long long cnt = 0;
-  for (long long i = threadIdx.x; i < N; i += blockDim.x) {
-    cnt += combine_row(st, splits, targets, N, i, row_lse, row_loss, accuracy_only, sum);
-  }
-  sum = dev::block_sum(sum, s_sum);
-  cnt = dev::block_sum(cnt, s_cnt);
-  if (threadIdx.x == 0) {
-    const long long t = static_cast<const volatile TrainState*>(state)->step;
-    hist_correct[t] = cnt;
-    if (!accuracy_only) dev::record_loss(state, sum / static_cast<double>(N), hist_loss);
-  }
-}
-
-// The same per-row work on ce_combine_blocks(N) blocks of kCombineThreads: per-block (loss sum, correct count)
-// into st.block_part, then the last block to finish sums them (a fixed tree: deterministic) and records.
-constexpr int kCombineThreads = 64;  // one row a thread: spread the merges (exp, log1p) over many SMs
+// The combine on ce_combine_blocks(N) blocks of kCombineThreads, one row a thread (the merges' exp and log1p
+// spread over many SMs); per-block loss sums and correct counts into st.block_part, summed by the last block
+// (dev::record_block_totals: a fixed tree, deterministic).
+constexpr int kCombineThreads = 64;
 template <class T>
 __global__ void __launch_bounds__(kCombineThreads)
     ce_combine_multi_kernel(CeStats<T> st, int splits, const std::int32_t* __restrict__ targets, long long N,
@@ -217,38 +197,12 @@ __global__ void __launch_bounds__(kCombineThreads)
                             bool accuracy_only) {
   if (accuracy_only ? !dev::record_epoch(state) : !dev::step_active(state)) return;
   __shared__ double s_sum[32];
-  __shared__ bool last;
   double sum = 0, cnt = 0;
   for (long long i = blockIdx.x * static_cast<long long>(kCombineThreads) + threadIdx.x; i < N;
        i += static_cast<long long>(gridDim.x) * kCombineThreads) {
     cnt += combine_row(st, splits, targets, N, i, row_lse, row_loss, accuracy_only, sum);
   }
-  sum = dev::block_sum(sum, s_sum);
-  cnt = dev::block_sum(cnt, s_sum);
-  if (threadIdx.x == 0) {
-    st.block_part[2 * blockIdx.x] = sum;
-    st.block_part[2 * blockIdx.x + 1] = cnt;
-    __threadfence();
-    last = atomicAdd(&state->loss_blocks_done, 1u) == gridDim.x - 1;
-  }
-  __syncthreads();
-  if (!last) return;
-  // The last block: every thread loads its share of the partials at once (one L2 round trip, not one per
-  // block), then a fixed tree: the same sum whichever block finishes last.
-  __threadfence();
-  double total = 0, correct = 0;
-  for (unsigned b = threadIdx.x; b < gridDim.x; b += kCombineThreads) {
-    total += __ldcg(st.block_part + 2 * b);
-    correct += __ldcg(st.block_part + 2 * b + 1);
-  }
-  total = dev::block_sum(total, s_sum);
-  correct = dev::block_sum(correct, s_sum);
-  if (threadIdx.x == 0) {
-    volatile TrainState* vs = state;
-    vs->loss_blocks_done = 0;
-    hist_correct[vs->step] = static_cast<long long>(correct);
-    if (!accuracy_only) dev::record_loss(state, total / static_cast<double>(N), hist_loss);
-  }
+  dev::record_block_totals(sum, cnt, st.block_part, N, state, hist_loss, hist_correct, accuracy_only, s_sum);
 }
 
 template <class T>
@@ -403,17 +357,11 @@ template <class T>
 void softmax_ce_combine(const CeStats<T>& st, int splits, const std::int32_t* targets, std::int64_t N, T* row_lse,
                         T* row_loss, TrainState* state, double* hist_loss, long long* hist_correct, bool accuracy_only,
                         cudaStream_t stream) {
-  if (!state || N < 1 || splits < 1)
-    cuda_detail::throw_user_error("softmax_ce_combine: needs a TrainState, N >= 1 and splits >= 1");
-  if (st.block_part) {
-    ce_combine_multi_kernel<T><<<static_cast<unsigned>(ce_combine_blocks(N)), kCombineThreads, 0, stream>>>(
-        st, splits, targets, N, row_lse, row_loss, state, hist_loss, hist_correct, accuracy_only);
-    MEMCAP_CUDA_CHECK_LAUNCH("ce_combine_multi_kernel");
-    return;
-  }
-  ce_combine_kernel<T><<<1, 1024, 0, stream>>>(st, splits, targets, N, row_lse, row_loss, state, hist_loss, hist_correct,
-                                               accuracy_only);
-  MEMCAP_CUDA_CHECK_LAUNCH("ce_combine_kernel");
+  if (!state || !st.block_part || N < 1 || splits < 1)
+    cuda_detail::throw_user_error("softmax_ce_combine: needs a TrainState, block partials, N >= 1 and splits >= 1");
+  ce_combine_multi_kernel<T><<<static_cast<unsigned>(ce_combine_blocks(N)), kCombineThreads, 0, stream>>>(
+      st, splits, targets, N, row_lse, row_loss, state, hist_loss, hist_correct, accuracy_only);
+  MEMCAP_CUDA_CHECK_LAUNCH("ce_combine_multi_kernel");
 }
 
 template <class T>

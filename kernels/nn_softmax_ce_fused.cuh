@@ -2,7 +2,7 @@
 // style: the F x P logit matrix z = y V_allᵀ never reaches global memory.
 //   stats   (grid rows x value splits): per row and split, the running max, its index (smallest on
 //           ties) and Σ_{j≠argmax} exp(z_j − max), plus the target logit z[i, target[i]];
-//   combine (one block): merges the splits in order -> lse_i, loss_i = (max − z_t) + log1p(others),
+//   combine (ce_combine_blocks(N) blocks): merges the splits in order -> lse_i, loss_i = (max − z_t) + log1p(others),
 //           correct_i; mean loss and correct count in a fixed order, recorded into the TrainState
 //           history (sets the early-stop / non-finite flags);
 //   grad    (grid rows x value splits): recomputes z and accumulates
@@ -25,9 +25,8 @@ struct CeStats {
   double* others = nullptr;
   int* arg = nullptr;
   T* zt = nullptr;
-  // Optional scratch of 2 · ce_combine_blocks(N) doubles: with it the combine runs on that many blocks
-  // (per-block loss sum and correct count here, summed by a fixed tree in the last block to finish,
-  // TrainState::loss_blocks_done); without it on one block.
+  // Scratch of 2 · ce_combine_blocks(N) doubles (required by the combine): per-block loss sum and correct count,
+  // summed by a fixed tree in the last block to finish (TrainState::loss_blocks_done).
   double* block_part = nullptr;
 };
 
@@ -44,7 +43,7 @@ void softmax_ce_stats_fused(const CeStats<T>& st, int splits, const T* y, const 
                             std::int64_t N, std::int64_t P, std::int64_t d, bool tf32, const TrainState* gate,
                             bool at_record_epochs, cudaStream_t stream);
 
-// One block, or ce_combine_blocks(N) with st.block_part. accuracy_only: write only hist_correct[step] (gated like
+// On ce_combine_blocks(N) blocks (st.block_part required). accuracy_only: write only hist_correct[step] (gated like
 // the stats at record epochs);
 // otherwise also row_lse / row_loss (T, [N]) and record the mean loss (dev::record_loss).
 // `state` must not be null.

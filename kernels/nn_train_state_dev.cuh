@@ -5,6 +5,7 @@
 
 #include <cmath>
 
+#include "nn_device.cuh"
 #include "nn_train_state.cuh"
 
 namespace memcap::nn::cuda::dev {
@@ -36,6 +37,41 @@ __device__ __forceinline__ void record_loss(TrainState* st, double loss, double*
     v->stop = 1;
   } else if (loss <= v->stop_loss) {
     v->stop_after = 1;
+  }
+}
+
+// The tail of a multi-block loss kernel, called by every thread of every block (after its early returns are
+// done with): the block's (loss sum, correct count) go to block_part[2 · blockIdx.x ..], and the last block to
+// finish (TrainState::loss_blocks_done) loads every block's pair at once (one L2 round trip, not one per block),
+// sums them by a fixed tree (the same total whichever block finishes last), writes hist_correct[step] and, unless
+// accuracy_only, records the mean loss total / N. s_sum: ≥ 32 doubles of shared memory.
+__device__ __forceinline__ void record_block_totals(double loss, double correct, double* block_part, long long N,
+                                                    TrainState* state, double* hist_loss, long long* hist_correct,
+                                                    bool accuracy_only, double* s_sum) {
+  __shared__ bool last;
+  loss = block_sum(loss, s_sum);
+  correct = block_sum(correct, s_sum);
+  if (threadIdx.x == 0) {
+    block_part[2 * blockIdx.x] = loss;
+    block_part[2 * blockIdx.x + 1] = correct;
+    __threadfence();
+    last = atomicAdd(&state->loss_blocks_done, 1u) == gridDim.x - 1;
+  }
+  __syncthreads();
+  if (!last) return;
+  __threadfence();
+  double total = 0, cnt = 0;
+  for (unsigned b = threadIdx.x; b < gridDim.x; b += blockDim.x) {
+    total += __ldcg(block_part + 2 * b);
+    cnt += __ldcg(block_part + 2 * b + 1);
+  }
+  total = block_sum(total, s_sum);
+  cnt = block_sum(cnt, s_sum);
+  if (threadIdx.x == 0) {
+    volatile TrainState* vs = state;
+    vs->loss_blocks_done = 0;
+    hist_correct[vs->step] = static_cast<long long>(cnt);
+    if (!accuracy_only) record_loss(state, total / static_cast<double>(N), hist_loss);
   }
 }
 

@@ -547,7 +547,9 @@ void check_fused_ce(bool tf32, double tol_loss, double tol_grad, std::int64_t ma
       Recorder rec(e.s);
       gpu::Tensor &dst = rec.state, &hl = rec.hl, &hc = rec.hc;
       auto* sp = rec.sp();
-      const cu::CeStats<T> stats{smax.data<T>(), soth.data<double>(), sarg.data<std::int32_t>(), szt.data<T>()};
+      gpu::Tensor bpart({2 * cu::ce_combine_blocks(sh.N)}, gpu::DType::f64);
+      const cu::CeStats<T> stats{smax.data<T>(), soth.data<double>(), sarg.data<std::int32_t>(), szt.data<T>(),
+                                 bpart.data<double>()};
       cu::softmax_ce_stats_fused<T>(stats, splits, dyv.data<T>(), dV.data<T>(), dtg.data<std::int32_t>(), sh.N, sh.P,
                                     sh.d, tf32, sp, false, e.s.get());
       cu::softmax_ce_combine<T>(stats, splits, dtg.data<std::int32_t>(), sh.N, lse.data<T>(), rloss.data<T>(), sp,
@@ -792,11 +794,10 @@ void check_bf16_ce() {
       Recorder rec(e.s);
       gpu::Tensor &dst = rec.state, &hl = rec.hl, &hc = rec.hc;
       auto* sp = rec.sp();
-      // the multi-block combine (block partials) with the split stats, the one-block combine without
       gpu::Tensor bpart({2 * cu::ce_combine_blocks(sh.N)}, gpu::DType::f64);
       bpart.fill_nan(e.s);
       const cu::CeStats<float> stats{smax.data<float>(), soth.data<double>(), sarg.data<std::int32_t>(),
-                                     szt.data<float>(), splits > 1 ? bpart.data<double>() : nullptr};
+                                     szt.data<float>(), bpart.data<double>()};
       cu::softmax_ce_stats_bf16(stats, splits, dyv.data<float>(), vb.data<bf>(), dtg.data<std::int32_t>(), sh.N, sh.P,
                                 sh.d, sp, false, e.s.get());
       cu::softmax_ce_combine<float>(stats, splits, dtg.data<std::int32_t>(), sh.N, lse.data<float>(),
