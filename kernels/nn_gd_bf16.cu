@@ -702,25 +702,20 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
       // The target's tile: its lane records the logit, and the target's weight is left out of the sums below.
       const int tcol = tg[h] - p0;
       const bool holds_t = tcol >= 0 && tcol < BT && (lane & 3) == ((tcol & 7) >> 1);
-      if (holds_t) {
+      auto at_target = [&](auto&& f) {  // f(the target's entry of s), in the lane holding it
 #pragma unroll
         for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
           for (int e = 0; e < 2; ++e)
-            if (nt * 8 + 2 * (lane & 3) + e == tcol) a.st.zt[rows[h]] = s[nt][2 * h + e];
-      }
+            if (nt * 8 + 2 * (lane & 3) + e == tcol) f(s[nt][2 * h + e]);
+      };
+      if (holds_t) at_target([&](float& z) { a.st.zt[rows[h]] = z; });
       const float base = rm[h] == -INFINITY ? 0.f : rm[h];  // no finite logit yet: every weight 0 (or NaN)
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
         for (int e = 0; e < 2; ++e) s[nt][2 * h + e] = __expf(s[nt][2 * h + e] - base);
-      if (holds_t) {
-#pragma unroll
-        for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-          for (int e = 0; e < 2; ++e)
-            if (nt * 8 + 2 * (lane & 3) + e == tcol) s[nt][2 * h + e] = 0.f;
-      }
+      if (holds_t) at_target([](float& w) { w = 0.f; });
 #pragma unroll
       for (int nt = 0; nt < 8; ++nt) t8[nt] = s[nt][2 * h] + s[nt][2 * h + 1];
       rl[h] += static_cast<double>(((t8[0] + t8[1]) + (t8[2] + t8[3])) + ((t8[4] + t8[5]) + (t8[6] + t8[7])));
