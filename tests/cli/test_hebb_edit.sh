@@ -30,8 +30,9 @@ rc=$?
 check '[ $rc -eq 0 ] && [ -s "$T/e.h5" ]' "hebb edit run failed: $(cat "$T/run.err")"
 cat "$T/run.txt"
 end=$(date +%s)
+# The time is printed, not asserted (speed targets live in benchmarks): experiments/bench/edit_miniature.sh runs
+# this test and checks this line against the < 2 minutes of acceptance item 4.
 echo "miniature base + swap: $((end - start)) s"
-check '[ $((end - start)) -lt 120 ]' "the miniature took $((end - start)) s (acceptance: < 2 minutes)"
 check 'grep -q "altered 26 " "$T/run.txt"' "round(256 x 0.1) != 26 altered facts"
 check '[ "$(field score "$T/run.txt")" = "1.000000" ]' "swap score != 1.0: $(cat "$T/run.txt")"
 check '[ -n "$(field r_NF "$T/run.txt")" ]' "r_NF not printed"
