@@ -150,6 +150,28 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
     p.bwd_splits = cu::fused_splits(unit_tiles, row_tiles, slots(bwd_occ));
     p.ce_splits = cu::fused_splits(row_tiles, value_tiles, slots(ce_occ));
     p.out_blocks = cu::gated_mlp_output_blocks(F * d);
+    // MEMCAP_GD_SPLITS=F,B,C overrides the forward / backward / CE splits (0 keeps the choice above): a tuning
+    // knob for benchmarks; the results do not depend on it beyond float summation order.
+    const std::string ov = env_or("MEMCAP_GD_SPLITS", "");
+    if (!ov.empty()) {
+      long v[3] = {0, 0, 0};
+      const char* c = ov.c_str();
+      bool ok = true;
+      for (int k = 0; k < 3 && ok; ++k) {
+        char* e = nullptr;
+        v[k] = std::strtol(c, &e, 10);
+        ok = e != c && v[k] >= 0 && *e == (k < 2 ? ',' : '\0');
+        c = e + (k < 2 && ok ? 1 : 0);
+      }
+      const std::int64_t max_f = unit_tiles, max_b = row_tiles, max_c = value_tiles;
+      require(ok && v[0] <= max_f && v[1] <= max_b && v[2] <= max_c,
+              "MEMCAP_GD_SPLITS must be F,B,C: forward splits in [0, {}], backward in [0, {}], CE in [0, {}] (0 = "
+              "the default; got '{}')",
+              max_f, max_b, max_c, ov);
+      if (v[0] > 0) p.fwd_splits = static_cast<int>(v[0]);
+      if (v[1] > 0) p.bwd_splits = static_cast<int>(v[1]);
+      if (v[2] > 0) p.ce_splits = static_cast<int>(v[2]);
+    }
   }
   const std::string steps = env_or("MEMCAP_GD_GRAPH_STEPS", "16");
   char* end = nullptr;
