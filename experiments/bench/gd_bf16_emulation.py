@@ -27,100 +27,129 @@ import time
 GROUPS = "xvwhypg"
 
 
-def train_torch(F, d, m, seed, T, lrs, on):
-    import torch
+class TorchOps:
+    """torch on the CUDA device, fp32 with TF32 off."""
 
-    torch.backends.cuda.matmul.allow_tf32 = False
-    dev = torch.device("cuda")
-    gen = torch.Generator().manual_seed(seed)
-    E = torch.randn(F, d, generator=gen, dtype=torch.float64)
-    E = (E / E.norm(dim=1, keepdim=True)).float().to(dev)
-    tgt = torch.randperm(F, generator=gen).to(dev)
-    rows = torch.arange(F, device=dev)
-    rnd = {c: ((lambda t: t.to(torch.bfloat16).float()) if on[c] else (lambda t: t)) for c in GROUPS}
-    torch.manual_seed(seed)
-    bu, bd = 1 / math.sqrt(d), 1 / math.sqrt(m)  # nn.Linear default init bounds
-    params = [(torch.rand(m, d, device=dev) * 2 - 1) * bu, (torch.rand(m, d, device=dev) * 2 - 1) * bu,
-              (torch.rand(d, m, device=dev) * 2 - 1) * bd]
-    m1 = [torch.zeros_like(p) for p in params]
-    m2 = [torch.zeros_like(p) for p in params]
-    Xr, Vr = rnd["x"](E), rnd["v"](E)
-    loss_v = acc = float("nan")
-    for t in range(T):
-        U, G, D = params
-        Uw, Gw, Dw = rnd["w"](U), rnd["w"](G), rnd["w"](D)
-        A, Gt = Xr @ Uw.T, Xr @ Gw.T
-        H = rnd["h"](A * Gt)
-        Z = rnd["y"](H @ Dw.T) @ Vr.T
-        lse = torch.logsumexp(Z, dim=1)
-        if t == T - 1:
-            loss_v = float((lse - Z[rows, tgt]).mean())
-            acc = float((Z.argmax(dim=1) == tgt).float().mean())
-        P = torch.exp(Z - lse[:, None])
+    def __init__(self):
+        import torch
+
+        torch.backends.cuda.matmul.allow_tf32 = False
+        self.t, self.dev = torch, torch.device("cuda")
+
+    def facts(self, F, d, seed):
+        t = self.t
+        gen = t.Generator().manual_seed(seed)
+        E = t.randn(F, d, generator=gen, dtype=t.float64)
+        return (E / E.norm(dim=1, keepdim=True)).float().to(self.dev), t.randperm(F, generator=gen).to(self.dev)
+
+    def init(self, m, d, seed):  # U, G [m][d], D [d][m]: nn.Linear's default U(-1/sqrt(fan_in), 1/sqrt(fan_in))
+        self.t.manual_seed(seed)
+        return [(self.t.rand(*shape, device=self.dev) * 2 - 1) * (1 / math.sqrt(shape[1]))
+                for shape in ((m, d), (m, d), (d, m))]
+
+    def bf16(self, a):
+        return a.to(self.t.bfloat16).float()
+
+    def softmax_stats(self, Z, tgt, want):  # softmax(Z) - onehot, and (loss, accuracy) if want
+        rows = self.t.arange(Z.shape[0], device=self.dev)
+        lse = self.t.logsumexp(Z, dim=1)
+        stats = None
+        if want:
+            stats = (float((lse - Z[rows, tgt]).mean()), float((Z.argmax(dim=1) == tgt).float().mean()))
+        P = self.t.exp(Z - lse[:, None])
         P[rows, tgt] -= 1.0
-        dY = rnd["g"](rnd["p"](P) @ Vr / F)
-        dH = dY @ Dw
-        dA, dG = rnd["g"](dH * Gt), rnd["g"](dH * A)
-        grads = (dA.T @ Xr, dG.T @ Xr, dY.T @ H)
-        step = t + 1
-        for p, gr, mm, vv in zip(params, grads, m1, m2):
-            mm.lerp_(gr, 0.1)
-            vv.mul_(0.999).addcmul_(gr, gr, value=0.001)
-            denom = (vv.sqrt() / math.sqrt(1 - 0.999 ** step)).add_(1e-8)
-            p.addcdiv_(mm, denom, value=-lrs[t] / (1 - 0.9 ** step))
-    torch.cuda.synchronize()
-    return loss_v, acc
+        return P, stats
+
+    def moment(self, p):
+        return self.t.zeros_like(p)
+
+    def adam(self, p, g, m1, m2, lr, step):  # torch.optim.Adam's order (lerp for the first moment)
+        m1.lerp_(g, 0.1)
+        m2.mul_(0.999).addcmul_(g, g, value=0.001)
+        denom = (m2.sqrt() / math.sqrt(1 - 0.999 ** step)).add_(1e-8)
+        return p.addcdiv_(m1, denom, value=-lr / (1 - 0.9 ** step)), m1, m2
+
+    def sync(self):
+        self.t.cuda.synchronize()
 
 
-def train_numpy(F, d, m, seed, T, lrs, on):
-    import numpy as np
+class NumpyOps:
+    """numpy on the CPU: float32 BLAS products, Adam moments in float64."""
 
-    def bf16(a):
+    def __init__(self):
+        import numpy as np
+
+        self.np = np
+
+    def facts(self, F, d, seed):
+        rng = self.np.random.default_rng(seed)
+        E = rng.standard_normal((F, d))
+        E = (E / self.np.linalg.norm(E, axis=1, keepdims=True)).astype(self.np.float32)
+        return E, rng.permutation(F)
+
+    def init(self, m, d, seed):
+        rng = self.np.random.default_rng(seed + 1)
+        return [((rng.random(shape) * 2 - 1) * (1 / math.sqrt(shape[1]))).astype(self.np.float32)
+                for shape in ((m, d), (m, d), (d, m))]
+
+    def bf16(self, a):  # round to nearest even on the top 16 bits (finite values)
+        np = self.np
         u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
         u = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
         return u.view(np.float32)
 
-    rnd = {c: (bf16 if on[c] else (lambda a: a)) for c in GROUPS}
-    rng = np.random.default_rng(seed)
-    E = rng.standard_normal((F, d))
-    E = (E / np.linalg.norm(E, axis=1, keepdims=True)).astype(np.float32)
-    tgt = rng.permutation(F)
-    rows = np.arange(F)
-    ir = np.random.default_rng(seed + 1)
-    bu, bd = 1 / math.sqrt(d), 1 / math.sqrt(m)
-    params = [((ir.random((m, d)) * 2 - 1) * bu).astype(np.float32),
-              ((ir.random((m, d)) * 2 - 1) * bu).astype(np.float32),
-              ((ir.random((d, m)) * 2 - 1) * bd).astype(np.float32)]
-    m1 = [np.zeros(p.shape) for p in params]
-    m2 = [np.zeros(p.shape) for p in params]
-    Xr, Vr = rnd["x"](E), rnd["v"](E)
-    loss_v = acc = float("nan")
-    for t in range(T):
-        U, G, D = params
-        Uw, Gw, Dw = rnd["w"](U), rnd["w"](G), rnd["w"](D)
-        A, Gt = Xr @ Uw.T, Xr @ Gw.T
-        H = rnd["h"](A * Gt)
-        Z = rnd["y"](H @ Dw.T) @ Vr.T
+    def softmax_stats(self, Z, tgt, want):
+        np = self.np
+        rows = np.arange(Z.shape[0])
         mx = Z.max(axis=1, keepdims=True)
         Ez = np.exp(Z - mx)
         s = Ez.sum(axis=1, keepdims=True)
-        if t == T - 1:
-            loss_v = float(np.mean(np.log(s[:, 0]) + mx[:, 0] - Z[rows, tgt]))
-            acc = float(np.mean(Z.argmax(axis=1) == tgt))
+        stats = None
+        if want:
+            stats = (float(np.mean(np.log(s[:, 0]) + mx[:, 0] - Z[rows, tgt])), float(np.mean(Z.argmax(axis=1) == tgt)))
         P = Ez / s
         P[rows, tgt] -= 1
-        dY = rnd["g"](rnd["p"](P) @ Vr / F)
+        return P, stats
+
+    def moment(self, p):
+        return self.np.zeros(p.shape)
+
+    def adam(self, p, g, m1, m2, lr, step):
+        g = g.astype(self.np.float64)
+        m1 = m1 + 0.1 * (g - m1)
+        m2 = m2 * 0.999 + 0.001 * g * g
+        upd = lr / (1 - 0.9 ** step) * m1 / (self.np.sqrt(m2) / math.sqrt(1 - 0.999 ** step) + 1e-8)
+        return (p - upd).astype(self.np.float32), m1, m2
+
+    def sync(self):
+        pass
+
+
+def train(ops, F, d, m, seed, T, lrs, on):
+    """One full-batch training; returns the last epoch's (loss, train accuracy)."""
+    keep = lambda a: a  # noqa: E731
+    r = {c: (ops.bf16 if on[c] else keep) for c in GROUPS}
+    E, tgt = ops.facts(F, d, seed)
+    params = ops.init(m, d, seed)
+    m1 = [ops.moment(p) for p in params]
+    m2 = [ops.moment(p) for p in params]
+    Xr, Vr = r["x"](E), r["v"](E)
+    stats = (float("nan"), float("nan"))
+    for t in range(T):
+        Uw, Gw, Dw = (r["w"](p) for p in params)
+        A, Gt = Xr @ Uw.T, Xr @ Gw.T
+        H = r["h"](A * Gt)
+        Z = r["y"](H @ Dw.T) @ Vr.T
+        P, st = ops.softmax_stats(Z, tgt, t == T - 1)
+        stats = st or stats
+        dY = r["g"](r["p"](P) @ Vr / F)
         dH = dY @ Dw
-        dA, dG = rnd["g"](dH * Gt), rnd["g"](dH * A)
+        dA, dG = r["g"](dH * Gt), r["g"](dH * A)
         grads = (dA.T @ Xr, dG.T @ Xr, dY.T @ H)
-        step = t + 1
         for i in range(3):
-            g = grads[i].astype(np.float64)
-            m1[i] += 0.1 * (g - m1[i])
-            m2[i] = m2[i] * 0.999 + 0.001 * g * g
-            upd = lrs[t] / (1 - 0.9 ** step) * m1[i] / (np.sqrt(m2[i]) / math.sqrt(1 - 0.999 ** step) + 1e-8)
-            params[i] = (params[i] - upd).astype(np.float32)
-    return loss_v, acc
+            params[i], m1[i], m2[i] = ops.adam(params[i], grads[i], m1[i], m2[i], lrs[t], t + 1)
+    ops.sync()
+    return stats
 
 
 def main():
@@ -154,7 +183,7 @@ def main():
             sys.exit("gd_bf16_emulation: the torch backend needs PyTorch (or use --backend numpy)")
         if not torch.cuda.is_available():
             sys.exit("gd_bf16_emulation: the torch backend needs a CUDA device (or use --backend numpy)")
-    train = train_torch if a.backend == "torch" else train_numpy
+    ops = TorchOps() if a.backend == "torch" else NumpyOps()
     T = a.epochs
     lrs = [a.lr_min + (a.lr - a.lr_min) * (1 + math.cos(math.pi * t / T)) / 2 for t in range(T)]
     print(f"backend {a.backend}, d = {a.dim}, F = {a.facts}, {T} epochs")
@@ -163,7 +192,7 @@ def main():
         for m in widths:
             for var in variants:
                 t0 = time.time()
-                loss_v, acc = train(a.facts, a.dim, m, seed, T, lrs, {c: c in var for c in GROUPS})
+                loss_v, acc = train(ops, a.facts, a.dim, m, seed, T, lrs, {c: c in var for c in GROUPS})
                 print(f"{var or 'fp32':9s} {a.facts:<6d} {m:<5d} {seed:<6d} {loss_v:<13.6g} {acc:<11.6f} "
                       f"{time.time() - t0:.1f}", flush=True)
 
