@@ -11,7 +11,10 @@
 # ratio_wall = torch_s / wall_s charges memcap its setup too. Logs and files go to OUTDIR (or $OUT).
 #   experiments/bench/gd_train_bench.sh BUILD_DIR [OUTDIR]
 #   env: EPOCHS (10000), SIZES ("4096:4096:64 256:64:64" as F:m:d), PRECISIONS ("f32 tf32"),
-#        TORCH_COMPILE (1; 0 skips the torch.compile peer), TORCH_PYTHON (python with torch)
+#        TORCH_COMPILE (1; 0 skips the torch.compile peer), TORCH_PYTHON (python with torch),
+#        ROUNDS (1): per size, the torch runs and memcap's alternate ROUNDS times, one table row per round
+#        (round column) and, when ROUNDS > 1, a 'median' row per precision and peer: the medians of the
+#        times and of the rounds' ratios (the torch script's time varies by ~30 % between runs of one call).
 set -uo pipefail
 BUILD=${1:?usage: gd_train_bench.sh BUILD_DIR [OUTDIR]}
 OUTDIR=${2:-${OUT:-$(mktemp -d)}}
@@ -21,6 +24,8 @@ EPOCHS=${EPOCHS:-10000}
 SIZES=${SIZES:-"4096:4096:64 256:64:64"}
 PRECISIONS=${PRECISIONS:-"f32 tf32"}
 TORCH_COMPILE=${TORCH_COMPILE:-1}
+ROUNDS=${ROUNDS:-1}
+[[ "$ROUNDS" =~ ^[1-9][0-9]?$ ]] || { echo "gd_train_bench: ROUNDS must be an integer in [1, 99] (got '$ROUNDS')" >&2; exit 2; }
 mkdir -p "$OUTDIR"
 [ -x "$HEBB" ] || { echo "gd_train_bench: no hebb executable at $HEBB (build the hebb target first)" >&2; exit 2; }
 
@@ -89,41 +94,71 @@ done
 TABLE=$OUTDIR/table.txt
 {
   echo "== GD training, $EPOCHS epochs, tied sphere table, permutation map (memcap: /summary wall_s and train_loop_s; torch: CUDA events)"
-  printf '%-18s %-5s %-22s %10s %10s %10s %10s %10s %11s %11s %12s\n' "F,m,d" prec "memcap path/kernel" "wall_s" \
-    "loop_s" "torch_s" ratio_wall ratio_loop "acc_memcap" "acc_torch" "torch_impl"
+  printf '%-18s %-6s %-5s %-22s %10s %10s %10s %10s %10s %11s %11s %14s\n' "F,m,d" round prec "memcap path/kernel" \
+    "wall_s" "loop_s" "torch_s" ratio_wall ratio_loop "acc_memcap" "acc_torch" "torch_impl"
 } | tee "$TABLE"
-for size in $SIZES; do
-  IFS=: read -r F M D <<< "$size"
-  tt="- - - -"; tc="- - - -"
-  if [ -n "$TPY" ]; then
-    "$TPY" "$HERE/gd_torch.py" --dim "$D" --facts "$F" --width "$M" --epochs "$EPOCHS" --seed 1 \
-      > "$OUTDIR/torch_${F}_${M}_${D}.json" 2>> "$OUTDIR/torch.log"
-    tt=$(torch_fields "$OUTDIR/torch_${F}_${M}_${D}.json")
-    if [ "$TORCH_COMPILE" = 1 ]; then
-      "$TPY" "$HERE/gd_torch.py" --compile --dim "$D" --facts "$F" --width "$M" --epochs "$EPOCHS" --seed 1 \
-        > "$OUTDIR/torch_compile_${F}_${M}_${D}.json" 2>> "$OUTDIR/torch.log"
-      tc=$(torch_fields "$OUTDIR/torch_compile_${F}_${M}_${D}.json")
-    fi
-  fi
-  read -r t_s t_acc _ _ <<< "$tt"
-  read -r c_s c_acc _ _ <<< "$tc"
-  for P in $PRECISIONS; do
-    f="$OUTDIR/memcap_${F}_${M}_${D}_$P.h5"
-    rm -f "$f"
-    if ! train "$F" "$M" "$D" "$P" "$EPOCHS" cuda "$f"; then
-      printf '%-18s %-5s FAILED (see hebb.log)\n' "$F,$M,$D" "$P" | tee -a "$TABLE"; status=1; continue
-    fi
-    read -r m_s m_acc _ _ m_path m_loop < <(summary "$f")
-    for peer in torch torch-compile; do
-      if [ "$peer" = torch ]; then p_s=$t_s; p_acc=$t_acc; else p_s=$c_s; p_acc=$c_acc; fi
-      [ "$peer" = torch-compile ] && [ "$TORCH_COMPILE" != 1 ] && continue
-      ratio() { "$H5PY" -c "import sys
+ratio() { "$H5PY" -c "import sys
 try: print('%.1fx' % (float(sys.argv[2]) / float(sys.argv[1])))
 except Exception: print('-')" "$1" "$2"; }
-      printf '%-18s %-5s %-22s %10.3f %10.3f %10s %10s %10s %11s %11s %12s\n' "$F,$M,$D" "$P" "$m_path" "$m_s" \
-        "$m_loop" "$p_s" "$(ratio "$m_s" "$p_s")" "$(ratio "$m_loop" "$p_s")" "$m_acc" "$p_acc" "$peer" | tee -a "$TABLE"
+# median FORMAT VALUE...: the median of the numbers among the values ('12.3x' counts as 12.3; '-' and other
+# non-numbers are skipped) printed with FORMAT, or '-'
+median() { "$H5PY" -c "import sys, statistics
+v = []
+for a in sys.argv[2:]:
+    try: v.append(float(a.rstrip('x')))
+    except ValueError: pass
+print((sys.argv[1] % statistics.median(v)) if v else '-')" "$@"; }
+for size in $SIZES; do
+  IFS=: read -r F M D <<< "$size"
+  declare -A col=()  # "P peer" -> space-separated per-round values of wall, loop, torch, ratio_wall, ratio_loop
+  for ((r = 1; r <= ROUNDS; r++)); do
+    tt="- - - -"; tc="- - - -"
+    if [ -n "$TPY" ]; then
+      "$TPY" "$HERE/gd_torch.py" --dim "$D" --facts "$F" --width "$M" --epochs "$EPOCHS" --seed 1 \
+        > "$OUTDIR/torch_${F}_${M}_${D}_r$r.json" 2>> "$OUTDIR/torch.log"
+      tt=$(torch_fields "$OUTDIR/torch_${F}_${M}_${D}_r$r.json")
+      if [ "$TORCH_COMPILE" = 1 ]; then
+        "$TPY" "$HERE/gd_torch.py" --compile --dim "$D" --facts "$F" --width "$M" --epochs "$EPOCHS" --seed 1 \
+          > "$OUTDIR/torch_compile_${F}_${M}_${D}_r$r.json" 2>> "$OUTDIR/torch.log"
+        tc=$(torch_fields "$OUTDIR/torch_compile_${F}_${M}_${D}_r$r.json")
+      fi
+    fi
+    read -r t_s t_acc _ _ <<< "$tt"
+    read -r c_s c_acc _ _ <<< "$tc"
+    for P in $PRECISIONS; do
+      f="$OUTDIR/memcap_${F}_${M}_${D}_${P}_r$r.h5"
+      rm -f "$f"
+      if ! train "$F" "$M" "$D" "$P" "$EPOCHS" cuda "$f"; then
+        printf '%-18s %-6s %-5s FAILED (see hebb.log)\n' "$F,$M,$D" "$r" "$P" | tee -a "$TABLE"; status=1; continue
+      fi
+      read -r m_s m_acc _ _ m_path m_loop < <(summary "$f")
+      for peer in torch torch-compile; do
+        if [ "$peer" = torch ]; then p_s=$t_s; p_acc=$t_acc; else p_s=$c_s; p_acc=$c_acc; fi
+        [ "$peer" = torch-compile ] && [ "$TORCH_COMPILE" != 1 ] && continue
+        rw=$(ratio "$m_s" "$p_s"); rl=$(ratio "$m_loop" "$p_s")
+        printf '%-18s %-6s %-5s %-22s %10.3f %10.3f %10s %10s %10s %11s %11s %14s\n' "$F,$M,$D" "$r" "$P" "$m_path" \
+          "$m_s" "$m_loop" "$p_s" "$rw" "$rl" "$m_acc" "$p_acc" "$peer" | tee -a "$TABLE"
+        k="$P $peer"
+        col[$k.path]=$m_path
+        col[$k.wall]="${col[$k.wall]:-} $m_s"; col[$k.loop]="${col[$k.loop]:-} $m_loop"
+        col[$k.torch]="${col[$k.torch]:-} $p_s"; col[$k.rw]="${col[$k.rw]:-} $rw"; col[$k.rl]="${col[$k.rl]:-} $rl"
+      done
     done
   done
+  if [ "$ROUNDS" -gt 1 ]; then
+    for P in $PRECISIONS; do
+      for peer in torch torch-compile; do
+        k="$P $peer"
+        [ -n "${col[$k.wall]:-}" ] || continue
+        # shellcheck disable=SC2086  # the per-round lists split on purpose
+        printf '%-18s %-6s %-5s %-22s %10s %10s %10s %10s %10s %11s %11s %14s\n' "$F,$M,$D" median "$P" \
+          "${col[$k.path]}" "$(median %.3f ${col[$k.wall]})" "$(median %.3f ${col[$k.loop]})" \
+          "$(median %.3f ${col[$k.torch]})" "$(median %.1fx ${col[$k.rw]})" "$(median %.1fx ${col[$k.rl]})" - - \
+          "$peer" | tee -a "$TABLE"
+      done
+    done
+  fi
+  unset col
 done
 echo "ratio_wall = torch_s / wall_s, ratio_loop = torch_s / loop_s; logs and files in $OUTDIR"
 exit $status
