@@ -1,8 +1,10 @@
 #!/usr/bin/env python3
 """Figure 2c analogue: MLP fact-storage capacity, log2 F (y) against log2 W (x), one line per (method, d),
 with the paper's ratio ranges W_data/W_gd and W_ntk/W_data printed (spec hebbian.md §4.2, §5 claims 6-8).
-Usage: fig2c.py RESULTS.h5 [-o fig2c.png] [--fit] [--stat w50|median]
-Results: hebb capacity --preset fig2c --out RESULTS.h5 (or any `hebb capacity` file).
+Usage: fig2c.py RESULTS.h5 [MORE.h5 ...] [-o fig2c.png] [--fit] [--stat w50|median]
+Results: hebb capacity --preset fig2c --out RESULTS.h5 (or any `hebb capacity` file). Several files are drawn as
+one figure when the preset ran in pieces (e.g. the closed forms in one run, GD per d in others); a (method, d, F)
+point may appear in only one of them, and all must share one spike beta.
 Markers sit at W50 (the smallest W at which at least half of the fact-set seeds store every fact; with one
 seed, W(m*)); the error bar reaches W100 (all seeds). A point no seed stored is left out."""
 import argparse
@@ -37,6 +39,39 @@ def load_points(path):
     pts["method"] = mp.texts(pts["method"])
     pts["family"] = np.array([family(m) for m in pts["method"]])
     return pts, beta
+
+
+def combine(parts):
+    """One points dict from several (path, pts, beta) pieces; refuses mixed beta and a repeated point."""
+    betas = {b for _, _, b in parts}
+    if len(betas) > 1:
+        raise SystemExit("fig2c: the files have different spike beta (" +
+                         ", ".join(f"{p}: {b:g}" for p, _, b in parts) + "); draw them separately")
+    seen = {}
+    for path, pts, _ in parts:
+        for i in range(len(pts["method"])):
+            key = (str(pts["method"][i]), int(pts["dim"][i]), int(pts["facts"][i]))
+            if key in seen:
+                raise SystemExit(f"fig2c: point method={key[0]} d={key[1]} F={key[2]} is in both {seen[key]} and "
+                                 f"{path}; pass each point once")
+            seen[key] = path
+    keys = set.intersection(*(set(pts) for _, pts, _ in parts))
+    pts = {k: np.concatenate([np.asarray(q[k]) for _, q, _ in parts]) for k in keys}
+    return pts, parts[0][2]
+
+
+def data_gd_by_point(pts, stat="w50"):
+    """(d, F, W_gd, W_data, W_data/W_gd) at every point where both GD and data-dependent stored every fact,
+    whether or not NTK did (the paper's range, ratio_ranges, also needs NTK)."""
+    by = {}
+    for i, fam in enumerate(pts["family"]):
+        by.setdefault((int(pts["dim"][i]), int(pts["facts"][i])), {})[fam] = value(pts, i, stat)
+    rows = []
+    for (d, F), w in sorted(by.items()):
+        g, dd = w.get("gd", math.nan), w.get("hebbian:data-dependent", math.nan)
+        if np.isfinite(g) and np.isfinite(dd):
+            rows.append((d, F, g, dd, dd / g))
+    return rows
 
 
 def value(pts, i, stat):
@@ -115,7 +150,7 @@ def plot(pts, ax, stat="w50", fit=False):
 
 def main(default_out="fig2c.png", title="MLP fact-storage capacity (isotropic)", expect_beta=0.0, doc=__doc__):
     ap = argparse.ArgumentParser(description=doc, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results", help="HDF5 file written by `hebb capacity`")
+    ap.add_argument("results", nargs="+", help="HDF5 file(s) written by `hebb capacity` (pieces of one preset)")
     ap.add_argument("-o", "--out", default=default_out, help="PNG to write (default: %(default)s)")
     ap.add_argument("--fit", action="store_true", help="per-method power-law fit F ~ c W^slope (log2 polyfit)")
     ap.add_argument("--stat", choices=["w50", "median"], default="w50",
@@ -123,9 +158,15 @@ def main(default_out="fig2c.png", title="MLP fact-storage capacity (isotropic)",
     ap.add_argument("--dpi", type=int, default=150)
     args = ap.parse_args()
     plt = mp.pyplot()
-    pts, beta = load_points(args.results)
+    pts, beta = combine([(p, *load_points(p)) for p in args.results])
     if abs(beta - expect_beta) > 1e-12:
-        print(f"note: {args.results} has spike beta = {beta:g} (this figure is drawn for beta = {expect_beta:g})")
+        print(f"note: {', '.join(args.results)} has spike beta = {beta:g} (this figure is drawn for beta = "
+              f"{expect_beta:g})")
+    rows = data_gd_by_point(pts, args.stat)
+    if rows:
+        print("W_data/W_gd where both stored every fact:  d      F     W_gd   W_data  ratio")
+        for d, F, g, dd, r in rows:
+            print(f"{'':42s}{d:3d} {F:6d} {g:8.0f} {dd:8.0f} {r:6.2f}")
     data_gd, ntk_data = ratio_ranges(pts, args.stat)
     print(f"W_data/W_gd : {fmt_range(data_gd)}   (paper, isotropic: 6-10x; anisotropic: 4-8x)")
     print(f"W_ntk/W_data: {fmt_range(ntk_data)}   (paper: 10-10^4x)")

@@ -4,7 +4,8 @@ fact-set seeds) and reads the HDF5 the documented way: a pandas DataFrame from /
 their dimension scales, /points and /runs/<job>/probes. Asserts the contents: one row per (method, d, F,
 seed); m* is the smallest succeeding probe and m* - 1 failed (fast search); W = the spec §3.7 count;
 m50 / m100 / medians of /points recomputed from the per-seed m*; then draws fig2c.py and fig11.py from
-the file. Exit 77 (skipped) when h5py is unavailable."""
+the file, and fig2c.py from it plus a second run at another F (one figure from a preset run in pieces), refusing
+a point passed twice and files of different spike beta. Exit 77 (skipped) when h5py is unavailable."""
 import os
 import subprocess
 import sys
@@ -106,6 +107,41 @@ with tempfile.TemporaryDirectory() as tmp:
                            text=True)
         check(r.returncode == 0 and os.path.exists(out) and os.path.getsize(out) > 10000, f"{script} failed: {r.stderr[-500:]}")
         check("W_data/W_gd" in r.stdout and "W_ntk/W_data" in r.stdout, f"{script}: ratio ranges not printed")
+
+    # A preset run in pieces: a second file at another F joins the first in one figure; the per-point
+    # W_data/W_gd table lists the points of both files where GD and data-dependent stored every fact.
+    more = os.path.join(tmp, "more.h5")
+    r = subprocess.run([HEBB, "capacity", "--methods", "hebbian:data-dependent,gd,epochs=400,lr=0.01", "--dim", "16",
+                        "--facts", "56", "--seeds", "1", "--device", "cpu", "--progress", "none", "--out", more],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"second hebb capacity failed: {r.stderr[-300:]}")
+    fig = os.path.join(plots, "fig2c.py")
+    both = os.path.join(tmp, "both.png")
+    r = subprocess.run([sys.executable, fig, path, more, "-o", both], capture_output=True, text=True)
+    check(r.returncode == 0 and os.path.getsize(both) > 10000, f"fig2c.py on two files failed: {r.stderr[-500:]}")
+    with h5py.File(path, "r") as f1, h5py.File(more, "r") as f2:
+        def both_found(f):
+            p_ = f["points"]
+            fam = [s(m).split(",")[0] for m in p_["method"][()]]
+            ok = {}
+            for i, m_ in enumerate(fam):
+                ok.setdefault(int(p_["facts"][i]), set()).update({m_} if p_["params50"][i] > 0 else set())
+            return {F for F, ms in ok.items() if {"gd", "hebbian:data-dependent"} <= ms}
+        want = both_found(f1) | both_found(f2)
+    table = [ln.split() for ln in r.stdout.splitlines() if ln.strip() and ln.split()[0] == "16"]
+    check(sorted(int(t[1]) for t in table) == sorted(want),
+          f"per-point W_data/W_gd rows {[t[1] for t in table]} != points where both succeeded {sorted(want)}")
+    for t in table:
+        check(abs(float(t[4]) - float(t[3]) / float(t[2])) < 0.01, f"ratio column of F={t[1]}")
+    r = subprocess.run([sys.executable, fig, path, path, "-o", both], capture_output=True, text=True)
+    check(r.returncode != 0 and "in both" in r.stderr, f"a point passed twice must be refused: {r.stderr[-300:]}")
+    spiked = os.path.join(tmp, "spiked.h5")
+    r = subprocess.run([HEBB, "capacity", "--methods", "hebbian:whitened", "--dim", "16", "--facts", "24",
+                        "--beta", "1.5", "--seeds", "1", "--device", "cpu", "--progress", "none", "--out", spiked],
+                       capture_output=True, text=True)
+    check(r.returncode == 0, f"spiked hebb capacity failed: {r.stderr[-300:]}")
+    r = subprocess.run([sys.executable, fig, more, spiked, "-o", both], capture_output=True, text=True)
+    check(r.returncode != 0 and "different spike beta" in r.stderr, f"mixed beta must be refused: {r.stderr[-300:]}")
 
 if failures:
     print(f"{len(failures)} check(s) failed")
