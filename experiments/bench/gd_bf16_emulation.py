@@ -13,6 +13,14 @@ groups a variant names:
   g  the backward operands dy, da, dg
 and prints one line per (seed, width, variant): the last epoch's loss and train accuracy. 'xvwhypg' is memcap's
 bf16 path, 'fp32' (or an empty name) plain fp32, 'vyp' precision bf16ce (float32 MLP, bf16 logits).
+A variant 'ce=MODE' keeps everything in fp32 but the two F x F x d logit products (Z = Y V^T and dy = P V), which
+it forms the way a tensor-core kernel would, each product accumulated in fp32:
+  bf16 / tf32      the operands rounded once (one pass; tf32 = 10 explicit mantissa bits, round to nearest)
+  bf16x3 / tf32x3  split products: A = A_hi + A_lo with A_hi = round(A), A_lo = round(A - A_hi), and
+                   A B ~ A_hi B_hi + A_hi B_lo + A_lo B_hi (three passes; the lo x lo term dropped), about
+                   16 / 22 significant bits
+  bf16x6           A = A_hi + A_mid + A_lo (three bf16 pieces), the six products of total order <= 2 (~24 bits)
+which asks whether a fused CE kernel on tensor cores with split operands would train as fp32 does.
 Backends: torch on a CUDA device (TF32 off), or numpy on the CPU (float32 BLAS, Adam in float64; about 20 ms a
 step at F = 1024 on one core). The two draw their fact sets and initial weights from their own generators.
 
@@ -49,6 +57,10 @@ class TorchOps:
 
     def bf16(self, a):
         return a.to(self.t.bfloat16).float()
+
+    def tf32(self, a):  # round to nearest (ties away, as cvt.rna.tf32.f32) on the low 13 bits
+        u = a.contiguous().view(self.t.int32)
+        return ((u + 0x1000) & ~0x1FFF).view(self.t.float32)
 
     def softmax_stats(self, Z, tgt, want):  # softmax(Z) - onehot, and (loss, accuracy) if want
         rows = self.t.arange(Z.shape[0], device=self.dev)
@@ -98,6 +110,11 @@ class NumpyOps:
         u = (u + np.uint32(0x7FFF) + ((u >> np.uint32(16)) & np.uint32(1))) & np.uint32(0xFFFF0000)
         return u.view(np.float32)
 
+    def tf32(self, a):  # round to nearest (ties away, as cvt.rna.tf32.f32) on the low 13 bits
+        np = self.np
+        u = np.ascontiguousarray(a, dtype=np.float32).view(np.uint32)
+        return ((u + np.uint32(0x1000)) & np.uint32(0xFFFFE000)).view(np.float32)
+
     def softmax_stats(self, Z, tgt, want):
         np = self.np
         rows = np.arange(Z.shape[0])
@@ -125,8 +142,27 @@ class NumpyOps:
         pass
 
 
-def train(ops, F, d, m, seed, T, lrs, on):
-    """One full-batch training; returns the last epoch's (loss, train accuracy)."""
+CE_MODES = ("bf16", "tf32", "bf16x3", "tf32x3", "bf16x6")
+
+
+def product(ops, A, B, mode):
+    """A @ B as a tensor-core kernel in `mode` would form it (fp32 accumulation of every pass); mode None = fp32."""
+    if mode is None:
+        return A @ B
+    rnd = ops.bf16 if mode.startswith("bf16") else ops.tf32
+    Ah, Bh = rnd(A), rnd(B)
+    if mode in ("bf16", "tf32"):
+        return Ah @ Bh
+    Al, Bl = rnd(A - Ah), rnd(B - Bh)
+    if mode != "bf16x6":
+        return Ah @ Bh + (Ah @ Bl + Al @ Bh)
+    Am, Bm = Al, Bl  # three pieces: hi, mid, lo; keep every product of total order <= 2
+    Al, Bl = rnd(A - Ah - Am), rnd(B - Bh - Bm)
+    return Ah @ Bh + (Ah @ Bm + Am @ Bh) + (Ah @ Bl + Am @ Bm + Al @ Bh)
+
+
+def train(ops, F, d, m, seed, T, lrs, on, ce=None):
+    """One full-batch training; returns the last epoch's (loss, train accuracy). ce: split mode of the logits."""
     keep = lambda a: a  # noqa: E731
     r = {c: (ops.bf16 if on[c] else keep) for c in GROUPS}
     E, tgt = ops.facts(F, d, seed)
@@ -139,10 +175,10 @@ def train(ops, F, d, m, seed, T, lrs, on):
         Uw, Gw, Dw = (r["w"](p) for p in params)
         A, Gt = Xr @ Uw.T, Xr @ Gw.T
         H = r["h"](A * Gt)
-        Z = r["y"](H @ Dw.T) @ Vr.T
+        Z = product(ops, r["y"](H @ Dw.T), Vr.T, ce)
         P, st = ops.softmax_stats(Z, tgt, t == T - 1)
         stats = st or stats
-        dY = r["g"](r["p"](P) @ Vr / F)
+        dY = r["g"](product(ops, r["p"](P), Vr, ce) / F)
         dH = dY @ Dw
         dA, dG = r["g"](dH * Gt), r["g"](dH * A)
         grads = (dA.T @ Xr, dG.T @ Xr, dY.T @ H)
@@ -163,7 +199,7 @@ def main():
     ap.add_argument("--lr-min", type=float, default=1e-6)
     ap.add_argument("--seeds", type=str, default="42", help="comma list of seeds (fact set and init)")
     ap.add_argument("--variants", type=str, default="fp32,xvwhypg",
-                    help="comma list of rounded groups (fp32 or '' = none)")
+                    help="comma list of rounded groups (fp32 or '' = none), or ce=MODE (" + ", ".join(CE_MODES) + ")")
     a = ap.parse_args()
     try:
         widths = [int(w) for w in a.width.split(",") if w]
@@ -171,9 +207,10 @@ def main():
     except ValueError:
         sys.exit("gd_bf16_emulation: --width and --seeds take comma lists of integers")
     variants = ["" if v == "fp32" else v for v in a.variants.split(",")]
-    bad = [v for v in variants if set(v) - set(GROUPS)]
+    bad = [v for v in variants if (v[3:] not in CE_MODES if v.startswith("ce=") else set(v) - set(GROUPS))]
     if bad:
-        sys.exit(f"gd_bf16_emulation: unknown groups in {bad} (use x v w h y p g, or fp32)")
+        sys.exit(f"gd_bf16_emulation: unknown variants {bad} (groups of x v w h y p g, fp32, or ce=MODE with MODE "
+                 f"one of {', '.join(CE_MODES)})")
     if a.facts < 2 or a.dim < 1 or a.epochs < 1 or min(widths, default=0) < 1 or not seeds:
         sys.exit("gd_bf16_emulation: need --facts >= 2, --dim >= 1, --epochs >= 1, widths >= 1 and a seed")
     if a.backend == "torch":
@@ -192,7 +229,9 @@ def main():
         for m in widths:
             for var in variants:
                 t0 = time.time()
-                loss_v, acc = train(ops, a.facts, a.dim, m, seed, T, lrs, {c: c in var for c in GROUPS})
+                ce = var[3:] if var.startswith("ce=") else None
+                loss_v, acc = train(ops, a.facts, a.dim, m, seed, T, lrs,
+                                    {c: (ce is None and c in var) for c in GROUPS}, ce)
                 print(f"{var or 'fp32':9s} {a.facts:<6d} {m:<5d} {seed:<6d} {loss_v:<13.6g} {acc:<11.6f} "
                       f"{time.time() - t0:.1f}", flush=True)
 
