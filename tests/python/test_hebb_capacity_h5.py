@@ -118,7 +118,7 @@ with tempfile.TemporaryDirectory() as tmp:
     fig = os.path.join(plots, "fig2c.py")
     both = os.path.join(tmp, "both.png")
     r = subprocess.run([sys.executable, fig, path, more, "-o", both], capture_output=True, text=True)
-    check(r.returncode == 0 and os.path.getsize(both) > 10000, f"fig2c.py on two files failed: {r.stderr[-500:]}")
+    check(r.returncode == 0 and os.path.exists(both) and os.path.getsize(both) > 10000, f"fig2c.py on two files failed: {r.stderr[-500:]}")
     with h5py.File(path, "r") as f1, h5py.File(more, "r") as f2:
         def both_found(f):
             p_ = f["points"]
@@ -128,6 +128,7 @@ with tempfile.TemporaryDirectory() as tmp:
                 ok.setdefault(int(p_["facts"][i]), set()).update({m_} if p_["params50"][i] > 0 else set())
             return {F for F, ms in ok.items() if {"gd", "hebbian:data-dependent"} <= ms}
         want = both_found(f1) | both_found(f2)
+    check(56 in want and len(want) >= 2, f"GD and data-dependent should both succeed at F = 56 and one more: {want}")
     table = [ln.split() for ln in r.stdout.splitlines() if ln.strip() and ln.split()[0] == "16"]
     check(sorted(int(t[1]) for t in table) == sorted(want),
           f"per-point W_data/W_gd rows {[t[1] for t in table]} != points where both succeeded {sorted(want)}")
