@@ -162,7 +162,8 @@ def product(ops, A, B, mode):
 
 
 def train(ops, F, d, m, seed, T, lrs, on, ce=None):
-    """One full-batch training; returns the last epoch's (loss, train accuracy). ce: split mode of the logits."""
+    """One full-batch training; returns the last epoch's (loss, train accuracy). ce: how the two logit products
+    are formed (one of CE_MODES; None = fp32)."""
     keep = lambda a: a  # noqa: E731
     r = {c: (ops.bf16 if on[c] else keep) for c in GROUPS}
     E, tgt = ops.facts(F, d, seed)

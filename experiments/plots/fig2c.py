@@ -60,14 +60,19 @@ def combine(parts):
     return pts, parts[0][2]
 
 
-def data_gd_by_point(pts, stat="w50"):
-    """(d, F, W_gd, W_data, W_data/W_gd) at every point where both GD and data-dependent stored every fact,
-    whether or not NTK did (the paper's range, ratio_ranges, also needs NTK)."""
+def by_point(pts, stat):
+    """{(d, F): {method family: W}} in (d, F) order; W is NaN where the point stored no fact set."""
     by = {}
     for i, fam in enumerate(pts["family"]):
         by.setdefault((int(pts["dim"][i]), int(pts["facts"][i])), {})[fam] = value(pts, i, stat)
+    return dict(sorted(by.items()))
+
+
+def data_gd_by_point(pts, stat="w50"):
+    """(d, F, W_gd, W_data, W_data/W_gd) at every point where both GD and data-dependent stored every fact,
+    whether or not NTK did (the paper's range, ratio_ranges, also needs NTK)."""
     rows = []
-    for (d, F), w in sorted(by.items()):
+    for (d, F), w in by_point(pts, stat).items():
         g, dd = w.get("gd", math.nan), w.get("hebbian:data-dependent", math.nan)
         if np.isfinite(g) and np.isfinite(dd):
             rows.append((d, F, g, dd, dd / g))
@@ -83,12 +88,9 @@ def ratio_ranges(pts, stat="w50"):
     """Paper ratios (plot_fig2.py `_capacity_savings_ranges`): over the (d, F) points where gd,
     data-dependent and ntk all stored every fact, min-max of W_data/W_gd and W_ntk/W_data. When gd is
     absent from the file, W_ntk/W_data over the points where both of those succeeded."""
-    by = {}
-    for i, fam in enumerate(pts["family"]):
-        by.setdefault((int(pts["dim"][i]), int(pts["facts"][i])), {})[fam] = value(pts, i, stat)
     have_gd = "gd" in set(pts["family"])
     data_gd, ntk_data = [], []
-    for _, w in sorted(by.items()):
+    for w in by_point(pts, stat).values():
         g, dd, n = w.get("gd", math.nan), w.get("hebbian:data-dependent", math.nan), w.get("ntk", math.nan)
         if have_gd:
             if all(np.isfinite([g, dd, n])):
