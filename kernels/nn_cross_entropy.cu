@@ -5,12 +5,14 @@
 // keeps full relative precision as the loss goes to zero (a plain log(Σ) in float32 cannot resolve a
 // loss below ~6e-8). The backward uses expm1(−loss) for the target entry for the same reason.
 // The mean loss and the correct count are reduced by one block in a fixed order (no float atomics).
+#include <cuda_bf16.h>
 #include <cuda_runtime.h>
 
 #include <cmath>
 #include <cstdint>
 #include <type_traits>
 
+#include "nn_bf16x3.cuh"
 #include "nn_device.cuh"
 #include "nn_layers.cuh"
 
@@ -19,6 +21,20 @@ namespace memcap::nn::cuda {
 namespace {
 
 constexpr int kRowThreads = 256;
+
+// Where the float gradient goes instead of dlogits (cross_entropy_forward_backward_split): planes hi = bf16(g),
+// lo = bf16(g − hi), row stride ld. hi == nullptr: write dlogits.
+struct SplitOut {
+  __nv_bfloat16* hi = nullptr;
+  __nv_bfloat16* lo = nullptr;
+  std::int64_t ld = 0;
+};
+
+__device__ inline void put_split(const SplitOut& o, std::int64_t n, std::int64_t j, float g) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(g);
+  o.hi[n * o.ld + j] = h;
+  o.lo[n * o.ld + j] = __float2bfloat16_rn(g - __bfloat162float(h));
+}
 
 struct RowStats {
   double mx;      // row max (as double)
@@ -73,12 +89,20 @@ __device__ RowStats row_stats(const T* __restrict__ x, std::int64_t P) {
 
 // dx[j] = scale·softmax_j (scale·expm1(−loss) at the target), after a __syncthreads() so that an
 // in-place dx = x sees every read of the row first.
+// With so.hi set (float only) the gradient of row n goes to the split planes instead of dx.
 template <class T>
-__device__ void write_grad_row(T* dx, const T* x, std::int64_t P, int t, double loss, double lse, double scale) {
+__device__ void write_grad_row(T* dx, const T* x, std::int64_t P, int t, double loss, double lse, double scale,
+                               const SplitOut& so = SplitOut{}, std::int64_t n = 0) {
   __syncthreads();
   for (std::int64_t j = threadIdx.x; j < P; j += blockDim.x) {
     const double v = j == t ? scale * static_cast<double>(dev::expm1_(static_cast<T>(-loss)))
                             : scale * static_cast<double>(dev::exp_(static_cast<T>(static_cast<double>(x[j]) - lse)));
+    if constexpr (std::is_same_v<T, float>) {
+      if (so.hi) {
+        put_split(so, n, j, static_cast<float>(v));
+        continue;
+      }
+    }
     dx[j] = static_cast<T>(v);
   }
 }
@@ -124,7 +148,7 @@ template <class T>
 __global__ void __launch_bounds__(kRowThreads) ce_fused_kernel(T* dlogits, T* __restrict__ losses,
                                                                std::uint8_t* __restrict__ correct, const T* logits,
                                                                const std::int32_t* __restrict__ targets,
-                                                               std::int64_t P, double scale) {
+                                                               std::int64_t P, double scale, SplitOut so) {
   const std::int64_t n = blockIdx.x;
   const T* x = logits + n * P;
   const RowStats st = row_stats(x, P);
@@ -136,7 +160,7 @@ __global__ void __launch_bounds__(kRowThreads) ce_fused_kernel(T* dlogits, T* __
     losses[n] = static_cast<T>(loss);
     if (correct) correct[n] = (ok && st.arg == t) ? 1 : 0;
   }
-  write_grad_row(dlogits + n * P, x, P, t, loss, lse, scale);
+  write_grad_row(so.hi ? dlogits : dlogits + n * P, x, P, t, loss, lse, scale, so, n);
 }
 
 // The same for float rows with P % 4 == 0 and P ≤ 4·NV·kRowThreads: the row is read once as float4
@@ -148,7 +172,7 @@ __global__ void __launch_bounds__(kRowThreads) ce_fused_vec_kernel(float* dlogit
                                                                    std::uint8_t* __restrict__ correct,
                                                                    const float* logits,
                                                                    const std::int32_t* __restrict__ targets, int P,
-                                                                   double scale) {
+                                                                   double scale, SplitOut so) {
   __shared__ float s_val[32];
   __shared__ int s_idx[32];
   __shared__ double s_sum[32];
@@ -193,7 +217,7 @@ __global__ void __launch_bounds__(kRowThreads) ce_fused_vec_kernel(float* dlogit
     if (correct) correct[n] = (ok && bi == t) ? 1 : 0;
   }
   __syncthreads();  // x[t] read by every thread before any in-place write
-  float4* d4 = reinterpret_cast<float4*>(dlogits + n * static_cast<std::int64_t>(P));
+  float4* d4 = so.hi ? nullptr : reinterpret_cast<float4*>(dlogits + n * static_cast<std::int64_t>(P));
   const float tgt = static_cast<float>(scale * static_cast<double>(expm1f(static_cast<float>(-loss))));
 #pragma unroll
   for (int c = 0; c < NV; ++c) {
@@ -206,7 +230,12 @@ __global__ void __launch_bounds__(kRowThreads) ce_fused_vec_kernel(float* dlogit
         o[q] = 4 * j4 + q == t
                    ? tgt
                    : static_cast<float>(scale * static_cast<double>(expf(static_cast<float>(static_cast<double>(e[q]) - lse))));
-      d4[j4] = make_float4(o[0], o[1], o[2], o[3]);
+      if (so.hi) {
+#pragma unroll
+        for (int q = 0; q < 4; ++q) put_split(so, n, 4 * j4 + q, o[q]);
+      } else {
+        d4[j4] = make_float4(o[0], o[1], o[2], o[3]);
+      }
     }
   }
 }
@@ -261,10 +290,13 @@ void cross_entropy_backward(T* dlogits, const T* logits, const std::int32_t* tar
   MEMCAP_CUDA_CHECK_LAUNCH("ce_backward_kernel");
 }
 
+namespace {
+
+// cross_entropy_forward_backward, with the gradient written to dlogits or (so.hi set, float only) to split planes.
 template <class T>
-void cross_entropy_forward_backward(T* dlogits, T* losses, const T* logits, const std::int32_t* targets,
-                                    std::int64_t N, std::int64_t P, std::uint8_t* correct, double* loss_mean,
-                                    std::int64_t* n_correct, double dloss, cudaStream_t stream) {
+void ce_forward_backward_impl(T* dlogits, const SplitOut& so, T* losses, const T* logits, const std::int32_t* targets,
+                              std::int64_t N, std::int64_t P, std::uint8_t* correct, double* loss_mean,
+                              std::int64_t* n_correct, double dloss, cudaStream_t stream) {
   check_rows(N, P);
   if (!losses)
     cuda_detail::throw_user_error("nn::cuda::cross_entropy_forward_backward needs a device buffer for the N row losses");
@@ -273,28 +305,52 @@ void cross_entropy_forward_backward(T* dlogits, T* losses, const T* logits, cons
   bool done = false;
   if constexpr (std::is_same_v<T, float>) {
     const bool vec = P % 4 == 0 && (reinterpret_cast<std::uintptr_t>(logits) & 15u) == 0 &&
-                     (reinterpret_cast<std::uintptr_t>(dlogits) & 15u) == 0;
+                     (so.hi || (reinterpret_cast<std::uintptr_t>(dlogits) & 15u) == 0);
     const std::int64_t per = 4LL * kRowThreads;  // floats per register chunk
     const int p = static_cast<int>(P);
     if (vec && P <= per) {
-      ce_fused_vec_kernel<1><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale), done = true;
+      ce_fused_vec_kernel<1><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale,
+                                                                   so), done = true;
     } else if (vec && P <= 2 * per) {
-      ce_fused_vec_kernel<2><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale), done = true;
+      ce_fused_vec_kernel<2><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale,
+                                                                   so), done = true;
     } else if (vec && P <= 4 * per) {
-      ce_fused_vec_kernel<4><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale), done = true;
+      ce_fused_vec_kernel<4><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale,
+                                                                   so), done = true;
     } else if (vec && P <= 8 * per) {
-      ce_fused_vec_kernel<8><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale), done = true;
+      ce_fused_vec_kernel<8><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, p, scale,
+                                                                   so), done = true;
     }
     if (done) MEMCAP_CUDA_CHECK_LAUNCH("ce_fused_vec_kernel");
   }
   if (!done) {
-    ce_fused_kernel<T><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, P, scale);
+    ce_fused_kernel<T><<<grid, kRowThreads, 0, stream>>>(dlogits, losses, correct, logits, targets, P, scale, so);
     MEMCAP_CUDA_CHECK_LAUNCH("ce_fused_kernel");
   }
   if (loss_mean || n_correct) {
     ce_reduce_kernel<T><<<1, 1024, 0, stream>>>(losses, correct, N, loss_mean, n_correct);
     MEMCAP_CUDA_CHECK_LAUNCH("ce_reduce_kernel");
   }
+}
+
+}  // namespace
+
+template <class T>
+void cross_entropy_forward_backward(T* dlogits, T* losses, const T* logits, const std::int32_t* targets,
+                                    std::int64_t N, std::int64_t P, std::uint8_t* correct, double* loss_mean,
+                                    std::int64_t* n_correct, double dloss, cudaStream_t stream) {
+  ce_forward_backward_impl<T>(dlogits, SplitOut{}, losses, logits, targets, N, P, correct, loss_mean, n_correct, dloss,
+                              stream);
+}
+
+void cross_entropy_forward_backward_split(__nv_bfloat16* d_hi, __nv_bfloat16* d_lo, float* losses,
+                                          const float* logits, const std::int32_t* targets, std::int64_t N,
+                                          std::int64_t P, std::uint8_t* correct, double* loss_mean,
+                                          std::int64_t* n_correct, double dloss, cudaStream_t stream) {
+  if (!d_hi || !d_lo)
+    cuda_detail::throw_user_error("nn::cuda::cross_entropy_forward_backward_split needs both gradient planes");
+  ce_forward_backward_impl<float>(nullptr, SplitOut{d_hi, d_lo, split_plane_ld(P)}, losses, logits, targets, N, P,
+                                  correct, loss_mean, n_correct, dloss, stream);
 }
 
 #define MEMCAP_NN_CE(T)                                                                                          \

@@ -304,9 +304,16 @@ TEST_CASE("gd method specs: defaults, presets, overrides, errors") {
   CHECK(b16.precision == "bf16");
   CHECK_FALSE(b16.tf32);
   CHECK(parse_method(canonical_gd_spec(b16)).gd.precision == "bf16");
+  // precision bf16x3 (the cuBLAS chain with split-operand bf16 logit products) likewise
+  const GdConfig b3 = parse_method("gd,precision=bf16x3").gd;
+  CHECK(b3.precision == "bf16x3");
+  CHECK_FALSE(b3.tf32);
+  CHECK(canonical_gd_spec(b3).find("precision=bf16x3") != std::string::npos);
+  CHECK(parse_method(canonical_gd_spec(b3)).gd.precision == "bf16x3");
 
   for (const char* bad : {"gd,gate=tanh", "gd,epochs=0", "gd,epochs=2.5", "gd,lr=-1", "gd,lr=0", "gd,lr=abc",
-                          "gd,bias=2", "gd,loss=l1", "gd,optimizer=sgd", "gd,precision=fp8", "gd,wd=-1",
+                          "gd,bias=2", "gd,loss=l1", "gd,optimizer=sgd", "gd,precision=fp8",
+                          "gd,precision=bf16x2", "gd,wd=-1",
                           "gd,foo=1", "gd,lr", "gd:bogus", "gd,lr=1e-3,lr=1e-2", "gd:edit,loss=ce,loss=mse",
                           "gd,lr=1e-7", "gd,stop-loss=nan"}) {
     CAPTURE(bad);

@@ -22,6 +22,7 @@
 #include "core/error.hpp"
 #include "nn_gated_mlp_fused.cuh"
 #include "nn_gd_bf16.cuh"
+#include "nn_bf16x3.cuh"
 #include "nn_layers.cuh"
 #include "nn_softmax_ce_fused.cuh"
 
@@ -88,10 +89,15 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
     require(!cfg.tf32, "GD precision bf16 cannot also take TF32 (choose one of tf32, bf16)");
     p.precision = "bf16";
     p.bf16 = true;
+  } else if (cfg.precision == "bf16x3") {
+    require(!cfg.tf32, "GD precision bf16x3 cannot also take TF32 (choose one of tf32, bf16x3)");
+    p.precision = "bf16x3";
+    p.bf16x3 = true;
   } else {
     throw UserError(fmt::format("unknown GD precision '{}': use f32 (exact float32), tf32 (float32 storage, "
                                 "TF32 tensor-core products), bf16 (float32 storage and Adam, bf16 tensor-core "
-                                "products) or f64",
+                                "products), bf16x3 (float32 but the two logit products, formed on bf16 tensor cores "
+                                "from split operands in three passes) or f64",
                                 cfg.precision));
   }
   p.F = F;
@@ -114,6 +120,12 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
     require(!cfg.bias, "GD precision bf16 trains the model without biases (bias=0, spec §2.6); use tf32 or f32 "
                        "for bias=1");
     p.kernel = "fused";
+  } else if (p.bf16x3) {
+    require(want == "auto" || want == "cublas",
+            "GD precision bf16x3 runs only on the cuBLAS layer chain (MEMCAP_GD_KERNEL={}); unset it or use "
+            "precision f32",
+            want);
+    p.kernel = "cublas";
   } else if (want == "auto") {
     p.kernel = fused_ok && F * m <= kFusedAutoMaxFm ? "fused" : "cublas";
   } else if (want == "fused") {
@@ -203,6 +215,10 @@ std::size_t gd_cuda_plan_bytes(const GdCudaPlan& p) {
     b += t * 4 * F * m;         // a, g, h, dh
     b += t * 2 * F * d;         // y, dy
     b += t * F * P + (t + 1) * F + 16;  // logits (in-place dlogits), row losses, correct, scalars
+    if (p.bf16x3) {  // split operands [y_hi|y_hi|y_lo], [V_hi|V_lo|V_hi]; the two bf16 planes of dlogits (CE)
+      b += 2.0 * 3.0 * static_cast<double>(cu::split3_width(p.d)) * (F + P);
+      if (p.ce) b += 2.0 * 2.0 * F * static_cast<double>(cu::split_plane_ld(p.P));
+    }
   }
   return static_cast<std::size_t>(b);
 }
@@ -220,6 +236,8 @@ struct GdDevice::Impl {
   Tensor xb, vb, ub, gb, db, dyb;
   // cublas
   Tensor a, h, dh, dy, logits, losses, correct, loss_scalar, n_correct;
+  // cublas bf16x3 (nn_bf16x3.cuh layouts): y3 [F][3dp], v3 [P][3dp], dz_hi / dz_lo [F][split_plane_ld(P)]
+  Tensor y3, v3, dz_hi, dz_lo;
 
   Impl(const GdCudaPlan& p, const gpu::Stream& s) : plan(p), stream(&s), dt(p.f64 ? DType::f64 : DType::f32) {
     const std::int64_t F = p.F, P = p.P, d = p.d, m = p.m, n = p.layout.total;
@@ -268,6 +286,15 @@ struct GdDevice::Impl {
       correct = Tensor({F}, DType::u8);
       loss_scalar = Tensor({1}, DType::f64);
       n_correct = Tensor({1}, DType::i64);
+      if (p.bf16x3) {
+        const std::int64_t w3 = 3 * cu::split3_width(d);
+        y3 = Tensor({F, w3}, DType::bf16);
+        v3 = Tensor({P, w3}, DType::bf16);
+        if (p.ce) {
+          dz_hi = Tensor({F, cu::split_plane_ld(P)}, DType::bf16);
+          dz_lo = Tensor({F, cu::split_plane_ld(P)}, DType::bf16);
+        }
+      }
     }
     // Gradient partial arenas: entries a kernel never writes (none today) must not be garbage.
     grads.fill_zero(s);
@@ -359,13 +386,29 @@ struct GdDevice::Impl {
     cu::linear_forward<T>(Y, H, D, b_d, F, m, d, blas, s);
     double* ls = loss_scalar.data<double>();
     std::int64_t* nc = n_correct.data<std::int64_t>();
-    cu::linear_forward<T>(Z, Y, Vt, nullptr, F, d, P, blas, s);
+    if constexpr (std::is_same_v<T, float>) {
+      if (p.bf16x3) {  // Z = y Vᵀ and dy = dZ V on bf16 tensor cores from split operands (nn_bf16x3.cuh)
+        using bf = __nv_bfloat16;
+        cu::split3_linear_forward(Z, y3.data<bf>(), Y, v3.data<bf>(), F, d, P, blas, s);
+        if (p.ce) {
+          cu::cross_entropy_forward_backward_split(dz_hi.data<bf>(), dz_lo.data<bf>(), losses.data<T>(), Z, tg, F, P,
+                                                   correct.data<std::uint8_t>(), ls, nc, 1.0, s);
+          cu::record_loss_parts(ls, 1, 1.0, nc, state_dev, hl, hc, s);
+          cu::split3_linear_backward_input(dY, dz_hi.data<bf>(), dz_lo.data<bf>(), v3.data<bf>(), F, d, P, blas, s);
+        }
+      } else {
+        cu::linear_forward<T>(Z, Y, Vt, nullptr, F, d, P, blas, s);
+      }
+    } else {
+      cu::linear_forward<T>(Z, Y, Vt, nullptr, F, d, P, blas, s);
+    }
     if (p.ce) {
-      // loss, accuracy and dlogits (in place) from one read of the logits
-      cu::cross_entropy_forward_backward<T>(Z, losses.data<T>(), Z, tg, F, P, correct.data<std::uint8_t>(), ls, nc, 1.0,
-                                            s);
-      cu::record_loss_parts(ls, 1, 1.0, nc, state_dev, hl, hc, s);
-      cu::linear_backward<T>(dY, nullptr, nullptr, Z, Y, Vt, F, d, P, blas, s);
+      if (!p.bf16x3) {  // loss, accuracy and dlogits (in place) from one read of the logits
+        cu::cross_entropy_forward_backward<T>(Z, losses.data<T>(), Z, tg, F, P, correct.data<std::uint8_t>(), ls, nc,
+                                              1.0, s);
+        cu::record_loss_parts(ls, 1, 1.0, nc, state_dev, hl, hc, s);
+        cu::linear_backward<T>(dY, nullptr, nullptr, Z, Y, Vt, F, d, P, blas, s);
+      }
     } else {
       cu::mse_forward<T>(Y, C.data<T>(), F, d, ls, s);
       cu::cross_entropy_forward<T>(losses.data<T>(), Z, tg, F, P, correct.data<std::uint8_t>(), nullptr, nc, s);
@@ -480,6 +523,8 @@ void GdDevice::upload_tables(const FactSet& facts) {
   put(I.x, row_major(facts.keys));
   put(I.V, row_major(facts.values));
   if (!I.plan.ce) put(I.C, row_major(facts.targets()));
+  if (I.plan.bf16x3)  // the values' split operand, once (constant during training)
+    nn::cuda::split3_bf16(I.v3.data<__nv_bfloat16>(), I.V.data<float>(), I.plan.P, I.plan.d, false, s.get());
   if (I.plan.bf16) {  // the constant operands' bf16 copies, once
     const int dk = nn::cuda::bf16_dk(I.plan.d);
     nn::cuda::sum_rows_to_bf16(I.xb.data<__nv_bfloat16>(), I.x.data<float>(), 1, I.plan.F, I.plan.d, dk, nullptr,

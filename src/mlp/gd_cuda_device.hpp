@@ -4,7 +4,8 @@
 // gated by the device TrainState, so K steps are captured once as a CUDA graph and replayed.
 // Kernel variants (the table in gd_cuda_device.cpp): "fused" (d ≤ 128: nn_gated_mlp_fused + nn_softmax_ce_fused,
 // or their bf16 tensor-core versions nn_gd_bf16 at precision bf16; hidden activations and logits never in
-// global memory) and "cublas" (any d: nn::cuda layers on cuBLAS GEMMs; f32, tf32, f64).
+// global memory) and "cublas" (any d: nn::cuda layers on cuBLAS GEMMs; f32, tf32, f64, and bf16x3: the float32
+// chain with the two logit products on bf16 tensor cores from split operands, kernels/nn_bf16x3.cuh).
 #pragma once
 #ifdef MEMCAP_HAVE_CUDA
 #include <cstdint>
@@ -21,8 +22,9 @@
 namespace memcap::mlp {
 
 struct GdCudaPlan {
-  std::string precision;     // f32 | f64 | tf32 | bf16 (recorded as "cuda:<precision>")
+  std::string precision;     // f32 | f64 | tf32 | bf16 | bf16x3 (recorded as "cuda:<precision>")
   bool f64 = false, tf32 = false, bf16 = false;  // bf16: fused kernels only (nn_gd_bf16.cuh), no biases
+  bool bf16x3 = false;       // cuBLAS chain only: float32 everywhere but Z = y Vᵀ and dy = dZ V (split bf16)
   std::string kernel;        // fused | cublas
   std::int64_t F = 0, P = 0, d = 0, m = 0;
   bool ce = true, bias = false;
@@ -36,10 +38,10 @@ struct GdCudaPlan {
   std::int64_t epochs = 0;
 };
 
-// Resolves precision (cfg.precision f32 | f64 | tf32 | bf16, or f32 + cfg.tf32) and the kernel variant
+// Resolves precision (cfg.precision f32 | f64 | tf32 | bf16 | bf16x3, or f32 + cfg.tf32) and the kernel variant
 // (environment MEMCAP_GD_KERNEL = auto | fused | cublas; auto = the faster by the measured table in
-// gd_cuda_device.cpp — cublas for f32 / tf32 / f64, fused for bf16, which has no cuBLAS path; fused needs
-// d ≤ 128, bf16 also no biases), reads the SM count
+// gd_cuda_device.cpp — cublas for f32 / tf32 / f64, fused for bf16, which has no cuBLAS path; bf16x3 has only the
+// cuBLAS path; fused needs d ≤ 128, bf16 also no biases), reads the SM count
 // of the current device for the splits. UserError on an unknown precision / variant or a variant that
 // does not apply.
 GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std::int64_t m, const GdConfig& cfg);

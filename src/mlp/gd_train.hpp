@@ -29,7 +29,7 @@ struct GdConfig {
   double weight_decay = 0;
   bool adamw = false;
   double stop_loss = 1e-7;                         // early stop when a step's loss ≤ this
-  std::string precision = "f32";                   // GPU: f32 | f64 | bf16 (CPU always float64)
+  std::string precision = "f32";                   // GPU: f32 | f64 | bf16 | bf16x3 (CPU always float64)
   bool tf32 = false;                               // GPU f32: allow TF32 tensor cores in GEMMs
   std::int64_t record_every = 1;                   // loss/accuracy curve stride (epochs)
   std::string checkpoint;                          // file for periodic checkpoints ("" = none)

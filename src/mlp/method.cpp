@@ -19,7 +19,7 @@ constexpr const char* kValidMethods =
     "hebbian, hebbian:exact-k2, hebbian:whitened[,ridge=R], "
     "hebbian:data-dependent[,ridge=R,cg-tol=T,cg-max-iter=N,cg-precision=auto|float32|float64], ntk, "
     "gd|gd:transformer|gd:edit[,gate=identity|relu|silu,bias=0|1,loss=ce|mse,epochs=N,lr=X,lr-min=X,"
-    "optimizer=adam|adamw,wd=X,precision=f32|f64|tf32|bf16,stop-loss=X] (gd: identity gate, no bias, CE, "
+    "optimizer=adam|adamw,wd=X,precision=f32|f64|tf32|bf16|bf16x3,stop-loss=X] (gd: identity gate, no bias, CE, "
     "10000 epochs, lr 1e-3 -> 1e-6 cosine, Adam, f32, stop at loss <= 1e-7; gd:transformer: relu, bias=1, "
     "f64; gd:edit: silu, bias=1, mse)";
 
@@ -79,9 +79,9 @@ void apply_gd_option(GdConfig& g, const std::string& key, const std::string& val
     g.weight_decay = parse_double(key, val, text);
     require(g.weight_decay >= 0, "method '{}': wd must be >= 0 (got {})", text, val);
   } else if (key == "precision") {
-    require(val == "f32" || val == "f64" || val == "tf32" || val == "bf16",
-            "method '{}': precision must be f32, f64, tf32 or bf16 (got {})", text, val);
-    g.precision = val == "f64" ? "f64" : val == "bf16" ? "bf16" : "f32";
+    require(val == "f32" || val == "f64" || val == "tf32" || val == "bf16" || val == "bf16x3",
+            "method '{}': precision must be f32, f64, tf32, bf16 or bf16x3 (got {})", text, val);
+    g.precision = val == "tf32" ? "f32" : val;
     g.tf32 = val == "tf32";
   } else if (key == "stop-loss") {
     g.stop_loss = parse_double(key, val, text);

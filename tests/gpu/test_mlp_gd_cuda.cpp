@@ -4,6 +4,9 @@
 //        (only summation order differs; 200 Adam steps amplify 1e-16 differences well below that);
 //   f32: same final accuracy, loss curve within kTolCurveF32 = 1e-3 relative; tf32: within 2e-2;
 //   bf16 (fused only, no biases): loss curve within kTolCurveBf16 = 5e-2, final accuracy within 1/F;
+//   bf16x3 (cuBLAS chain only; float32 but the two logit products, from split bf16 operands with ~16 bits each):
+//        loss curve within kTolCurveBf16x3 = 5e-3 (5x f32's: the products' error is ~10x float32's, set before
+//        the first run), final accuracy within 1/F;
 //   early stop at the same epoch; 4 trainings on 4 streams from 4 host threads bit-identical to the
 //   same trainings run one at a time; checkpoint resume bit-identical to an uninterrupted run; a size
 //   far too large refused with UserError before any allocation.
@@ -34,6 +37,7 @@ constexpr double kTolCurveF64 = 1e-9;
 constexpr double kTolCurveF32 = 1e-3;
 constexpr double kTolCurveTf32 = 2e-2;
 constexpr double kTolCurveBf16 = 5e-2;
+constexpr double kTolCurveBf16x3 = 5e-3;
 
 FactSet facts(std::int64_t F, std::int64_t d, std::uint64_t seed) {
   FactSetSpec s;
@@ -228,6 +232,41 @@ TEST_CASE("GPU bf16 training (fused only, no biases): accuracy and loss curve cl
     CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, config(kCases[0], 20, "bf16"), g.h), UserError);
   }
   CHECK_THROWS_AS(train_gd_cuda(facts(16, 130, 3), 32, 7, config(kCases[0], 20, "bf16"), g.h), UserError);
+}
+
+TEST_CASE("GPU bf16x3 training (cuBLAS chain, split-operand logit products) stays close to the CPU reference") {
+  Gpu g;
+  struct Size {
+    std::int64_t F, d, m;
+  };
+  // d = 90, 100: segment widths padded to 96, 104; P = 130 and 4100: gradient planes padded to 136, 4104.
+  for (const Size sz : {Size{16, 8, 32}, Size{130, 90, 70}, Size{300, 64, 200}, Size{4100, 100, 40}}) {
+    const FactSet fs = facts(sz.F, sz.d, 5);
+    for (const Case& c : kCases) {
+      if (sz.F == 4100 && c.loss == nn::Loss::mse) continue;  // the logits only count the accuracy there
+      CAPTURE(sz.F);
+      CAPTURE(c.name);
+      GdConfig cfg = config(c, sz.F == 4100 ? 40 : 200, "f32");
+      cfg.record_every = 7;
+      const GdResult cpu = train_gd_cpu(fs, sz.m, 11, cfg);
+      cfg.precision = "bf16x3";
+      const GdResult gpu = train_gd_cuda(fs, sz.m, 11, cfg, g.h);
+      CHECK(gpu.path == "cuda:bf16x3");
+      CHECK(gpu.kernel == "cublas");
+      REQUIRE(gpu.curve_epoch == cpu.curve_epoch);
+      CHECK(max_rel_curve(gpu.loss_curve, cpu.loss_curve) <= kTolCurveBf16x3);
+      CHECK(std::abs(gpu.accuracy_curve.back() - cpu.accuracy_curve.back()) <= 1.0 / static_cast<double>(sz.F) + 1e-12);
+    }
+  }
+  // Refusals: the fused variant, TF32 on top.
+  const FactSet fs = facts(16, 8, 3);
+  {
+    KernelVariant kv("fused");
+    CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, config(kCases[0], 20, "bf16x3"), g.h), UserError);
+  }
+  GdConfig cfg = config(kCases[0], 20, "bf16x3");
+  cfg.tf32 = true;
+  CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, cfg, g.h), UserError);
 }
 
 TEST_CASE("early stop happens at the same epoch as on the CPU") {

@@ -11,6 +11,9 @@
 //   kTolBf16 = 2e-2  the bf16 fused kernels (nn_gd_bf16), against a reference fed the same bf16-rounded
 //                  operands: what is left is the rounding of the intermediate operands (h, da, dg, the
 //                  summed dy, the softmax weights; unit roundoff 3.9e-3, norm-wise ≈ 3e-3 each)
+//   kTolBf16x3 = 3e-5  split-operand bf16 products (nn_bf16x3: ~16 bits of each float operand, the lo·lo term
+//                  dropped; ≈ 5e-6 measured in the numpy emulation), on float inputs against float64; one bf16
+//                  pass (≈ 3e-3) or a missing lo term (≈ 1e-3) is far outside it
 #include <doctest/doctest.h>
 
 #include <cmath>
@@ -26,6 +29,7 @@
 #include "mlp/gd_init.hpp"
 #include "nn/layers.hpp"
 #include "nn_gated_mlp_fused.cuh"
+#include "nn_bf16x3.cuh"
 #include "nn_gd_bf16.cuh"
 #include "nn_layers.cuh"
 #include "nn_softmax_ce_fused.cuh"
@@ -892,4 +896,159 @@ TEST_CASE("fused softmax cross-entropy matches the CPU reference: f32 exact") {
 }
 TEST_CASE("fused softmax cross-entropy matches the CPU reference: tf32") {
   check_fused_ce<float>(true, kTolTf32, kTolTf32, 5);
+}
+
+namespace {
+
+constexpr double kTolBf16x3 = 3e-5;
+
+std::uint16_t bf16_bits(__nv_bfloat16 x) {
+  std::uint16_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+std::vector<__nv_bfloat16> bf16_host(const gpu::Tensor& t, const gpu::Stream& s) {
+  std::vector<__nv_bfloat16> v(static_cast<std::size_t>(t.numel()));
+  t.download(v.data(), s);
+  s.synchronize();
+  return v;
+}
+
+// Mismatches of (hi, lo) against the split of g: hi = bf16(g), lo = bf16(g − hi), bit for bit.
+std::int64_t split_mismatches(float g, __nv_bfloat16 hi, __nv_bfloat16 lo) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(g);
+  const __nv_bfloat16 l = __float2bfloat16_rn(g - __bfloat162float(h));
+  return (bf16_bits(h) != bf16_bits(hi)) + (bf16_bits(l) != bf16_bits(lo));
+}
+
+}  // namespace
+
+TEST_CASE("bf16x3 split operands: layout bit for bit, products within kTolBf16x3 of float64") {
+  Env e;
+  using bf = __nv_bfloat16;
+  struct Shape {
+    std::int64_t N, C, OC;
+  };
+  // C = 1, 13, 90 pad the segments (to 8, 16, 96); OC = 65, 257, 4097 pad the gradient planes.
+  for (const Shape sh : {Shape{1, 1, 1}, Shape{37, 64, 65}, Shape{128, 90, 100}, Shape{200, 128, 257},
+                         Shape{64, 13, 4097}}) {
+    CAPTURE(sh.N);
+    CAPTURE(sh.C);
+    CAPTURE(sh.OC);
+    const auto inp = rounded<float>(randn(sh.N * sh.C, 31)), W = rounded<float>(randn(sh.OC * sh.C, 32));
+    const auto dout = rounded<float>(randn(sh.N * sh.OC, 33, 1e-3));
+    std::vector<double> out_c(static_cast<std::size_t>(sh.N * sh.OC)), dinp_c(static_cast<std::size_t>(sh.N * sh.C));
+    nn::cpu::linear_forward(out_c.data(), inp.data(), W.data(), nullptr, sh.N, sh.C, sh.OC);
+    nn::cpu::linear_backward(dinp_c.data(), nullptr, nullptr, dout.data(), inp.data(), W.data(), sh.N, sh.C, sh.OC);
+    // The tolerance separates: the same products from one bf16 rounding of each operand miss it by far.
+    {
+      std::vector<double> one(out_c.size());
+      const auto ib = rounded_bf16(inp), wb = rounded_bf16(W);
+      nn::cpu::linear_forward(one.data(), ib.data(), wb.data(), nullptr, sh.N, sh.C, sh.OC);
+      CHECK(rel_err(one, out_c) > 10 * kTolBf16x3);
+    }
+    const std::int64_t cp = cu::split3_width(sh.C), ld = cu::split_plane_ld(sh.OC);
+    gpu::Tensor d_inp = to_dev<float>(inp, e.s), d_W = to_dev<float>(W, e.s);
+    gpu::Tensor W3({sh.OC, 3 * cp}, gpu::DType::bf16), inp3({sh.N, 3 * cp}, gpu::DType::bf16);
+    cu::split3_bf16(W3.data<bf>(), d_W.data<float>(), sh.OC, sh.C, false, e.s.get());
+    // Layout: W rows [hi | lo | hi], zero pads (then the forward writes inp3 as [hi | hi | lo]).
+    const std::vector<bf> w3 = bf16_host(W3, e.s);
+    std::int64_t bad = 0;
+    for (std::int64_t r = 0; r < sh.OC; ++r)
+      for (std::int64_t c = 0; c < cp; ++c) {
+        const bf* row = w3.data() + r * 3 * cp;
+        if (c < sh.C) {
+          bad += split_mismatches(static_cast<float>(W[static_cast<std::size_t>(r * sh.C + c)]), row[c], row[cp + c]);
+          bad += bf16_bits(row[2 * cp + c]) != bf16_bits(row[c]);
+        } else {
+          bad += (__bfloat162float(row[c]) != 0.f) + (__bfloat162float(row[cp + c]) != 0.f) +
+                 (__bfloat162float(row[2 * cp + c]) != 0.f);
+        }
+      }
+    CHECK(bad == 0);
+    gpu::Tensor out = nan_dev<float>(sh.N * sh.OC, e.s);
+    cu::split3_linear_forward(out.data<float>(), inp3.data<bf>(), d_inp.data<float>(), W3.data<bf>(), sh.N, sh.C,
+                              sh.OC, e.h.blas(), e.s.get());
+    CHECK(rel_err(to_host<float>(out, e.s), out_c) <= kTolBf16x3);
+    const std::vector<bf> i3 = bf16_host(inp3, e.s);
+    bad = 0;
+    for (std::int64_t r = 0; r < sh.N; ++r)
+      for (std::int64_t c = 0; c < sh.C; ++c) {
+        const bf* row = i3.data() + r * 3 * cp;
+        const float x = static_cast<float>(inp[static_cast<std::size_t>(r * sh.C + c)]);
+        bad += split_mismatches(x, row[c], row[2 * cp + c]);
+        bad += bf16_bits(row[cp + c]) != bf16_bits(row[c]);
+      }
+    CHECK(bad == 0);
+    // Backward through the planes of dout (row stride ld; the padding holds NaN: never read).
+    std::vector<bf> hi(static_cast<std::size_t>(sh.N * ld), __float2bfloat16_rn(NAN)), lo = hi;
+    for (std::int64_t r = 0; r < sh.N; ++r)
+      for (std::int64_t j = 0; j < sh.OC; ++j) {
+        const float g = static_cast<float>(dout[static_cast<std::size_t>(r * sh.OC + j)]);
+        const std::size_t k = static_cast<std::size_t>(r * ld + j);
+        hi[k] = __float2bfloat16_rn(g);
+        lo[k] = __float2bfloat16_rn(g - __bfloat162float(hi[k]));
+      }
+    gpu::Tensor d_hi({sh.N, ld}, gpu::DType::bf16), d_lo({sh.N, ld}, gpu::DType::bf16);
+    d_hi.upload(hi.data(), e.s);
+    d_lo.upload(lo.data(), e.s);
+    gpu::Tensor dinp = nan_dev<float>(sh.N * sh.C, e.s);
+    cu::split3_linear_backward_input(dinp.data<float>(), d_hi.data<bf>(), d_lo.data<bf>(), W3.data<bf>(), sh.N, sh.C,
+                                     sh.OC, e.h.blas(), e.s.get());
+    CHECK(rel_err(to_host<float>(dinp, e.s), dinp_c) <= kTolBf16x3);
+  }
+}
+
+TEST_CASE("split-plane cross-entropy writes the planes of the float CE's gradient, bit for bit") {
+  Env e;
+  using bf = __nv_bfloat16;
+  struct Shape {
+    std::int64_t N, P;
+    bool ties;
+  };
+  // float4 register kernels (P % 4 == 0, P ≤ 8192) and the generic kernel (odd P, P > 8192); planes padded.
+  for (const Shape sh : {Shape{1, 4, false}, Shape{37, 100, false}, Shape{5, 1028, false}, Shape{3, 8196, false},
+                         Shape{7, 4097, false}, Shape{9, 4096, true}, Shape{2, 5, true}}) {
+    CAPTURE(sh.N);
+    CAPTURE(sh.P);
+    auto z = rounded<float>(randn(sh.N * sh.P, 23, 3.0));
+    if (sh.ties)
+      for (std::size_t i = 0, Pz = static_cast<std::size_t>(sh.P); i < z.size(); ++i) z[i] = z[i / Pz * Pz];
+    std::vector<std::int32_t> tg(static_cast<std::size_t>(sh.N));
+    for (std::int64_t i = 0; i < sh.N; ++i)
+      tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(24, rng::kUser, i, sh.P));
+    gpu::Tensor dz = to_dev<float>(z, e.s), dtg({sh.N}, gpu::DType::i32);
+    dtg.upload(tg.data(), e.s);
+    const std::int64_t ld = cu::split_plane_ld(sh.P);
+    gpu::Tensor grad = nan_dev<float>(sh.N * sh.P, e.s), l1 = nan_dev<float>(sh.N, e.s), l2 = nan_dev<float>(sh.N, e.s);
+    gpu::Tensor c1({sh.N}, gpu::DType::u8), c2({sh.N}, gpu::DType::u8), m1({1}, gpu::DType::f64),
+        m2({1}, gpu::DType::f64), h1({1}, gpu::DType::i64), h2({1}, gpu::DType::i64);
+    gpu::Tensor p_hi({sh.N, ld}, gpu::DType::bf16), p_lo({sh.N, ld}, gpu::DType::bf16);
+    p_hi.fill_nan(e.s);
+    p_lo.fill_nan(e.s);
+    cu::cross_entropy_forward_backward<float>(grad.data<float>(), l1.data<float>(), dz.data<float>(),
+                                              dtg.data<std::int32_t>(), sh.N, sh.P, c1.data<std::uint8_t>(),
+                                              m1.data<double>(), h1.data<std::int64_t>(), 0.5, e.s.get());
+    cu::cross_entropy_forward_backward_split(p_hi.data<bf>(), p_lo.data<bf>(), l2.data<float>(), dz.data<float>(),
+                                             dtg.data<std::int32_t>(), sh.N, sh.P, c2.data<std::uint8_t>(),
+                                             m2.data<double>(), h2.data<std::int64_t>(), 0.5, e.s.get());
+    const std::vector<double> g = to_host<float>(grad, e.s);
+    const std::vector<bf> hi = bf16_host(p_hi, e.s), lo = bf16_host(p_lo, e.s);
+    std::int64_t bad = 0;
+    for (std::int64_t r = 0; r < sh.N; ++r)
+      for (std::int64_t j = 0; j < sh.P; ++j) {
+        const std::size_t k = static_cast<std::size_t>(r * ld + j);
+        bad += split_mismatches(static_cast<float>(g[static_cast<std::size_t>(r * sh.P + j)]), hi[k], lo[k]);
+      }
+    CHECK(bad == 0);
+    CHECK(to_host<float>(l1, e.s) == to_host<float>(l2, e.s));
+    std::vector<std::uint8_t> a(static_cast<std::size_t>(sh.N)), b(a.size());
+    c1.download(a.data(), e.s);
+    c2.download(b.data(), e.s);
+    e.s.synchronize();
+    CHECK(a == b);
+    CHECK(to_host<double>(m1, e.s) == to_host<double>(m2, e.s));
+    CHECK(to_host<std::int64_t>(h1, e.s) == to_host<std::int64_t>(h2, e.s));
+  }
 }
