@@ -116,6 +116,21 @@ GdConfig config(const Case& c, std::int64_t epochs, const char* precision) {
   return cfg;
 }
 
+// Trains cfg (precision f32, record every 7 epochs) on the CPU and at `precision` on the GPU, seed 11: the GPU run
+// took `kernel`, its loss curve is within tol_curve of the CPU's and its final accuracy within 1/F.
+void check_precision_vs_cpu(Gpu& g, const FactSet& fs, std::int64_t m, GdConfig cfg, const char* precision,
+                            const char* kernel, double tol_curve) {
+  cfg.record_every = 7;
+  const GdResult cpu = train_gd_cpu(fs, m, 11, cfg);
+  cfg.precision = precision;
+  const GdResult gpu = train_gd_cuda(fs, m, 11, cfg, g.h);
+  CHECK(gpu.path == std::string("cuda:") + precision);
+  CHECK(gpu.kernel == kernel);
+  REQUIRE(gpu.curve_epoch == cpu.curve_epoch);
+  CHECK(max_rel_curve(gpu.loss_curve, cpu.loss_curve) <= tol_curve);
+  CHECK(std::abs(gpu.accuracy_curve.back() - cpu.accuracy_curve.back()) <= 1.0 / static_cast<double>(fs.F()) + 1e-12);
+}
+
 std::string temp_path(const std::string& tag) {
   return (std::filesystem::temp_directory_path() / ("memcap_gd_ck_" + std::to_string(getpid()) + "_" + tag + ".h5"))
       .string();
@@ -211,16 +226,7 @@ TEST_CASE("GPU bf16 training (fused only, no biases): accuracy and loss curve cl
     for (const Case& c : cases) {
       CAPTURE(sz.F);
       CAPTURE(c.name);
-      GdConfig cfg = config(c, 200, "f32");
-      cfg.record_every = 7;
-      const GdResult cpu = train_gd_cpu(fs, sz.m, 11, cfg);
-      cfg.precision = "bf16";
-      const GdResult gpu = train_gd_cuda(fs, sz.m, 11, cfg, g.h);
-      CHECK(gpu.path == "cuda:bf16");
-      CHECK(gpu.kernel == "fused");
-      REQUIRE(gpu.curve_epoch == cpu.curve_epoch);
-      CHECK(max_rel_curve(gpu.loss_curve, cpu.loss_curve) <= kTolCurveBf16);
-      CHECK(std::abs(gpu.accuracy_curve.back() - cpu.accuracy_curve.back()) <= 1.0 / static_cast<double>(sz.F) + 1e-12);
+      check_precision_vs_cpu(g, fs, sz.m, config(c, 200, "f32"), "bf16", "fused", kTolCurveBf16);
     }
   }
   // Refusals: biases, the cuBLAS variant, d > 128.
@@ -246,16 +252,8 @@ TEST_CASE("GPU bf16x3 training (cuBLAS chain, split-operand logit products) stay
       if (sz.F == 4100 && c.loss == nn::Loss::mse) continue;  // the logits only count the accuracy there
       CAPTURE(sz.F);
       CAPTURE(c.name);
-      GdConfig cfg = config(c, sz.F == 4100 ? 40 : 200, "f32");
-      cfg.record_every = 7;
-      const GdResult cpu = train_gd_cpu(fs, sz.m, 11, cfg);
-      cfg.precision = "bf16x3";
-      const GdResult gpu = train_gd_cuda(fs, sz.m, 11, cfg, g.h);
-      CHECK(gpu.path == "cuda:bf16x3");
-      CHECK(gpu.kernel == "cublas");
-      REQUIRE(gpu.curve_epoch == cpu.curve_epoch);
-      CHECK(max_rel_curve(gpu.loss_curve, cpu.loss_curve) <= kTolCurveBf16x3);
-      CHECK(std::abs(gpu.accuracy_curve.back() - cpu.accuracy_curve.back()) <= 1.0 / static_cast<double>(sz.F) + 1e-12);
+      check_precision_vs_cpu(g, fs, sz.m, config(c, sz.F == 4100 ? 40 : 200, "f32"), "bf16x3", "cublas",
+                             kTolCurveBf16x3);
     }
   }
   // Refusals: the fused variant, TF32 on top.

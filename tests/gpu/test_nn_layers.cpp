@@ -62,6 +62,18 @@ cu::TrainState state_host(const gpu::Tensor& t, const gpu::Stream& s) {
   return st;
 }
 
+// The CE tests' inputs: logits z [N][P] (normal, scale 3, rounded to T; `ties`: every row constant, so the argmax is
+// the smallest index) and targets tg [N] in [0, P).
+template <class T>
+void ce_inputs(std::int64_t N, std::int64_t P, bool ties, std::vector<double>& z, std::vector<std::int32_t>& tg) {
+  z = rounded<T>(randn(N * P, 23, 3.0));
+  if (ties)
+    for (std::size_t i = 0, Pz = static_cast<std::size_t>(P); i < z.size(); ++i) z[i] = z[i / Pz * Pz];
+  tg.assign(static_cast<std::size_t>(N), 0);
+  for (std::int64_t i = 0; i < N; ++i)
+    tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(24, rng::kUser, i, P));
+}
+
 }  // namespace
 
 TEST_CASE_TEMPLATE("linear forward / backward match the CPU reference", T, float, double) {
@@ -200,12 +212,9 @@ TEST_CASE_TEMPLATE("fused cross-entropy forward+backward matches the CPU referen
     CAPTURE(sh.N);
     CAPTURE(sh.P);
     CAPTURE(sh.ties);
-    auto z = rounded<T>(randn(sh.N * sh.P, 23, 3.0));
-    if (sh.ties)
-      for (std::size_t i = 0, Pz = static_cast<std::size_t>(sh.P); i < z.size(); ++i) z[i] = z[i / Pz * Pz];
-    std::vector<std::int32_t> tg(static_cast<std::size_t>(sh.N));
-    for (std::int64_t i = 0; i < sh.N; ++i)
-      tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(24, rng::kUser, i, sh.P));
+    std::vector<double> z;
+    std::vector<std::int32_t> tg;
+    ce_inputs<T>(sh.N, sh.P, sh.ties, z, tg);
     std::vector<double> loss_c(static_cast<std::size_t>(sh.N)), dz_c(z.size());
     std::vector<std::uint8_t> corr_c(static_cast<std::size_t>(sh.N));
     const double mean_c = nn::cpu::cross_entropy_forward(loss_c.data(), z.data(), tg.data(), sh.N, sh.P, corr_c.data());
@@ -1012,12 +1021,9 @@ TEST_CASE("split-plane cross-entropy writes the planes of the float CE's gradien
                          Shape{7, 4097, false}, Shape{9, 4096, true}, Shape{2, 5, true}}) {
     CAPTURE(sh.N);
     CAPTURE(sh.P);
-    auto z = rounded<float>(randn(sh.N * sh.P, 23, 3.0));
-    if (sh.ties)
-      for (std::size_t i = 0, Pz = static_cast<std::size_t>(sh.P); i < z.size(); ++i) z[i] = z[i / Pz * Pz];
-    std::vector<std::int32_t> tg(static_cast<std::size_t>(sh.N));
-    for (std::int64_t i = 0; i < sh.N; ++i)
-      tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(24, rng::kUser, i, sh.P));
+    std::vector<double> z;
+    std::vector<std::int32_t> tg;
+    ce_inputs<float>(sh.N, sh.P, sh.ties, z, tg);
     gpu::Tensor dz = to_dev<float>(z, e.s), dtg({sh.N}, gpu::DType::i32);
     dtg.upload(tg.data(), e.s);
     const std::int64_t ld = cu::split_plane_ld(sh.P);
