@@ -54,7 +54,7 @@ std::int64_t split3_width(std::int64_t C) { return (C + 7) / 8 * 8; }
 
 void split3_bf16(__nv_bfloat16* out, const float* x, std::int64_t R, std::int64_t C, bool lo_last,
                  cudaStream_t stream) {
-  const int c = cublas_int(C, "bf16x3 split", "C"), cp = cublas_int(split3_width(C), "bf16x3 split", "3C");
+  const int c = cublas_int(C, "bf16x3 split", "C"), cp = cublas_int(split3_width(C), "bf16x3 split", "C");
   cublas_int(3 * static_cast<std::int64_t>(cp), "bf16x3 split", "3C");
   if (R == 0 || c == 0) return;
   split3_kernel<<<dev::elem_blocks(R * cp), dev::kElemThreads, 0, stream>>>(out, x, R, c, cp, lo_last);

@@ -20,9 +20,9 @@
 #include <type_traits>
 
 #include "core/error.hpp"
+#include "nn_bf16x3.cuh"
 #include "nn_gated_mlp_fused.cuh"
 #include "nn_gd_bf16.cuh"
-#include "nn_bf16x3.cuh"
 #include "nn_layers.cuh"
 #include "nn_softmax_ce_fused.cuh"
 
@@ -386,9 +386,11 @@ struct GdDevice::Impl {
     cu::linear_forward<T>(Y, H, D, b_d, F, m, d, blas, s);
     double* ls = loss_scalar.data<double>();
     std::int64_t* nc = n_correct.data<std::int64_t>();
+    bool split = false;  // bf16x3: Z = y Vᵀ and dy = dZ V on bf16 tensor cores from split operands (nn_bf16x3.cuh)
     if constexpr (std::is_same_v<T, float>) {
-      if (p.bf16x3) {  // Z = y Vᵀ and dy = dZ V on bf16 tensor cores from split operands (nn_bf16x3.cuh)
+      if (p.bf16x3) {
         using bf = __nv_bfloat16;
+        split = true;
         cu::split3_linear_forward(Z, y3.data<bf>(), Y, v3.data<bf>(), F, d, P, blas, s);
         if (p.ce) {
           cu::cross_entropy_forward_backward_split(dz_hi.data<bf>(), dz_lo.data<bf>(), losses.data<T>(), Z, tg, F, P,
@@ -396,14 +398,11 @@ struct GdDevice::Impl {
           cu::record_loss_parts(ls, 1, 1.0, nc, state_dev, hl, hc, s);
           cu::split3_linear_backward_input(dY, dz_hi.data<bf>(), dz_lo.data<bf>(), v3.data<bf>(), F, d, P, blas, s);
         }
-      } else {
-        cu::linear_forward<T>(Z, Y, Vt, nullptr, F, d, P, blas, s);
       }
-    } else {
-      cu::linear_forward<T>(Z, Y, Vt, nullptr, F, d, P, blas, s);
     }
+    if (!split) cu::linear_forward<T>(Z, Y, Vt, nullptr, F, d, P, blas, s);
     if (p.ce) {
-      if (!p.bf16x3) {  // loss, accuracy and dlogits (in place) from one read of the logits
+      if (!split) {  // loss, accuracy and dlogits (in place) from one read of the logits
         cu::cross_entropy_forward_backward<T>(Z, losses.data<T>(), Z, tg, F, P, correct.data<std::uint8_t>(), ls, nc,
                                               1.0, s);
         cu::record_loss_parts(ls, 1, 1.0, nc, state_dev, hl, hc, s);
