@@ -78,6 +78,44 @@ __device__ __forceinline__ void c_to_a(uint32_t (&a)[4], const float (&v0)[4], c
   a[3] = pack_bf16(v1[2], v1[3]);
 }
 
+// ---- split operands (precision bf16x3, kernels/nn_bf16x3.cuh): v = hi + lo, hi = bf16(v), lo = bf16(v − hi) ----
+__device__ __forceinline__ float bf16_residual(float v) { return v - __bfloat162float(__float2bfloat16_rn(v)); }
+
+// rows_to_a's fragments of y (hi) and of its residual (lo).
+template <int DK>
+__device__ __forceinline__ void rows_to_a_split(uint32_t (&hi)[DK / 16][4], uint32_t (&lo)[DK / 16][4],
+                                                const float* __restrict__ y, long long N, int d, long long r0,
+                                                int lane) {
+  const long long ra = r0 + (lane >> 2), rb = ra + 8;
+  auto pair = [&](long long r, int c, uint32_t& h, uint32_t& l) {
+    float v0 = 0.f, v1 = 0.f;
+    if (r < N) {
+      if (c < d) v0 = y[r * d + c];
+      if (c + 1 < d) v1 = y[r * d + c + 1];
+    }
+    h = pack_bf16(v0, v1);
+    l = pack_bf16(bf16_residual(v0), bf16_residual(v1));
+  };
+#pragma unroll
+  for (int ks = 0; ks < DK / 16; ++ks) {
+    const int c0 = ks * 16 + 2 * (lane & 3);
+    pair(ra, c0, hi[ks][0], lo[ks][0]);
+    pair(rb, c0, hi[ks][1], lo[ks][1]);
+    pair(ra, c0 + 8, hi[ks][2], lo[ks][2]);
+    pair(rb, c0 + 8, hi[ks][3], lo[ks][3]);
+  }
+}
+
+// c_to_a of the block (hi) and of its residual (lo).
+__device__ __forceinline__ void c_to_a_split(uint32_t (&hi)[4], uint32_t (&lo)[4], const float (&v0)[4],
+                                             const float (&v1)[4]) {
+  c_to_a(hi, v0, v1);
+  lo[0] = pack_bf16(bf16_residual(v0[0]), bf16_residual(v0[1]));
+  lo[1] = pack_bf16(bf16_residual(v0[2]), bf16_residual(v0[3]));
+  lo[2] = pack_bf16(bf16_residual(v1[0]), bf16_residual(v1[1]));
+  lo[3] = pack_bf16(bf16_residual(v1[2]), bf16_residual(v1[3]));
+}
+
 // ---- operand conversion (8 bf16 = one 16-byte store per thread; 32-bit indices: callers check the sizes) ----
 __device__ __forceinline__ void store8(bf16* dst, const float (&v)[8]) {
   uint4 u;
@@ -86,6 +124,24 @@ __device__ __forceinline__ void store8(bf16* dst, const float (&v)[8]) {
   u.z = pack_bf16(v[4], v[5]);
   u.w = pack_bf16(v[6], v[7]);
   *reinterpret_cast<uint4*>(dst) = u;
+}
+
+// hi, lo [n_pad][dk] = the split of x [N][d] (zero padding); dk8_shift = log2(dk / 8).
+__global__ void split_rows_bf16_kernel(bf16* __restrict__ hi, bf16* __restrict__ lo, const float* __restrict__ x,
+                                       int N, int d, int dk8_shift, int total8) {
+  const int i = blockIdx.x * blockDim.x + threadIdx.x;
+  if (i >= total8) return;
+  const int r = i >> dk8_shift, c0 = (i & ((1 << dk8_shift) - 1)) * 8;
+  float h[8], l[8];
+#pragma unroll
+  for (int j = 0; j < 8; ++j) {
+    const float v = (r < N && c0 + j < d) ? x[static_cast<long long>(r) * d + c0 + j] : 0.f;
+    h[j] = __bfloat162float(__float2bfloat16_rn(v));
+    l[j] = v - h[j];
+  }
+  const long long o = static_cast<long long>(i) * 8;
+  store8(hi + o, h);
+  store8(lo + o, l);
 }
 
 // dst [n_pad][dk] from nparts float [N][d] partials; dk8_shift = log2(dk / 8).
@@ -449,6 +505,7 @@ struct CeRows {
   int value_tiles;  // P_pad / 64
   int chunk_tiles;  // value tiles per split
   const TrainState* gate;
+  const bf16* V_lo = nullptr;  // split operands (bf16x3): V = V (hi) + V_lo, same layout
 };
 
 struct CeArgs {
@@ -457,20 +514,25 @@ struct CeArgs {
   bool at_record_epochs;
 };
 
-template <int DK>
+// S: split operands (bf16x3): the V_lo tiles follow the V tiles in shared memory, two buffers each.
+template <int DK, bool S = false>
 constexpr std::size_t ce_smem() {
-  return sizeof(bf16) * 2 * std::size_t(BT) * ld_of<DK>();
+  return sizeof(bf16) * (S ? 4 : 2) * std::size_t(BT) * ld_of<DK>();
 }
 
 // The value tiles of a CE block, double buffered: waits for tile pt (issued one iteration earlier), then issues
 // tile pt + 1 into the other buffer (free: every warp passed the barrier after its last use) and returns tile pt.
+// With Vlo (split operands) its tiles go 2 buffers further on, in the same commit group.
 template <int DK>
 __device__ __forceinline__ const bf16* next_value_tile(bf16* Vs0, const bf16* V, int pt, int it, int pt1, int p_pad,
-                                                       int tid) {
+                                                       int tid, const bf16* Vlo = nullptr) {
   constexpr int LK = ld_of<DK>();
   mma::cp_async_wait_all();
   __syncthreads();
-  if (pt + 1 < pt1) load_tile<BT, DK>(Vs0 + ((it + 1) & 1) * BT * LK, V, (pt + 1) * BT, p_pad, tid, kCeThreads);
+  if (pt + 1 < pt1) {
+    load_tile<BT, DK>(Vs0 + ((it + 1) & 1) * BT * LK, V, (pt + 1) * BT, p_pad, tid, kCeThreads);
+    if (Vlo) load_tile<BT, DK>(Vs0 + (2 + ((it + 1) & 1)) * BT * LK, Vlo, (pt + 1) * BT, p_pad, tid, kCeThreads);
+  }
   mma::cp_async_commit();
   return Vs0 + (it & 1) * BT * LK;
 }
@@ -489,6 +551,31 @@ __device__ __forceinline__ void logits_tile(float (&s)[8][4], const uint32_t (&y
     for (int np = 0; np < 4; ++np) {
       uint32_t b[4];
       load_b_nk(b, Vs, ld_of<DK>(), np * 16, ks * 16, lane);
+      mma_bf16(s[2 * np], ya[ks], b[0], b[1]);
+      mma_bf16(s[2 * np + 1], ya[ks], b[2], b[3]);
+    }
+}
+
+// logits_tile from split operands: y_hi·V_hi + y_hi·V_lo + y_lo·V_hi (the small terms first), fp32 accumulation.
+template <int DK>
+__device__ __forceinline__ void logits_tile_split(float (&s)[8][4], const uint32_t (&ya)[DK / 16][4],
+                                                  const uint32_t (&yl)[DK / 16][4], const bf16* Vs, const bf16* Vl,
+                                                  int lane) {
+#pragma unroll
+  for (int nt = 0; nt < 8; ++nt)
+#pragma unroll
+    for (int q = 0; q < 4; ++q) s[nt][q] = 0.f;
+#pragma unroll
+  for (int ks = 0; ks < DK / 16; ++ks)
+#pragma unroll
+    for (int np = 0; np < 4; ++np) {
+      uint32_t b[4], bl[4];
+      load_b_nk(b, Vs, ld_of<DK>(), np * 16, ks * 16, lane);
+      load_b_nk(bl, Vl, ld_of<DK>(), np * 16, ks * 16, lane);
+      mma_bf16(s[2 * np], ya[ks], bl[0], bl[1]);
+      mma_bf16(s[2 * np + 1], ya[ks], bl[2], bl[3]);
+      mma_bf16(s[2 * np], yl[ks], b[0], b[1]);
+      mma_bf16(s[2 * np + 1], yl[ks], b[2], b[3]);
       mma_bf16(s[2 * np], ya[ks], b[0], b[1]);
       mma_bf16(s[2 * np + 1], ya[ks], b[2], b[3]);
     }
@@ -520,13 +607,15 @@ __device__ __forceinline__ void lane_row_max(const float (&s)[8][4], int h, int 
 // What both CE kernels set up per block: the warp's two rows per lane (g, g + 8), their targets and the y rows'
 // A fragments, the split's value tiles [pt0, pt1) with the first one in flight, and the tile-by-tile staging.
 // The first value tile and the targets (fixed inputs) are read before pdl_wait, y after.
-template <int DK>
+// S (split operands, bf16x3): ya holds y's hi fragments and yl its residual's, and the V_lo tiles are staged too.
+template <int DK, bool S = false>
 struct CeBlock {
   bf16* Vs0;
   int tid, lane, pt0, pt1, p_pad;
   long long rows[2];
   int tg[2];
   uint32_t ya[DK / 16][4];
+  uint32_t yl[S ? DK / 16 : 1][4];
   __device__ __forceinline__ CeBlock(const CeRows& c, unsigned char* smem) {
     Vs0 = reinterpret_cast<bf16*>(smem);
     tid = threadIdx.x;
@@ -537,16 +626,22 @@ struct CeBlock {
     pt0 = blockIdx.y * c.chunk_tiles;
     pt1 = min(c.value_tiles, pt0 + c.chunk_tiles);
     p_pad = c.value_tiles * BT;
-    if (pt0 < pt1) load_tile<BT, DK>(Vs0, c.V, pt0 * BT, p_pad, tid, kCeThreads);  // the first value tile
+    if (pt0 < pt1) {  // the first value tile
+      load_tile<BT, DK>(Vs0, c.V, pt0 * BT, p_pad, tid, kCeThreads);
+      if constexpr (S) load_tile<BT, DK>(Vs0 + 2 * BT * ld_of<DK>(), c.V_lo, pt0 * BT, p_pad, tid, kCeThreads);
+    }
     mma::cp_async_commit();
     tg[0] = rows[0] < c.N ? c.targets[rows[0]] : -1;
     tg[1] = rows[1] < c.N ? c.targets[rows[1]] : -1;
     pdl_wait();
-    rows_to_a<DK>(ya, c.y, c.N, c.d, r0, lane);
+    if constexpr (S)
+      rows_to_a_split<DK>(ya, yl, c.y, c.N, c.d, r0, lane);
+    else
+      rows_to_a<DK>(ya, c.y, c.N, c.d, r0, lane);
   }
-  // Tile pt (the it-th of the block), with tile pt + 1 issued behind it.
-  __device__ __forceinline__ const bf16* tile(int pt, int it, const bf16* V) {
-    return next_value_tile<DK>(Vs0, V, pt, it, pt1, p_pad, tid);
+  // Tile pt (the it-th of the block), with tile pt + 1 issued behind it; with S its V_lo tile is 2 buffers on.
+  __device__ __forceinline__ const bf16* tile(int pt, int it, const CeRows& c) {
+    return next_value_tile<DK>(Vs0, c.V, pt, it, pt1, p_pad, tid, S ? c.V_lo : nullptr);
   }
 };
 
@@ -587,7 +682,7 @@ __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
   int ri[2] = {-1, -1};
 
   for (int pt = b.pt0, it = 0; pt < b.pt1; ++pt, ++it) {
-    const bf16* Vs = b.tile(pt, it, a.r.V);
+    const bf16* Vs = b.tile(pt, it, a.r);
     float s[8][4];
     logits_tile<DK>(s, b.ya, Vs, lane);
     const int p0 = pt * BT;
@@ -639,12 +734,14 @@ struct OnePassArgs {
   CeRows r;
 };
 
-// At d ≤ 64 three blocks per SM (144 registers, no spills; 202 unbounded: two blocks).
-template <int DK>
-__global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kernel(OnePassArgs a) {
+// At d ≤ 64 three blocks per SM (144 registers, no spills; 202 unbounded: two blocks). S: split operands (bf16x3:
+// the logits and the numerator products from hi / lo parts in three passes each; its occupancy bound is a guess
+// of the thirty-sixth session, not measured).
+template <int DK, bool S = false>
+__global__ void __launch_bounds__(kCeThreads, DK == 64 ? (S ? 2 : 3) : 1) ce_onepass_kernel(OnePassArgs a) {
   pdl_launch_dependents();
   extern __shared__ __align__(16) unsigned char smem_raw[];
-  CeBlock<DK> b(a.r, smem_raw);
+  CeBlock<DK, S> b(a.r, smem_raw);
   if (!dev::step_active(a.r.gate)) {
     mma::cp_async_wait_all();
     return;
@@ -658,9 +755,13 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
   float num[DK / 8][4] = {};
 
   for (int pt = b.pt0, it = 0; pt < b.pt1; ++pt, ++it) {
-    const bf16* Vs = b.tile(pt, it, a.r.V);
+    const bf16* Vs = b.tile(pt, it, a.r);
+    [[maybe_unused]] const bf16* Vl = Vs + 2 * BT * ld_of<DK>();  // the V_lo tile (S only)
     float s[8][4];
-    logits_tile<DK>(s, b.ya, Vs, lane);
+    if constexpr (S)
+      logits_tile_split<DK>(s, b.ya, b.yl, Vs, Vl, lane);
+    else
+      logits_tile<DK>(s, b.ya, Vs, lane);
     const int p0 = pt * BT;
     if (p0 + BT > a.r.P) {  // the last tile: columns past P never win and weigh nothing
 #pragma unroll
@@ -723,13 +824,30 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? 3 : 1) ce_onepass_kerne
 #pragma unroll
     for (int kk = 0; kk < 4; ++kk) {
       uint32_t wa[4];
-      c_to_a(wa, s[2 * kk], s[2 * kk + 1]);
+      if constexpr (S) {  // w V = w_hi V_lo + w_lo V_hi + w_hi V_hi
+        uint32_t wl[4];
+        c_to_a_split(wa, wl, s[2 * kk], s[2 * kk + 1]);
 #pragma unroll
-      for (int cp = 0; cp < DK / 16; ++cp) {
-        uint32_t b[4];
-        load_b_kn(b, Vs, ld_of<DK>(), cp * 16, kk * 16, lane);  // V: values x features
-        mma_bf16(num[2 * cp], wa, b[0], b[1]);
-        mma_bf16(num[2 * cp + 1], wa, b[2], b[3]);
+        for (int cp = 0; cp < DK / 16; ++cp) {
+          uint32_t b[4], bl[4];
+          load_b_kn(b, Vs, ld_of<DK>(), cp * 16, kk * 16, lane);
+          load_b_kn(bl, Vl, ld_of<DK>(), cp * 16, kk * 16, lane);
+          mma_bf16(num[2 * cp], wa, bl[0], bl[1]);
+          mma_bf16(num[2 * cp + 1], wa, bl[2], bl[3]);
+          mma_bf16(num[2 * cp], wl, b[0], b[1]);
+          mma_bf16(num[2 * cp + 1], wl, b[2], b[3]);
+          mma_bf16(num[2 * cp], wa, b[0], b[1]);
+          mma_bf16(num[2 * cp + 1], wa, b[2], b[3]);
+        }
+      } else {
+        c_to_a(wa, s[2 * kk], s[2 * kk + 1]);
+#pragma unroll
+        for (int cp = 0; cp < DK / 16; ++cp) {
+          uint32_t b[4];
+          load_b_kn(b, Vs, ld_of<DK>(), cp * 16, kk * 16, lane);  // V: values x features
+          mma_bf16(num[2 * cp], wa, b[0], b[1]);
+          mma_bf16(num[2 * cp + 1], wa, b[2], b[3]);
+        }
       }
     }
   }
@@ -776,11 +894,13 @@ __device__ __forceinline__ void load_num(float (&v)[CW], const float* __restrict
   }
 }
 
+// dyf set (precision bf16x3): dy goes to dyf [N][d] in float, with the target's value row from the float table Vf
+// [P][d]; else to the padded bf16 copy dyb with V's bf16 row.
 template <int DK>
 __global__ void __launch_bounds__(kFinishThreads)
     ce_finish_kernel(CeOnePass st, int splits, const bf16* __restrict__ V, const std::int32_t* __restrict__ targets,
                      long long N, int d, double scale, bf16* __restrict__ dyb, TrainState* state, double* hist_loss,
-                     long long* hist_correct) {
+                     long long* hist_correct, const float* __restrict__ Vf, float* __restrict__ dyf) {
   pdl_launch_dependents();
   pdl_wait();
   if (!dev::step_active(state)) return;
@@ -828,15 +948,20 @@ __global__ void __launch_bounds__(kFinishThreads)
     loss = arg < 0 ? static_cast<double>(NAN) : log1p(rest / wt);
     correct = (l8 == 0 && arg == t) ? 1.0 : 0.0;
     const double inv = scale / (wt + rest);
-    const bf16* vt = V + static_cast<long long>(t) * DK;
 #pragma unroll
     for (int j = 0; j < CW; ++j)
-      if (c0 + j < d)
-        out[j] = static_cast<float>((static_cast<double>(acc[j]) -
-                                     rest * static_cast<double>(__bfloat162float(vt[c0 + j]))) * inv);
+      if (c0 + j < d) {
+        const double vtc = dyf ? static_cast<double>(Vf[static_cast<long long>(t) * d + c0 + j])
+                               : static_cast<double>(__bfloat162float(V[static_cast<long long>(t) * DK + c0 + j]));
+        out[j] = static_cast<float>((static_cast<double>(acc[j]) - rest * vtc) * inv);
+      }
     if (l8 != 0) loss = 0.0;
+    if (dyf)
+#pragma unroll
+      for (int j = 0; j < CW; ++j)
+        if (c0 + j < d) dyf[i * d + c0 + j] = out[j];
   }
-  if (i < static_cast<long long>(gridDim.x) * kFinishRows) {  // every row of the padded copy, pads zero
+  if (!dyf && i < static_cast<long long>(gridDim.x) * kFinishRows) {  // every row of the padded copy, pads zero
 #pragma unroll
     for (int j = 0; j < CW; j += 8) {
       float v[8];
@@ -937,7 +1062,8 @@ int gd_bf16_blocks_per_sm(int which, std::int64_t d) {
     if (which == 0) n = occupancy(fwd_kernel<DK, ACT>, fwd_smem<DK>(), kFwdThreads);
     else if (which == 1) n = occupancy(bwd_kernel<DK, ACT>, bwd_smem<DK>(), kBwdThreads);
     else if (which == 2) n = occupancy(ce_stats_kernel<DK>, ce_smem<DK>(), kCeThreads);
-    else n = occupancy(ce_onepass_kernel<DK>, ce_smem<DK>(), kCeThreads);
+    else if (which == 3) n = occupancy(ce_onepass_kernel<DK>, ce_smem<DK>(), kCeThreads);
+    else n = occupancy(ce_onepass_kernel<DK, true>, ce_smem<DK, true>(), kCeThreads);
   });
   return n;
 }
@@ -1013,7 +1139,48 @@ void softmax_ce_finish_bf16(const CeOnePass& st, int splits, const bf16* Vb, con
   const dim3 blocks(static_cast<unsigned>(ce_finish_blocks(N)));
   pdl::launch_pdl(bf16_dk(d) == 64 ? ce_finish_kernel<64> : ce_finish_kernel<128>, blocks, dim3(kFinishThreads), 0,
                   stream, "launch of ce_finish_kernel", st, splits, Vb, targets, static_cast<long long>(N),
-                  static_cast<int>(d), scale, dyb, state, hist_loss, hist_correct);
+                  static_cast<int>(d), scale, dyb, state, hist_loss, hist_correct, static_cast<const float*>(nullptr),
+                  static_cast<float*>(nullptr));
+}
+
+void split_rows_to_bf16(bf16* hi, bf16* lo, const float* x, std::int64_t N, std::int64_t d, int dk,
+                        cudaStream_t stream) {
+  if (N < 1 || d < 1 || d > dk || (dk != 64 && dk != 128) || bf16_pad_rows(N) * dk >= (1LL << 31))
+    cuda_detail::throw_user_error("split_rows_to_bf16: need N, d >= 1, d <= dk in {64, 128} and N·dk < 2^31");
+  const std::int64_t total8 = bf16_pad_rows(N) * dk / 8;
+  split_rows_bf16_kernel<<<dev::elem_blocks(total8), dev::kElemThreads, 0, stream>>>(
+      hi, lo, x, static_cast<int>(N), static_cast<int>(d), dk8_shift(dk), static_cast<int>(total8));
+  MEMCAP_CUDA_CHECK_LAUNCH("split_rows_bf16_kernel");
+}
+
+void softmax_ce_partials_bf16x3(const CeOnePass& st, int splits, const float* y, const bf16* Vb_hi,
+                                const bf16* Vb_lo, const std::int32_t* targets, std::int64_t N, std::int64_t P,
+                                std::int64_t d, const TrainState* gate, cudaStream_t stream) {
+  check_ce(N, P, d, splits, "softmax_ce_partials_bf16x3");
+  if (!Vb_hi || !Vb_lo) cuda_detail::throw_user_error("softmax_ce_partials_bf16x3 needs both value planes");
+  const std::int64_t vt = bf16_pad_rows(P) / kBf16Tile, per = (vt + splits - 1) / splits;
+  OnePassArgs a{st, CeRows{y, Vb_hi, targets, N, P, static_cast<int>(d), static_cast<int>(vt),
+                           static_cast<int>(per), gate, Vb_lo}};
+  const unsigned gx = static_cast<unsigned>(bf16_pad_rows(N) / kBf16Tile), gy = static_cast<unsigned>(splits);
+  if (bf16_dk(d) == 64)
+    launch(ce_onepass_kernel<64, true>, ce_smem<64, true>(), gx, gy, kCeThreads, a, stream,
+           "launch of ce_onepass_kernel (bf16x3)");
+  else
+    launch(ce_onepass_kernel<128, true>, ce_smem<128, true>(), gx, gy, kCeThreads, a, stream,
+           "launch of ce_onepass_kernel (bf16x3)");
+}
+
+void softmax_ce_finish_f32(const CeOnePass& st, int splits, const float* V, const std::int32_t* targets,
+                           std::int64_t N, std::int64_t d, double scale, float* dy, TrainState* state,
+                           double* hist_loss, long long* hist_correct, cudaStream_t stream) {
+  if (!state || !st.block_part || !V || !dy || N < 1 || d < 1 || d > kFusedMaxDim || splits < 1)
+    cuda_detail::throw_user_error("softmax_ce_finish_f32: needs a TrainState, block partials, V, dy, N >= 1, "
+                                  "1 <= d <= 128");
+  const dim3 blocks(static_cast<unsigned>(ce_finish_blocks(N)));
+  pdl::launch_pdl(bf16_dk(d) == 64 ? ce_finish_kernel<64> : ce_finish_kernel<128>, blocks, dim3(kFinishThreads), 0,
+                  stream, "launch of ce_finish_kernel (float dy)", st, splits, static_cast<const bf16*>(nullptr),
+                  targets, static_cast<long long>(N), static_cast<int>(d), scale, static_cast<bf16*>(nullptr), state,
+                  hist_loss, hist_correct, V, dy);
 }
 
 }  // namespace memcap::nn::cuda

@@ -41,7 +41,8 @@ void sum_rows_to_bf16(__nv_bfloat16* dst, const float* parts, int nparts, std::i
 void gated_mlp_weights_bf16(__nv_bfloat16* Ub, __nv_bfloat16* Gb, __nv_bfloat16* Db, const float* U, const float* G,
                             const float* D, const GatedMlpShape& s, const TrainState* gate, cudaStream_t stream);
 
-// Blocks resident per SM: which = 0 forward, 1 backward, 2 CE stats, 3 one-pass CE partials; d = the feature dimension.
+// Blocks resident per SM: which = 0 forward, 1 backward, 2 CE stats, 3 one-pass CE partials, 4 their split-operand
+// (bf16x3) form; d = the feature dimension.
 int gd_bf16_blocks_per_sm(int which, std::int64_t d);
 // Rows per block of the forward (128 at d ≤ 64, else 64); every other kernel tiles rows by 64.
 std::int64_t gd_bf16_forward_rows(std::int64_t d);
@@ -90,5 +91,19 @@ void softmax_ce_partials_bf16(const CeOnePass& st, int splits, const float* y, c
 void softmax_ce_finish_bf16(const CeOnePass& st, int splits, const __nv_bfloat16* Vb, const std::int32_t* targets,
                             std::int64_t N, std::int64_t d, double scale, __nv_bfloat16* dyb, TrainState* state,
                             double* hist_loss, long long* hist_correct, cudaStream_t stream);
+
+// The one-pass CE from split operands (precision bf16x3 with MEMCAP_GD_KERNEL=onepass; kernels/nn_bf16x3.cuh): the
+// logits y Vᵀ and the numerators Σ w V as three bf16 passes each (hi·lo + lo·hi + hi·hi, fp32 accumulation), with
+// y split in registers and V given as its two planes Vb_hi, Vb_lo [P_pad][DK] (split_rows_to_bf16); the same
+// partials as softmax_ce_partials_bf16. softmax_ce_finish_f32 is softmax_ce_finish_bf16 writing dy [N][d] in float
+// and taking the target's value row from the float table V [P][d].
+void split_rows_to_bf16(__nv_bfloat16* hi, __nv_bfloat16* lo, const float* x, std::int64_t N, std::int64_t d, int dk,
+                        cudaStream_t stream);
+void softmax_ce_partials_bf16x3(const CeOnePass& st, int splits, const float* y, const __nv_bfloat16* Vb_hi,
+                                const __nv_bfloat16* Vb_lo, const std::int32_t* targets, std::int64_t N,
+                                std::int64_t P, std::int64_t d, const TrainState* gate, cudaStream_t stream);
+void softmax_ce_finish_f32(const CeOnePass& st, int splits, const float* V, const std::int32_t* targets,
+                           std::int64_t N, std::int64_t d, double scale, float* dy, TrainState* state,
+                           double* hist_loss, long long* hist_correct, cudaStream_t stream);
 
 }  // namespace memcap::nn::cuda

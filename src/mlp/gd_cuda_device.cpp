@@ -121,11 +121,19 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
                        "for bias=1");
     p.kernel = "fused";
   } else if (p.bf16x3) {
-    require(want == "auto" || want == "cublas",
-            "GD precision bf16x3 runs only on the cuBLAS layer chain (MEMCAP_GD_KERNEL={}); unset it or use "
-            "precision f32",
+    require(want == "auto" || want == "cublas" || want == "onepass",
+            "GD precision bf16x3 runs on the cuBLAS layer chain (MEMCAP_GD_KERNEL=auto or cublas) or with the "
+            "one-pass split-operand CE (onepass), not {}",
             want);
-    p.kernel = "cublas";
+    if (want == "onepass") {
+      require(fused_ok, "MEMCAP_GD_KERNEL=onepass needs d <= {} (d = {}); unset it", cu::kFusedMaxDim, d);
+      require(p.ce, "MEMCAP_GD_KERNEL=onepass replaces the CE loss's logits (loss=ce); unset it for loss=mse");
+      p.kernel = "onepass";
+    } else {
+      p.kernel = "cublas";
+    }
+  } else if (want == "onepass") {
+    throw UserError("MEMCAP_GD_KERNEL=onepass applies to GD precision bf16x3 only; unset it");
   } else if (want == "auto") {
     p.kernel = fused_ok && F * m <= kFusedAutoMaxFm ? "fused" : "cublas";
   } else if (want == "fused") {
@@ -134,7 +142,9 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
   } else if (want == "cublas") {
     p.kernel = "cublas";
   } else {
-    throw UserError(fmt::format("unknown MEMCAP_GD_KERNEL '{}': use auto, fused or cublas", want));
+    throw UserError(fmt::format("unknown MEMCAP_GD_KERNEL '{}': use auto, fused, cublas or (precision bf16x3) "
+                                "onepass",
+                                want));
   }
   // cuBLAS takes 32-bit dimensions; the fused kernels take m < 2^30.
   require(F <= 2147483647LL && P <= 2147483647LL && m <= 1073741823LL,
@@ -185,6 +195,11 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
       if (v[2] > 0) p.ce_splits = static_cast<int>(v[2]);
     }
   }
+  if (p.kernel == "onepass") {  // the split-operand one-pass CE's value split, sized as the fused CE's
+    const std::int64_t slots = static_cast<std::int64_t>(cu::gd_bf16_blocks_per_sm(4, d)) * sm_count();
+    p.ce_splits = cu::fused_splits((F + cu::kBf16Tile - 1) / cu::kBf16Tile, cu::bf16_pad_rows(P) / cu::kBf16Tile,
+                                   slots);
+  }
   const std::string steps = env_or("MEMCAP_GD_GRAPH_STEPS", "16");
   char* end = nullptr;
   const long k = std::strtol(steps.c_str(), &end, 10);
@@ -211,6 +226,12 @@ std::size_t gd_cuda_plan_bytes(const GdCudaPlan& p) {
       const double dk = cu::bf16_dk(p.d);
       b += 2.0 * dk * (2.0 * cu::bf16_pad_rows(p.F) + cu::bf16_pad_rows(p.P) + 3.0 * cu::bf16_pad_rows(p.m));
     }
+  } else if (p.kernel == "onepass") {
+    b += t * 4 * F * m;  // a, g, h, dh
+    b += t * 2 * F * d;  // y, dy
+    b += static_cast<double>(p.ce_splits) * F * (t + 8 + 4 + t * d) + t * F;  // CE partials, zt
+    b += 16.0 * static_cast<double>(cu::ce_finish_blocks(p.F));
+    b += 2.0 * 2.0 * static_cast<double>(cu::bf16_pad_rows(p.P)) * cu::bf16_dk(p.d);  // the value planes
   } else {
     b += t * 4 * F * m;         // a, g, h, dh
     b += t * 2 * F * d;         // y, dy
@@ -238,6 +259,8 @@ struct GdDevice::Impl {
   Tensor a, h, dh, dy, logits, losses, correct, loss_scalar, n_correct;
   // cublas bf16x3 (nn_bf16x3.cuh layouts): y3 [F][3dp], v3 [P][3dp], dz_hi / dz_lo [F][split_plane_ld(P)]
   Tensor y3, v3, dz_hi, dz_lo;
+  // onepass (bf16x3): the value planes [P_pad][DK]; the CE partials use st_max, st_oth, st_arg, st_zt, dy_part, ce_part
+  Tensor vbh, vbl;
 
   Impl(const GdCudaPlan& p, const gpu::Stream& s) : plan(p), stream(&s), dt(p.f64 ? DType::f64 : DType::f32) {
     const std::int64_t F = p.F, P = p.P, d = p.d, m = p.m, n = p.layout.total;
@@ -275,6 +298,20 @@ struct GdDevice::Impl {
         db = Tensor({mp, dk}, DType::bf16);
         dyb = Tensor({Fp, dk}, DType::bf16);
       }
+    } else if (p.kernel == "onepass") {
+      a = Tensor({2, F, m}, dt);
+      h = Tensor({F, m}, dt);
+      dh = Tensor({F, m}, dt);
+      y = Tensor({F, d}, dt);
+      dy = Tensor({F, d}, dt);
+      st_max = Tensor({p.ce_splits, F}, dt);
+      st_oth = Tensor({p.ce_splits, F}, DType::f64);
+      st_arg = Tensor({p.ce_splits, F}, DType::i32);
+      st_zt = Tensor({F}, dt);
+      dy_part = Tensor({p.ce_splits, F, d}, dt);
+      ce_part = Tensor({2 * cu::ce_finish_blocks(F)}, DType::f64);
+      vbh = Tensor({cu::bf16_pad_rows(P), cu::bf16_dk(d)}, DType::bf16);
+      vbl = Tensor({cu::bf16_pad_rows(P), cu::bf16_dk(d)}, DType::bf16);
     } else {
       a = Tensor({2, F, m}, dt);  // a then g: one strided-batched GEMM writes both
       h = Tensor({F, m}, dt);
@@ -370,7 +407,7 @@ struct GdDevice::Impl {
     T* db_g = p.bias ? gr + L.b_g : nullptr;
     T* db_d = p.bias ? gr + L.b_d : nullptr;
     T *A = a.data<T>(), *Gt = A + F * m, *H = h.data<T>(), *dH = dh.data<T>(), *Y = y.data<T>(), *dY = dy.data<T>();
-    T* Z = logits.data<T>();
+    T* Z = logits.empty() ? nullptr : logits.data<T>();  // none with the one-pass CE
     // Without biases every gradient block is overwritten (beta = 0 GEMMs): no memset. U and G are
     // adjacent in the arena (GdLayout), so [A; G] = X·[U; G]ᵀ and [dU; dG] = [dA; dG]ᵀ·X are one
     // strided-batched GEMM each.
@@ -384,11 +421,24 @@ struct GdDevice::Impl {
     }
     cu::gated_forward<T>(H, A, Gt, F * m, p.act, s);
     cu::linear_forward<T>(Y, H, D, b_d, F, m, d, blas, s);
-    double* ls = loss_scalar.data<double>();
-    std::int64_t* nc = n_correct.data<std::int64_t>();
+    double* ls = p.kernel == "onepass" ? nullptr : loss_scalar.data<double>();
+    std::int64_t* nc = p.kernel == "onepass" ? nullptr : n_correct.data<std::int64_t>();
     bool split = false;  // bf16x3: Z = y Vᵀ and dy = dZ V on bf16 tensor cores from split operands (nn_bf16x3.cuh)
     if constexpr (std::is_same_v<T, float>) {
-      if (p.bf16x3) {
+      if (p.kernel == "onepass") {  // the same products in the one-pass CE: the logits never leave the SM
+        using bf = __nv_bfloat16;
+        split = true;
+        cu::CeOnePass op;
+        op.max = st_max.data<float>();
+        op.rest = st_oth.data<double>();
+        op.arg = st_arg.data<std::int32_t>();
+        op.zt = st_zt.data<float>();
+        op.num = dy_part.data<float>();
+        op.block_part = ce_part.data<double>();
+        cu::softmax_ce_partials_bf16x3(op, p.ce_splits, Y, vbh.data<bf>(), vbl.data<bf>(), tg, F, P, d, state_dev, s);
+        cu::softmax_ce_finish_f32(op, p.ce_splits, Vt, tg, F, d, 1.0 / static_cast<double>(F), dY, state_dev, hl, hc,
+                                  s);
+      } else if (p.bf16x3) {
         using bf = __nv_bfloat16;
         split = true;
         cu::split3_linear_forward(Z, y3.data<bf>(), Y, v3.data<bf>(), F, d, P, blas, s);
@@ -522,7 +572,10 @@ void GdDevice::upload_tables(const FactSet& facts) {
   put(I.x, row_major(facts.keys));
   put(I.V, row_major(facts.values));
   if (!I.plan.ce) put(I.C, row_major(facts.targets()));
-  if (I.plan.bf16x3)  // the values' split operand, once (constant during training)
+  if (I.plan.kernel == "onepass")  // the values' two planes, once (constant during training)
+    nn::cuda::split_rows_to_bf16(I.vbh.data<__nv_bfloat16>(), I.vbl.data<__nv_bfloat16>(), I.V.data<float>(), I.plan.P,
+                                 I.plan.d, nn::cuda::bf16_dk(I.plan.d), s.get());
+  else if (I.plan.bf16x3)  // the values' split operand, once (constant during training)
     nn::cuda::split3_bf16(I.v3.data<__nv_bfloat16>(), I.V.data<float>(), I.plan.P, I.plan.d, false, s.get());
   if (I.plan.bf16) {  // the constant operands' bf16 copies, once
     const int dk = nn::cuda::bf16_dk(I.plan.d);

@@ -6,7 +6,7 @@
 //   bf16 (fused only, no biases): loss curve within kTolCurveBf16 = 5e-2, final accuracy within 1/F;
 //   bf16x3 (cuBLAS chain only; float32 but the two logit products, from split bf16 operands with ~16 bits each):
 //        loss curve within kTolCurveBf16x3 = 5e-3 (5x f32's: the products' error is ~10x float32's, set before
-//        the first run), final accuracy within 1/F;
+//        the first run), final accuracy within 1/F; the same with MEMCAP_GD_KERNEL=onepass (the one-pass CE);
 //   early stop at the same epoch; 4 trainings on 4 streams from 4 host threads bit-identical to the
 //   same trainings run one at a time; checkpoint resume bit-identical to an uninterrupted run; a size
 //   far too large refused with UserError before any allocation.
@@ -254,13 +254,24 @@ TEST_CASE("GPU bf16x3 training (cuBLAS chain, split-operand logit products) stay
       CAPTURE(c.name);
       check_precision_vs_cpu(g, fs, sz.m, config(c, sz.F == 4100 ? 40 : 200, "f32"), "bf16x3", "cublas",
                              kTolCurveBf16x3);
+      if (c.loss == nn::Loss::ce) {  // the same products in the one-pass split-operand CE
+        KernelVariant kv("onepass");
+        check_precision_vs_cpu(g, fs, sz.m, config(c, sz.F == 4100 ? 40 : 200, "f32"), "bf16x3", "onepass",
+                               kTolCurveBf16x3);
+      }
     }
   }
-  // Refusals: the fused variant, TF32 on top.
+  // Refusals: the fused variant, TF32 on top; onepass with MSE, at d > 128, or at another precision.
   const FactSet fs = facts(16, 8, 3);
   {
     KernelVariant kv("fused");
     CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, config(kCases[0], 20, "bf16x3"), g.h), UserError);
+  }
+  {
+    KernelVariant kv("onepass");
+    CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, config(kCases[2], 20, "bf16x3"), g.h), UserError);
+    CHECK_THROWS_AS(train_gd_cuda(facts(16, 130, 3), 32, 7, config(kCases[0], 20, "bf16x3"), g.h), UserError);
+    CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, config(kCases[0], 20, "f32"), g.h), UserError);
   }
   GdConfig cfg = config(kCases[0], 20, "bf16x3");
   cfg.tf32 = true;

@@ -62,6 +62,28 @@ cu::TrainState state_host(const gpu::Tensor& t, const gpu::Stream& s) {
   return st;
 }
 
+constexpr double kTolBf16x3 = 3e-5;  // split-operand products (the header)
+
+std::uint16_t bf16_bits(__nv_bfloat16 x) {
+  std::uint16_t u;
+  std::memcpy(&u, &x, sizeof u);
+  return u;
+}
+
+std::vector<__nv_bfloat16> bf16_host(const gpu::Tensor& t, const gpu::Stream& s) {
+  std::vector<__nv_bfloat16> v(static_cast<std::size_t>(t.numel()));
+  t.download(v.data(), s);
+  s.synchronize();
+  return v;
+}
+
+// Mismatches of (hi, lo) against the split of g: hi = bf16(g), lo = bf16(g − hi), bit for bit.
+std::int64_t split_mismatches(float g, __nv_bfloat16 hi, __nv_bfloat16 lo) {
+  const __nv_bfloat16 h = __float2bfloat16_rn(g);
+  const __nv_bfloat16 l = __float2bfloat16_rn(g - __bfloat162float(h));
+  return (bf16_bits(h) != bf16_bits(hi)) + (bf16_bits(l) != bf16_bits(lo));
+}
+
 // The CE tests' inputs: logits z [N][P] (normal, scale 3, rounded to T; `ties`: every row constant, so the argmax is
 // the smallest index) and targets tg [N] in [0, P).
 template <class T>
@@ -888,6 +910,117 @@ void check_bf16_ce() {
 TEST_CASE("bf16 fused gated MLP forward / backward match the CPU layer chain") { check_bf16_mlp(); }
 TEST_CASE("bf16 fused softmax cross-entropy matches the CPU reference") { check_bf16_ce(); }
 
+// The one-pass CE from split operands (precision bf16x3, MEMCAP_GD_KERNEL=onepass) on float inputs that are not
+// bf16-exact (so the lo parts matter): mean loss and the float dy within kTolF32Reduce of the float64 reference
+// (split products ≈ 5e-6 relative; set before the first run), the correct count within one, and dy at least 10x
+// closer than the plain bf16 one-pass path on the same inputs (which rounds y, V and the weights once).
+TEST_CASE("bf16x3 one-pass softmax cross-entropy matches the CPU reference") {
+  Env e;
+  using bf = __nv_bfloat16;
+  struct Shape {
+    std::int64_t N, P, d;
+    bool confident = false;
+  };
+  std::uint64_t seed = 2500;
+  for (const Shape sh : {Shape{1, 1, 8}, Shape{37, 129, 64}, Shape{100, 300, 100}, Shape{200, 1000, 64},
+                         Shape{64, 4100, 128}, Shape{300, 500, 64, true}}) {
+    CAPTURE(sh.N);
+    CAPTURE(sh.P);
+    CAPTURE(sh.d);
+    CAPTURE(sh.confident);
+    auto y = rounded<float>(randn(sh.N * sh.d, ++seed, 3.0 / std::sqrt(static_cast<double>(sh.d))));
+    const auto V = rounded<float>(randn(sh.P * sh.d, ++seed));
+    std::vector<std::int32_t> tg(static_cast<std::size_t>(sh.N));
+    for (std::int64_t i = 0; i < sh.N; ++i)
+      tg[static_cast<std::size_t>(i)] = static_cast<std::int32_t>(rng::below(++seed, rng::kUser, i, sh.P));
+    if (sh.confident)
+      for (std::int64_t i = 0; i < sh.N; ++i)
+        for (std::int64_t c = 0; c < sh.d; ++c)
+          y[static_cast<std::size_t>(i * sh.d + c)] =
+              static_cast<float>(0.5 * V[static_cast<std::size_t>(tg[static_cast<std::size_t>(i)] * sh.d + c)]);
+    const CeRef ref = ce_reference(y, V, tg, sh.N, sh.P, sh.d);
+    const int dk = cu::bf16_dk(sh.d);
+    const std::int64_t Pp = cu::bf16_pad_rows(sh.P);
+    gpu::Tensor dyv = to_dev<float>(y, e.s), dV = to_dev<float>(V, e.s), dtg({sh.N}, gpu::DType::i32);
+    gpu::Tensor vh({Pp, dk}, gpu::DType::bf16), vl({Pp, dk}, gpu::DType::bf16), vb({Pp, dk}, gpu::DType::bf16);
+    for (gpu::Tensor* t : {&vh, &vl, &vb}) t->fill_nan(e.s);
+    cu::split_rows_to_bf16(vh.data<bf>(), vl.data<bf>(), dV.data<float>(), sh.P, sh.d, dk, e.s.get());
+    cu::sum_rows_to_bf16(vb.data<bf>(), dV.data<float>(), 1, sh.P, sh.d, dk, nullptr, e.s.get());
+    dtg.upload(tg.data(), e.s);
+    // The planes: hi + lo is V's split, bit for bit, zero padding.
+    {
+      const std::vector<bf> h = bf16_host(vh, e.s), l = bf16_host(vl, e.s);
+      std::int64_t bad = 0;
+      for (std::int64_t r = 0; r < Pp; ++r)
+        for (std::int64_t c = 0; c < dk; ++c) {
+          const std::size_t k = static_cast<std::size_t>(r * dk + c);
+          if (r < sh.P && c < sh.d)
+            bad += split_mismatches(static_cast<float>(V[static_cast<std::size_t>(r * sh.d + c)]), h[k], l[k]);
+          else
+            bad += (bf16_bits(h[k]) != 0) + (bf16_bits(l[k]) != 0);
+        }
+      CHECK(bad == 0);
+    }
+    const int p_tiles = static_cast<int>(Pp / cu::kBf16Tile);
+    for (const int splits : {1, p_tiles}) {
+      CAPTURE(splits);
+      double err[2] = {0, 0};
+      for (const bool split : {true, false}) {
+        CAPTURE(split);
+        gpu::Tensor omax = nan_dev<float>(splits * sh.N, e.s), orest({splits * sh.N}, gpu::DType::f64),
+                    oarg({splits * sh.N}, gpu::DType::i32), ozt = nan_dev<float>(sh.N, e.s),
+                    onum = nan_dev<float>(splits * sh.N * sh.d, e.s),
+                    opart({2 * cu::ce_finish_blocks(sh.N)}, gpu::DType::f64), dy = nan_dev<float>(sh.N * sh.d, e.s),
+                    dyb({cu::bf16_pad_rows(sh.N), dk}, gpu::DType::bf16);
+        for (gpu::Tensor* t : {&orest, &oarg, &opart}) t->fill_nan(e.s);
+        Recorder rec(e.s);
+        cu::CeOnePass op;
+        op.max = omax.data<float>();
+        op.rest = orest.data<double>();
+        op.arg = oarg.data<std::int32_t>();
+        op.zt = ozt.data<float>();
+        op.num = onum.data<float>();
+        op.block_part = opart.data<double>();
+        auto* hc = reinterpret_cast<long long*>(rec.hc.data<std::int64_t>());
+        std::vector<double> dy_g;
+        if (split) {
+          cu::softmax_ce_partials_bf16x3(op, splits, dyv.data<float>(), vh.data<bf>(), vl.data<bf>(),
+                                         dtg.data<std::int32_t>(), sh.N, sh.P, sh.d, rec.sp(), e.s.get());
+          cu::softmax_ce_finish_f32(op, splits, dV.data<float>(), dtg.data<std::int32_t>(), sh.N, sh.d,
+                                    1.0 / static_cast<double>(sh.N), dy.data<float>(), rec.sp(), rec.hl.data<double>(),
+                                    hc, e.s.get());
+          dy_g = to_host<float>(dy, e.s);
+        } else {
+          cu::softmax_ce_partials_bf16(op, splits, dyv.data<float>(), vb.data<bf>(), dtg.data<std::int32_t>(), sh.N,
+                                       sh.P, sh.d, rec.sp(), e.s.get());
+          cu::softmax_ce_finish_bf16(op, splits, vb.data<bf>(), dtg.data<std::int32_t>(), sh.N, sh.d,
+                                     1.0 / static_cast<double>(sh.N), dyb.data<bf>(), rec.sp(), rec.hl.data<double>(),
+                                     hc, e.s.get());
+          const std::vector<bf> raw = bf16_host(dyb, e.s);
+          dy_g.assign(ref.dy.size(), 0.0);
+          for (std::int64_t r = 0; r < sh.N; ++r)
+            for (std::int64_t c = 0; c < sh.d; ++c)
+              dy_g[static_cast<std::size_t>(r * sh.d + c)] = __bfloat162float(raw[static_cast<std::size_t>(r * dk + c)]);
+        }
+        double mean_g = 0;
+        std::int64_t hits_g = -1;
+        rec.hl.download(&mean_g, e.s);
+        rec.hc.download(&hits_g, e.s);
+        e.s.synchronize();
+        err[split ? 0 : 1] = rel_err(dy_g, ref.dy);
+        if (split) {
+          CHECK(rel_err({mean_g}, {ref.mean}) <= kTolF32Reduce);
+          CHECK(std::abs(hits_g - ref.hits) <= 1);
+          CHECK(err[0] <= kTolF32Reduce);
+          const cu::TrainState after = state_host(rec.state, e.s);
+          CHECK(after.nonfinite == 0);
+        }
+      }
+      if (!sh.confident && sh.P > 1) CHECK(err[1] > 10 * err[0]);
+    }
+  }
+}
+
 TEST_CASE("fused gated MLP forward / backward match the CPU layer chain: f64") {
   check_fused_mlp<double>(false, kTolF64, kTolF64);
 }
@@ -907,31 +1040,6 @@ TEST_CASE("fused softmax cross-entropy matches the CPU reference: tf32") {
   check_fused_ce<float>(true, kTolTf32, kTolTf32, 5);
 }
 
-namespace {
-
-constexpr double kTolBf16x3 = 3e-5;
-
-std::uint16_t bf16_bits(__nv_bfloat16 x) {
-  std::uint16_t u;
-  std::memcpy(&u, &x, sizeof u);
-  return u;
-}
-
-std::vector<__nv_bfloat16> bf16_host(const gpu::Tensor& t, const gpu::Stream& s) {
-  std::vector<__nv_bfloat16> v(static_cast<std::size_t>(t.numel()));
-  t.download(v.data(), s);
-  s.synchronize();
-  return v;
-}
-
-// Mismatches of (hi, lo) against the split of g: hi = bf16(g), lo = bf16(g − hi), bit for bit.
-std::int64_t split_mismatches(float g, __nv_bfloat16 hi, __nv_bfloat16 lo) {
-  const __nv_bfloat16 h = __float2bfloat16_rn(g);
-  const __nv_bfloat16 l = __float2bfloat16_rn(g - __bfloat162float(h));
-  return (bf16_bits(h) != bf16_bits(hi)) + (bf16_bits(l) != bf16_bits(lo));
-}
-
-}  // namespace
 
 TEST_CASE("bf16x3 split operands: layout bit for bit, products within kTolBf16x3 of float64") {
   Env e;
