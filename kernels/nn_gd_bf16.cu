@@ -537,47 +537,45 @@ __device__ __forceinline__ const bf16* next_value_tile(bf16* Vs0, const bf16* V,
   return Vs0 + (it & 1) * BT * LK;
 }
 
-// s = the warp's 16 rows (A fragments ya) times the 64 values of the tile Vs: z = y Vᵀ, C layout.
-template <int DK>
-__device__ __forceinline__ void logits_tile(float (&s)[8][4], const uint32_t (&ya)[DK / 16][4], const bf16* Vs,
-                                            int lane) {
+__device__ __forceinline__ void zero_tile(float (&s)[8][4]) {
 #pragma unroll
   for (int nt = 0; nt < 8; ++nt)
 #pragma unroll
     for (int q = 0; q < 4; ++q) s[nt][q] = 0.f;
+}
+
+// One split-operand product step on two n-tiles (c0: b[0..1], c1: b[2..3]): c += a_hi b_lo + a_lo b_hi + a_hi b_hi,
+// the small terms first, fp32 accumulation (the a_lo b_lo term is dropped).
+__device__ __forceinline__ void mma_split(float (&c0)[4], float (&c1)[4], const uint32_t (&ah)[4],
+                                          const uint32_t (&al)[4], const uint32_t (&bh)[4], const uint32_t (&bl)[4]) {
+  mma_bf16(c0, ah, bl[0], bl[1]);
+  mma_bf16(c1, ah, bl[2], bl[3]);
+  mma_bf16(c0, al, bh[0], bh[1]);
+  mma_bf16(c1, al, bh[2], bh[3]);
+  mma_bf16(c0, ah, bh[0], bh[1]);
+  mma_bf16(c1, ah, bh[2], bh[3]);
+}
+
+// s = the warp's 16 rows (A fragments ya) times the 64 values of the tile Vs: z = y Vᵀ, C layout. S (split operands,
+// bf16x3): yl holds y's residual fragments and Vl the V_lo tile, and z = y_hi V_lo + y_lo V_hi + y_hi V_hi.
+template <int DK, bool S = false>
+__device__ __forceinline__ void logits_tile(float (&s)[8][4], const uint32_t (&ya)[DK / 16][4],
+                                            const uint32_t (*yl)[4], const bf16* Vs, const bf16* Vl, int lane) {
+  zero_tile(s);
 #pragma unroll
   for (int ks = 0; ks < DK / 16; ++ks)
 #pragma unroll
     for (int np = 0; np < 4; ++np) {
       uint32_t b[4];
       load_b_nk(b, Vs, ld_of<DK>(), np * 16, ks * 16, lane);
-      mma_bf16(s[2 * np], ya[ks], b[0], b[1]);
-      mma_bf16(s[2 * np + 1], ya[ks], b[2], b[3]);
-    }
-}
-
-// logits_tile from split operands: y_hi·V_hi + y_hi·V_lo + y_lo·V_hi (the small terms first), fp32 accumulation.
-template <int DK>
-__device__ __forceinline__ void logits_tile_split(float (&s)[8][4], const uint32_t (&ya)[DK / 16][4],
-                                                  const uint32_t (&yl)[DK / 16][4], const bf16* Vs, const bf16* Vl,
-                                                  int lane) {
-#pragma unroll
-  for (int nt = 0; nt < 8; ++nt)
-#pragma unroll
-    for (int q = 0; q < 4; ++q) s[nt][q] = 0.f;
-#pragma unroll
-  for (int ks = 0; ks < DK / 16; ++ks)
-#pragma unroll
-    for (int np = 0; np < 4; ++np) {
-      uint32_t b[4], bl[4];
-      load_b_nk(b, Vs, ld_of<DK>(), np * 16, ks * 16, lane);
-      load_b_nk(bl, Vl, ld_of<DK>(), np * 16, ks * 16, lane);
-      mma_bf16(s[2 * np], ya[ks], bl[0], bl[1]);
-      mma_bf16(s[2 * np + 1], ya[ks], bl[2], bl[3]);
-      mma_bf16(s[2 * np], yl[ks], b[0], b[1]);
-      mma_bf16(s[2 * np + 1], yl[ks], b[2], b[3]);
-      mma_bf16(s[2 * np], ya[ks], b[0], b[1]);
-      mma_bf16(s[2 * np + 1], ya[ks], b[2], b[3]);
+      if constexpr (S) {
+        uint32_t bl[4];
+        load_b_nk(bl, Vl, ld_of<DK>(), np * 16, ks * 16, lane);
+        mma_split(s[2 * np], s[2 * np + 1], ya[ks], yl[ks], b, bl);
+      } else {
+        mma_bf16(s[2 * np], ya[ks], b[0], b[1]);
+        mma_bf16(s[2 * np + 1], ya[ks], b[2], b[3]);
+      }
     }
 }
 
@@ -684,7 +682,7 @@ __global__ void __launch_bounds__(kCeThreads) ce_stats_kernel(CeArgs a) {
   for (int pt = b.pt0, it = 0; pt < b.pt1; ++pt, ++it) {
     const bf16* Vs = b.tile(pt, it, a.r);
     float s[8][4];
-    logits_tile<DK>(s, b.ya, Vs, lane);
+    logits_tile<DK>(s, b.ya, nullptr, Vs, nullptr, lane);
     const int p0 = pt * BT;
     const bool full = p0 + BT <= a.r.P;  // every column of the tile is a value (all but the last tile)
     // Running (max, Σ_{j≠argmax} exp(z_j − max), argmax) per row over this thread's columns; a NaN logit never
@@ -758,10 +756,7 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? (S ? 2 : 3) : 1) ce_one
     const bf16* Vs = b.tile(pt, it, a.r);
     [[maybe_unused]] const bf16* Vl = Vs + 2 * BT * ld_of<DK>();  // the V_lo tile (S only)
     float s[8][4];
-    if constexpr (S)
-      logits_tile_split<DK>(s, b.ya, b.yl, Vs, Vl, lane);
-    else
-      logits_tile<DK>(s, b.ya, Vs, lane);
+    logits_tile<DK, S>(s, b.ya, b.yl, Vs, Vl, lane);
     const int p0 = pt * BT;
     if (p0 + BT > a.r.P) {  // the last tile: columns past P never win and weigh nothing
 #pragma unroll
@@ -832,12 +827,7 @@ __global__ void __launch_bounds__(kCeThreads, DK == 64 ? (S ? 2 : 3) : 1) ce_one
           uint32_t b[4], bl[4];
           load_b_kn(b, Vs, ld_of<DK>(), cp * 16, kk * 16, lane);
           load_b_kn(bl, Vl, ld_of<DK>(), cp * 16, kk * 16, lane);
-          mma_bf16(num[2 * cp], wa, bl[0], bl[1]);
-          mma_bf16(num[2 * cp + 1], wa, bl[2], bl[3]);
-          mma_bf16(num[2 * cp], wl, b[0], b[1]);
-          mma_bf16(num[2 * cp + 1], wl, b[2], b[3]);
-          mma_bf16(num[2 * cp], wa, b[0], b[1]);
-          mma_bf16(num[2 * cp + 1], wa, b[2], b[3]);
+          mma_split(num[2 * cp], num[2 * cp + 1], wa, wl, b, bl);
         }
       } else {
         c_to_a(wa, s[2 * kk], s[2 * kk + 1]);
@@ -894,9 +884,9 @@ __device__ __forceinline__ void load_num(float (&v)[CW], const float* __restrict
   }
 }
 
-// dyf set (precision bf16x3): dy goes to dyf [N][d] in float, with the target's value row from the float table Vf
-// [P][d]; else to the padded bf16 copy dyb with V's bf16 row.
-template <int DK>
+// F32OUT (precision bf16x3): dy goes to dyf [N][d] in float, with the target's value row from the float table Vf
+// [P][d]; else to the padded bf16 copy dyb with V's bf16 row (Vf, dyf unused).
+template <int DK, bool F32OUT = false>
 __global__ void __launch_bounds__(kFinishThreads)
     ce_finish_kernel(CeOnePass st, int splits, const bf16* __restrict__ V, const std::int32_t* __restrict__ targets,
                      long long N, int d, double scale, bf16* __restrict__ dyb, TrainState* state, double* hist_loss,
@@ -951,17 +941,17 @@ __global__ void __launch_bounds__(kFinishThreads)
 #pragma unroll
     for (int j = 0; j < CW; ++j)
       if (c0 + j < d) {
-        const double vtc = dyf ? static_cast<double>(Vf[static_cast<long long>(t) * d + c0 + j])
-                               : static_cast<double>(__bfloat162float(V[static_cast<long long>(t) * DK + c0 + j]));
+        const double vtc = F32OUT ? static_cast<double>(Vf[static_cast<long long>(t) * d + c0 + j])
+                                  : static_cast<double>(__bfloat162float(V[static_cast<long long>(t) * DK + c0 + j]));
         out[j] = static_cast<float>((static_cast<double>(acc[j]) - rest * vtc) * inv);
       }
     if (l8 != 0) loss = 0.0;
-    if (dyf)
+    if constexpr (F32OUT)
 #pragma unroll
       for (int j = 0; j < CW; ++j)
         if (c0 + j < d) dyf[i * d + c0 + j] = out[j];
   }
-  if (!dyf && i < static_cast<long long>(gridDim.x) * kFinishRows) {  // every row of the padded copy, pads zero
+  if (!F32OUT && i < static_cast<long long>(gridDim.x) * kFinishRows) {  // every row of the padded copy, pads zero
 #pragma unroll
     for (int j = 0; j < CW; j += 8) {
       float v[8];
@@ -1177,8 +1167,8 @@ void softmax_ce_finish_f32(const CeOnePass& st, int splits, const float* V, cons
     cuda_detail::throw_user_error("softmax_ce_finish_f32: needs a TrainState, block partials, V, dy, N >= 1, "
                                   "1 <= d <= 128");
   const dim3 blocks(static_cast<unsigned>(ce_finish_blocks(N)));
-  pdl::launch_pdl(bf16_dk(d) == 64 ? ce_finish_kernel<64> : ce_finish_kernel<128>, blocks, dim3(kFinishThreads), 0,
-                  stream, "launch of ce_finish_kernel (float dy)", st, splits, static_cast<const bf16*>(nullptr),
+  pdl::launch_pdl(bf16_dk(d) == 64 ? ce_finish_kernel<64, true> : ce_finish_kernel<128, true>, blocks,
+                  dim3(kFinishThreads), 0, stream, "launch of ce_finish_kernel (float dy)", st, splits, static_cast<const bf16*>(nullptr),
                   targets, static_cast<long long>(N), static_cast<int>(d), scale, static_cast<bf16*>(nullptr), state,
                   hist_loss, hist_correct, V, dy);
 }

@@ -338,6 +338,17 @@ struct GdDevice::Impl {
   }
 
   cu::TrainState* st() const { return static_cast<cu::TrainState*>(state.raw()); }
+  // The one-pass CE's partials (precision bf16; bf16x3 with the onepass variant): dy_part holds the numerators.
+  cu::CeOnePass one_pass() const {
+    cu::CeOnePass op;
+    op.max = st_max.data<float>();
+    op.rest = st_oth.data<double>();
+    op.arg = st_arg.data<std::int32_t>();
+    op.zt = st_zt.data<float>();
+    op.num = dy_part.data<float>();
+    op.block_part = ce_part.data<double>();
+    return op;
+  }
   const cu::AdamScalars* sch() const { return static_cast<const cu::AdamScalars*>(sched.raw()); }
 
   template <class T>
@@ -428,13 +439,7 @@ struct GdDevice::Impl {
       if (p.kernel == "onepass") {  // the same products in the one-pass CE: the logits never leave the SM
         using bf = __nv_bfloat16;
         split = true;
-        cu::CeOnePass op;
-        op.max = st_max.data<float>();
-        op.rest = st_oth.data<double>();
-        op.arg = st_arg.data<std::int32_t>();
-        op.zt = st_zt.data<float>();
-        op.num = dy_part.data<float>();
-        op.block_part = ce_part.data<double>();
+        const cu::CeOnePass op = one_pass();
         cu::softmax_ce_partials_bf16x3(op, p.ce_splits, Y, vbh.data<bf>(), vbl.data<bf>(), tg, F, P, d, state_dev, s);
         cu::softmax_ce_finish_f32(op, p.ce_splits, Vt, tg, F, d, 1.0 / static_cast<double>(F), dY, state_dev, hl, hc,
                                   s);
@@ -501,13 +506,7 @@ struct GdDevice::Impl {
     if (p.ce) {  // one pass over the logits: loss, accuracy and dy (bf16) from the partials
       cu::gated_mlp_output<float>(y.data<float>(), y_part.data<float>(), p.fwd_splits, nullptr, F, d, nullptr, nullptr,
                                   nullptr, state_dev, s);
-      cu::CeOnePass op;
-      op.max = st_max.data<float>();
-      op.rest = st_oth.data<double>();
-      op.arg = st_arg.data<std::int32_t>();
-      op.zt = st_zt.data<float>();
-      op.num = dy_part.data<float>();
-      op.block_part = ce_part.data<double>();
+      const cu::CeOnePass op = one_pass();
       cu::softmax_ce_partials_bf16(op, p.ce_splits, y.data<float>(), vb.data<bf>(), tg, F, P, d, state_dev, s);
       cu::softmax_ce_finish_bf16(op, p.ce_splits, vb.data<bf>(), tg, F, d, 1.0 / static_cast<double>(F), dyb.data<bf>(),
                                  state_dev, hl, hc, s);

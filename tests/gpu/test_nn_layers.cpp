@@ -525,6 +525,19 @@ struct Recorder {
   cu::TrainState* sp() const { return static_cast<cu::TrainState*>(state.raw()); }
 };
 
+// The one-pass CE's partial buffers as a CeOnePass.
+cu::CeOnePass one_pass_of(gpu::Tensor& max, gpu::Tensor& rest, gpu::Tensor& arg, gpu::Tensor& zt, gpu::Tensor& num,
+                          gpu::Tensor& block_part) {
+  cu::CeOnePass op;
+  op.max = max.data<float>();
+  op.rest = rest.data<double>();
+  op.arg = arg.data<std::int32_t>();
+  op.zt = zt.data<float>();
+  op.num = num.data<float>();
+  op.block_part = block_part.data<double>();
+  return op;
+}
+
 // CPU reference of the value-logit CE: logits = y Vᵀ, CE (dloss = 1), dy = dlogits · V.
 struct CeRef {
   std::vector<double> loss, dy;
@@ -863,13 +876,7 @@ void check_bf16_ce() {
       Recorder rec2(e.s);
       gpu::Tensor& dst2 = rec2.state;
       auto* sp2 = rec2.sp();
-      cu::CeOnePass op;
-      op.max = omax.data<float>();
-      op.rest = orest.data<double>();
-      op.arg = oarg.data<std::int32_t>();
-      op.zt = ozt.data<float>();
-      op.num = onum.data<float>();
-      op.block_part = opart.data<double>();
+      const cu::CeOnePass op = one_pass_of(omax, orest, oarg, ozt, onum, opart);
       cu::softmax_ce_partials_bf16(op, splits, dyv.data<float>(), vb.data<bf>(), dtg.data<std::int32_t>(), sh.N, sh.P,
                                    sh.d, sp2, e.s.get());
       cu::softmax_ce_finish_bf16(op, splits, vb.data<bf>(), dtg.data<std::int32_t>(), sh.N, sh.d,
@@ -974,13 +981,7 @@ TEST_CASE("bf16x3 one-pass softmax cross-entropy matches the CPU reference") {
                     dyb({cu::bf16_pad_rows(sh.N), dk}, gpu::DType::bf16);
         for (gpu::Tensor* t : {&orest, &oarg, &opart}) t->fill_nan(e.s);
         Recorder rec(e.s);
-        cu::CeOnePass op;
-        op.max = omax.data<float>();
-        op.rest = orest.data<double>();
-        op.arg = oarg.data<std::int32_t>();
-        op.zt = ozt.data<float>();
-        op.num = onum.data<float>();
-        op.block_part = opart.data<double>();
+        const cu::CeOnePass op = one_pass_of(omax, orest, oarg, ozt, onum, opart);
         auto* hc = reinterpret_cast<long long*>(rec.hc.data<std::int64_t>());
         std::vector<double> dy_g;
         if (split) {
