@@ -40,17 +40,7 @@ void gemm_bf16(cublasHandle_t h, cublasOperation_t ta, cublasOperation_t tb, int
                                    CUDA_R_32F, ldc, CUBLAS_COMPUTE_32F, CUBLAS_GEMM_DEFAULT));
 }
 
-void check_stream(cublasHandle_t h, cudaStream_t stream) {
-  cudaStream_t bound = nullptr;
-  MEMCAP_CUBLAS_CHECK(cublasGetStream(h, &bound));
-  if (bound != stream)
-    cuda_detail::throw_device_error("nn::cuda bf16x3: the cuBLAS handle is bound to another stream than the one the "
-                                    "layer runs on (internal error: use the gpu::Handles of that stream)");
-}
-
 }  // namespace
-
-std::int64_t split3_width(std::int64_t C) { return (C + 7) / 8 * 8; }
 
 void split3_bf16(__nv_bfloat16* out, const float* x, std::int64_t R, std::int64_t C, bool lo_last,
                  cudaStream_t stream) {
@@ -67,7 +57,7 @@ void split3_linear_forward(float* out, __nv_bfloat16* inp3, const float* inp, co
   const int n = cublas_int(N, what, "N"), oc = cublas_int(OC, what, "OC"),
             k3 = cublas_int(3 * split3_width(C), what, "3C");
   if (n == 0 || oc == 0) return;
-  check_stream(h, stream);
+  check_handle_stream(h, stream);
   split3_bf16(inp3, inp, N, C, true, stream);
   // out_cm (OC x N) = W3_cmᵀ (OC x 3Cp) · inp3_cm (3Cp x N): [W_hi|W_lo|W_hi]·[x_hi|x_hi|x_lo] summed over 3Cp.
   gemm_bf16(h, CUBLAS_OP_T, CUBLAS_OP_N, oc, n, k3, W3, k3, inp3, k3, 0.f, out, oc);
@@ -81,7 +71,7 @@ void split3_linear_backward_input(float* dinp, const __nv_bfloat16* dout_hi, con
   const std::int64_t cp = split3_width(C);
   const int ld3 = cublas_int(3 * cp, what, "3C");
   if (n == 0 || c == 0) return;
-  check_stream(h, stream);
+  check_handle_stream(h, stream);
   if (oc == 0) {
     MEMCAP_CUDA_CHECK(cudaMemsetAsync(dinp, 0, static_cast<std::size_t>(N * C) * sizeof(float), stream));
     return;

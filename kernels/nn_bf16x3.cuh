@@ -23,9 +23,9 @@ namespace memcap::nn::cuda {
 
 // Segment width of a split row: Cp = C rounded up to a multiple of 8, so that every segment and row starts on
 // 16 bytes (cuBLAS's tensor-core kernels want aligned operands); the padding is zero, which adds nothing.
-std::int64_t split3_width(std::int64_t C);
-// Row stride of a gradient plane of width P: P rounded up to a multiple of 8 (entries beyond P are never read).
-inline std::int64_t split_plane_ld(std::int64_t P) { return (P + 7) / 8 * 8; }
+inline std::int64_t split3_width(std::int64_t C) { return (C + 7) / 8 * 8; }
+// Row stride of a gradient plane of width P: rounded up the same way (entries beyond P are never read).
+inline std::int64_t split_plane_ld(std::int64_t P) { return split3_width(P); }
 
 // out [R][3Cp] (bf16) from x [R][C] (float): each row [x_hi | x_hi | x_lo] (lo_last, the "left" operand layout)
 // or [x_hi | x_lo | x_hi] (!lo_last, the "right" operand layout of split3_linear_forward's W3), Cp = split3_width(C).

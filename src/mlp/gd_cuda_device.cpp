@@ -226,15 +226,15 @@ std::size_t gd_cuda_plan_bytes(const GdCudaPlan& p) {
       const double dk = cu::bf16_dk(p.d);
       b += 2.0 * dk * (2.0 * cu::bf16_pad_rows(p.F) + cu::bf16_pad_rows(p.P) + 3.0 * cu::bf16_pad_rows(p.m));
     }
-  } else if (p.kernel == "onepass") {
+  } else {
     b += t * 4 * F * m;  // a, g, h, dh
     b += t * 2 * F * d;  // y, dy
+  }
+  if (p.kernel == "onepass") {
     b += static_cast<double>(p.ce_splits) * F * (t + 8 + 4 + t * d) + t * F;  // CE partials, zt
     b += 16.0 * static_cast<double>(cu::ce_finish_blocks(p.F));
     b += 2.0 * 2.0 * static_cast<double>(cu::bf16_pad_rows(p.P)) * cu::bf16_dk(p.d);  // the value planes
-  } else {
-    b += t * 4 * F * m;         // a, g, h, dh
-    b += t * 2 * F * d;         // y, dy
+  } else if (p.kernel == "cublas") {
     b += t * F * P + (t + 1) * F + 16;  // logits (in-place dlogits), row losses, correct, scalars
     if (p.bf16x3) {  // split operands [y_hi|y_hi|y_lo], [V_hi|V_lo|V_hi]; the two bf16 planes of dlogits (CE)
       b += 2.0 * 3.0 * static_cast<double>(cu::split3_width(p.d)) * (F + P);
@@ -298,12 +298,14 @@ struct GdDevice::Impl {
         db = Tensor({mp, dk}, DType::bf16);
         dyb = Tensor({Fp, dk}, DType::bf16);
       }
-    } else if (p.kernel == "onepass") {
-      a = Tensor({2, F, m}, dt);
+    } else {
+      a = Tensor({2, F, m}, dt);  // a then g: one strided-batched GEMM writes both
       h = Tensor({F, m}, dt);
       dh = Tensor({F, m}, dt);
       y = Tensor({F, d}, dt);
       dy = Tensor({F, d}, dt);
+    }
+    if (p.kernel == "onepass") {
       st_max = Tensor({p.ce_splits, F}, dt);
       st_oth = Tensor({p.ce_splits, F}, DType::f64);
       st_arg = Tensor({p.ce_splits, F}, DType::i32);
@@ -312,12 +314,7 @@ struct GdDevice::Impl {
       ce_part = Tensor({2 * cu::ce_finish_blocks(F)}, DType::f64);
       vbh = Tensor({cu::bf16_pad_rows(P), cu::bf16_dk(d)}, DType::bf16);
       vbl = Tensor({cu::bf16_pad_rows(P), cu::bf16_dk(d)}, DType::bf16);
-    } else {
-      a = Tensor({2, F, m}, dt);  // a then g: one strided-batched GEMM writes both
-      h = Tensor({F, m}, dt);
-      dh = Tensor({F, m}, dt);
-      y = Tensor({F, d}, dt);
-      dy = Tensor({F, d}, dt);
+    } else if (p.kernel == "cublas") {
       logits = Tensor({F, P}, dt);
       losses = Tensor({F}, dt);
       correct = Tensor({F}, DType::u8);
@@ -432,8 +429,8 @@ struct GdDevice::Impl {
     }
     cu::gated_forward<T>(H, A, Gt, F * m, p.act, s);
     cu::linear_forward<T>(Y, H, D, b_d, F, m, d, blas, s);
-    double* ls = p.kernel == "onepass" ? nullptr : loss_scalar.data<double>();
-    std::int64_t* nc = p.kernel == "onepass" ? nullptr : n_correct.data<std::int64_t>();
+    double* ls = loss_scalar.empty() ? nullptr : loss_scalar.data<double>();  // none with the one-pass CE
+    std::int64_t* nc = n_correct.empty() ? nullptr : n_correct.data<std::int64_t>();
     bool split = false;  // bf16x3: Z = y Vᵀ and dy = dZ V on bf16 tensor cores from split operands (nn_bf16x3.cuh)
     if constexpr (std::is_same_v<T, float>) {
       if (p.kernel == "onepass") {  // the same products in the one-pass CE: the logits never leave the SM
