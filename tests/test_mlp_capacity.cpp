@@ -56,11 +56,14 @@ TEST_CASE("fast and reference agree on monotone step oracles over [1, 65536]") {
     const auto ref = mlp::capacity_search(cfg(SearchMode::reference), step(t));
     REQUIRE(ref.found);
     CHECK(ref.m_star == t);
-    for (std::int64_t start : {1, 3, 64, 1000, 65536}) {
-      const auto fast = mlp::capacity_search(cfg(SearchMode::fast, start), step(t));
-      REQUIRE(fast.found);
-      CHECK_MESSAGE(fast.m_star == t, "t=" << t << " start=" << start);
-    }
+    for (std::int64_t start : {1, 3, 64, 1000, 65536})
+      for (double growth : {1.25, 2.0, 3.0}) {
+        SearchConfig c = cfg(SearchMode::fast, start);
+        c.growth = growth;
+        const auto fast = mlp::capacity_search(c, step(t));
+        REQUIRE(fast.found);
+        CHECK_MESSAGE(fast.m_star == t, "t=" << t << " start=" << start << " growth=" << growth);
+      }
   }
   // Never successful: not found, m* = 0, accuracy NaN; fast stops after probing hi.
   const auto none_ref = mlp::capacity_search(cfg(SearchMode::reference), step(70000));
@@ -110,10 +113,18 @@ TEST_CASE("probe counts: reference takes 21 steps on [1, 65536]; fast gallops th
   CHECK(fast.steps[10].m == 1024);
   CHECK(fast.steps[10].success);
 
-  // A gallop that starts above m* bisects below it (lo - 1 counts as a failure).
+  // A gallop that starts above m* goes down (4096, 2048, 1024 succeed, 512 fails), then bisects (512, 1024].
   const auto high = mlp::capacity_search(cfg(SearchMode::fast, 4096), step(1000));
   CHECK(high.m_star == 1000);
-  CHECK(high.steps.front().m == 4096);
+  REQUIRE(high.steps.size() == 4 + 9);
+  CHECK(high.steps[0].m == 4096);
+  CHECK(high.steps[2].m == 1024);
+  CHECK(high.steps[3].m == 512);
+  CHECK(!high.steps[3].success);
+  // ... and stops at lo when lo itself succeeds (lo - 1 counts as a failure).
+  const auto low = mlp::capacity_search(cfg(SearchMode::fast, 5), step(1));
+  CHECK(low.m_star == 1);
+  CHECK(low.steps.size() == 3);  // 5, 2, 1
 
   // The cap: the gallop's last probe is hi itself.
   SearchConfig capped = cfg(SearchMode::fast, 3);
@@ -123,6 +134,47 @@ TEST_CASE("probe counts: reference takes 21 steps on [1, 65536]; fast gallops th
   bool probed_hi = false;
   for (auto& p : c.steps) probed_hi = probed_hi || p.m == 100;
   CHECK(probed_hi);
+}
+
+TEST_CASE("fast: a small first factor squares after each step up to 2; a start near m* saves failing probes") {
+  // Up from 10 with factor 1.25: 10, ceil(12.5) = 13, then x1.5625 -> 21, then doubling.
+  SearchConfig up = cfg(SearchMode::fast, 10);
+  up.growth = 1.25;
+  const auto r = mlp::capacity_search(up, step(1000));
+  CHECK(r.m_star == 1000);
+  const std::vector<std::int64_t> gallop = {10, 13, 21, 42, 84, 168, 336, 672, 1344};
+  REQUIRE(r.steps.size() > gallop.size());
+  for (std::size_t i = 0; i < gallop.size(); ++i) CHECK_MESSAGE(r.steps[i].m == gallop[i], "step " << i);
+  CHECK(r.steps[gallop.size() - 1].success);
+  // Down from 1200 with factor 1.25: 960 fails at once, leaving (960, 1200] to bisect.
+  SearchConfig down = cfg(SearchMode::fast, 1200);
+  down.growth = 1.25;
+  const auto d = mlp::capacity_search(down, step(1000));
+  CHECK(d.m_star == 1000);
+  REQUIRE(d.steps.size() >= 2);
+  CHECK(d.steps[1].m == 960);
+  CHECK(!d.steps[1].success);
+  // The gd default (start 1.5 F/d, factor 1.25) against the earlier one (F/(4d), doubling) over m* = 1.1 .. 2 F/d
+  // at F/d = 64: never more failing widths (each trains every epoch), and fewer in all.
+  int total_new = 0, total_old = 0;
+  for (std::int64_t t = 70; t <= 128; t += 2) {
+    auto failures = [&](std::int64_t start, double growth) {
+      SearchConfig c = cfg(SearchMode::fast, start);
+      c.growth = growth;
+      const auto res = mlp::capacity_search(c, step(t));
+      REQUIRE(res.m_star == t);
+      int n = 0;
+      for (auto& p : res.steps) n += !p.success && !p.cached;
+      return n;
+    };
+    const int now = failures(96, 1.25), before = failures(16, 2.0);
+    CHECK_MESSAGE(now <= before, "m*=" << t);
+    total_new += now;
+    total_old += before;
+  }
+  MESSAGE("failing widths over m* = 70, 72, ..., 128: " << total_new << " (start 96, x1.25) vs " << total_old
+                                                          << " (start 16, x2)");
+  CHECK(total_new < total_old);
 }
 
 TEST_CASE("a killed search resumes from its recorded probes with the identical result") {

@@ -45,6 +45,7 @@ struct CapState {
   std::string search = "fast";
   double threshold = 1.0;
   std::int64_t min_width = 1, max_width = 0, start_width = 0;
+  double growth = 0;  // 0 = the default: 2, for gd 1.25
   std::string devices = "all";
   int jobs_per_gpu = 1;
   double cpu_max_tflop = 20;
@@ -105,6 +106,8 @@ void run_capacity(CLI::App* sub, CapState& st) {
   require(st.min_width >= 1, "--min-width must be >= 1 (got {})", st.min_width);
   require(st.max_width >= 0, "--max-width must be >= 1, or 0 for the default (got {})", st.max_width);
   require(st.start_width >= 0, "--start-width must be >= 1, or 0 for the default (got {})", st.start_width);
+  require(std::isfinite(st.growth) && (st.growth == 0 || st.growth > 1),
+          "--growth must be > 1, or 0 for the default (got {:g})", st.growth);
   require(st.max_width == 0 || st.max_width >= st.min_width, "--max-width ({}) must be >= --min-width ({})",
           st.max_width, st.min_width);
   require(std::isfinite(st.cpu_max_tflop) && st.cpu_max_tflop > 0, "--cpu-max-tflop must be > 0 (got {:g})",
@@ -150,8 +153,13 @@ void run_capacity(CLI::App* sub, CapState& st) {
         js.search.threshold = st.threshold;
         js.search.lo = st.min_width;
         js.search.hi = st.max_width > 0 ? st.max_width : std::max(auto_hi, st.min_width);
-        const std::int64_t auto_start = gd ? std::max<std::int64_t>(1, p.facts / (4 * p.dim)) : 1;
+        // gd: start near the expected m* (1.5 F/d: GD's m* is 1.4-1.9 F/d on the fig2c grid at d = 64, 90 and 128)
+        // with small steps, because a failing GD probe always trains every epoch; the result does not depend on
+        // it when success is monotone in m. Closed forms: from 1, doubling (their probes are cheap below m*).
+        const double f_over_d = static_cast<double>(p.facts) / static_cast<double>(p.dim);
+        const std::int64_t auto_start = gd ? std::max<std::int64_t>(1, std::llround(1.5 * f_over_d)) : 1;
         js.search.start = std::clamp(st.start_width > 0 ? st.start_width : auto_start, js.search.lo, js.search.hi);
+        js.search.growth = st.growth > 0 ? st.growth : (gd ? 1.25 : 2.0);
         js.search.validate();
         sweep::Job j;
         j.index = static_cast<std::int64_t>(plan.jobs.size());
@@ -256,8 +264,8 @@ memcap::cli::Register reg("hebb", 40, [](CLI::App& tool) {
       "Storage capacity of fact-storing MLPs (spec hebbian.md §4.2; Fig. 2c isotropic, Fig. 11 anisotropic):\n"
       "for each (method, d, F, fact-set seed) the smallest hidden width m* at which the MLP stores every fact\n"
       "(argmax accuracy over all F facts >= --threshold), and W(m*) (spec §3.7). Tied sphere table, random\n"
-      "permutation map, fact-set seeds --fact-seed + i. Search 'fast' (default: gallop m = start, 2 start, ...\n"
-      "then integer bisection) or 'reference' (the released code's continuous bisection on [1, 65536]); both\n"
+      "permutation map, fact-set seeds --fact-seed + i. Search 'fast' (default: gallop from a start width, then\n"
+      "integer bisection) or 'reference' (the released code's continuous bisection on [1, 65536]); both\n"
       "give the same m* when success is monotone in m. Every probe is recorded; a killed run resumes from\n"
       "its recorded probes (--resume). Jobs spread over --devices (one worker per GPU x --jobs-per-gpu).\n"
       "Presets: fig2c, fig11, reduced (experiments/presets/NAME.toml; also usable with --config).\n"
@@ -303,7 +311,11 @@ memcap::cli::Register reg("hebb", 40, [](CLI::App& tool) {
                   "Largest width searched; 0 = 65536 (spec §4.2), for gd min(65536, ceil(64 F/d)) (spec §7.2)")
       ->capture_default_str();
   sub->add_option("--start-width", st->start_width,
-                  "fast: first width of the gallop; 0 = 1, for gd max(1, F/(4d))")
+                  "fast: first width of the gallop (up from it while widths fail, down while they succeed); "
+                  "0 = 1, for gd max(1, round(1.5 F/d))")
+      ->capture_default_str();
+  sub->add_option("--growth", st->growth,
+                  "fast: first gallop factor, squared after each step up to max(factor, 2); 0 = 2, for gd 1.25")
       ->capture_default_str();
   sub->add_option("--devices", st->devices, "GPUs to spread jobs over: all, or numbers such as 0,1")
       ->capture_default_str();

@@ -50,6 +50,7 @@ constexpr Entry kEntries[] = {
     {"min_width", "count", "smallest hidden width searched"},
     {"max_width", "count", "largest hidden width searched"},
     {"start_width", "count", "hidden width the search started from"},
+    {"growth", "1", "first gallop factor of the fast capacity search"},
     {"params", "count", "number of MLP parameters"},
     {"params50", "count", "parameters at the 50% success width m50"},
     {"params100", "count", "parameters at the 100% success width m100"},

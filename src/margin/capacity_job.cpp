@@ -156,6 +156,7 @@ CapacityJobResult run_capacity_job(const CapacityJobSpec& spec, Device device, g
       .set("min_width", spec.search.lo)
       .set("max_width", spec.search.hi)
       .set("start_width", spec.search.start)
+      .set("growth", spec.search.growth)
       .set("m_star", s.found ? static_cast<double>(s.m_star) : kNaN)
       .set("params_star",
            s.found ? static_cast<double>(capacity_param_count(spec.method, s.m_star, spec.dim)) : kNaN)

@@ -102,19 +102,40 @@ std::int64_t search_reference(const SearchConfig& cfg, ProbeCache& cache) {
   return best;
 }
 
+// The gallop's factor starts at `growth` and squares after every step, up to max(growth, 2): a gallop that
+// starts near m* takes small steps (a tight bracket to bisect), one that starts far off still doubles.
 std::int64_t search_fast(const SearchConfig& cfg, ProbeCache& cache) {
   std::int64_t fail = cfg.lo - 1;  // largest width known (or assumed, below lo) to fail
   std::int64_t ok = 0;             // smallest width known to succeed
+  const double cap = std::max(cfg.growth, 2.0);
+  double factor = cfg.growth;
   std::int64_t m = std::clamp(cfg.start, cfg.lo, cfg.hi);
-  for (;;) {
-    if (cache.test(m)) {
-      ok = m;
-      break;
+  if (cache.test(m)) {
+    // Started at or above m*: gallop down (m / factor, ...) until a width fails or lo succeeds.
+    ok = m;
+    while (ok > cfg.lo) {
+      const auto next = static_cast<std::int64_t>(std::floor(static_cast<double>(ok) / factor));
+      factor = std::min(factor * factor, cap);
+      const std::int64_t down = std::clamp(next, cfg.lo, ok - 1);
+      if (!cache.test(down)) {
+        fail = down;
+        break;
+      }
+      ok = down;
     }
+  } else {
     fail = m;
-    if (m >= cfg.hi) return 0;
-    const double next = std::ceil(static_cast<double>(m) * cfg.growth);
-    m = next >= static_cast<double>(cfg.hi) ? cfg.hi : std::max(m + 1, static_cast<std::int64_t>(next));
+    for (;;) {
+      if (m >= cfg.hi) return 0;
+      const double next = std::ceil(static_cast<double>(m) * factor);
+      factor = std::min(factor * factor, cap);
+      m = next >= static_cast<double>(cfg.hi) ? cfg.hi : std::max(m + 1, static_cast<std::int64_t>(next));
+      if (cache.test(m)) {
+        ok = m;
+        break;
+      }
+      fail = m;
+    }
   }
   while (ok - fail > 1) {
     const std::int64_t mid = fail + (ok - fail) / 2;

@@ -41,7 +41,7 @@ struct SearchConfig {
   std::int64_t lo = 1;        // smallest width considered
   std::int64_t hi = 65536;    // largest width considered (spec §4.2 default)
   std::int64_t start = 1;     // fast: first width of the gallop (clamped to [lo, hi])
-  double growth = 2;          // fast: gallop factor (> 1)
+  double growth = 2;          // fast: first gallop factor (> 1); squares after each step, up to max(growth, 2)
   double threshold = 1.0;     // success: accuracy >= threshold (spec 1.0; Qwen variant 0.98)
   double tolerance = 0.05;    // reference: stop when hi - lo < tolerance
   void validate() const;      // UserError with what to change
