@@ -117,4 +117,7 @@ bad --threshold 1.5 --facts 32
 bad --max-width 8 --min-width 9 --facts 32
 bad --devices 0 --facts 32
 bad --search nope --facts 32
+bad --growth 1 --facts 32
+bad --growth nan --facts 32
+bad --start-width -3 --facts 32
 exit $fail
