@@ -195,7 +195,7 @@ void run_capacity(CLI::App* sub, CapState& st) {
     if (device == Device::cpu) {
       const double tflop = margin::probe_flops(js.method, js.facts, js.facts, js.dim, js.search.start) / 1e12;
       if (tflop > st.cpu_max_tflop)
-        refuse(fmt::format("{} at d = {}, F = {}: one probe needs about {:.3g} TFLOP on the CPU even at the smallest "
+        refuse(fmt::format("{} at d = {}, F = {}: one probe needs about {:.3g} TFLOP on the CPU already at the first "
                            "width m = {} (limit --cpu-max-tflop {:g}); run it on a GPU, or raise the limit",
                            js.method.text, js.dim, js.facts, tflop, js.search.start, st.cpu_max_tflop));
     }
@@ -322,7 +322,7 @@ memcap::cli::Register reg("hebb", 40, [](CLI::App& tool) {
   sub->add_option("--jobs-per-gpu", st->jobs_per_gpu, "Concurrent jobs per GPU (each on its own stream)")
       ->capture_default_str();
   sub->add_option("--cpu-max-tflop", st->cpu_max_tflop,
-                  "On the CPU, refuse jobs whose smallest probe needs more than this many TFLOP")
+                  "On the CPU, refuse jobs whose first probe (at the start width) needs more than this many TFLOP")
       ->capture_default_str();
   sub->callback([sub, st] { run_capacity(sub, *st); });
 });
