@@ -70,6 +70,12 @@ std::vector<double> row_major(const Eigen::MatrixXd& M) {
 // activations and logits never in global memory, 7 kernels a step) stays selectable. Raise
 // kFusedAutoMaxFm above 0 if a faster fused kernel takes back the small sizes. Precision bf16 exists only
 // as the fused variant (nn_gd_bf16: mma.sync bf16 tensor cores), so auto = fused there.
+// Precision bf16x3, H100, 2026-12-07 (`hebb train --method gd,precision=bf16x3,epochs=E`, ms a step from
+// E = 1000 minus E = 200; two runs; docs/perf.md "Thirty-eighth session"):
+//     d, F x m               f32 cublas    bf16x3 cublas   bf16x3 onepass
+//     128, 16384 x 256       5.98 / 5.92   3.79 / 3.58     1.87 / 1.74
+// and onepass gave f32's m* on all 21 (point, seed) pairs of the fig2c grid at d = 64, so auto = onepass
+// for bf16x3 wherever it applies (d <= kFusedMaxDim, CE loss), else cublas.
 constexpr std::int64_t kFusedAutoMaxFm = 0;
 
 }  // namespace
@@ -122,15 +128,15 @@ GdCudaPlan make_gd_cuda_plan(std::int64_t F, std::int64_t P, std::int64_t d, std
     p.kernel = "fused";
   } else if (p.bf16x3) {
     require(want == "auto" || want == "cublas" || want == "onepass",
-            "GD precision bf16x3 runs on the cuBLAS layer chain (MEMCAP_GD_KERNEL=auto or cublas) or with the "
-            "one-pass split-operand CE (onepass), not {}",
+            "GD precision bf16x3 runs with the one-pass split-operand CE (MEMCAP_GD_KERNEL=onepass; auto's choice "
+            "for loss=ce at d <= 128) or on the cuBLAS layer chain (cublas), not {}",
             want);
     if (want == "onepass") {
       require(fused_ok, "MEMCAP_GD_KERNEL=onepass needs d <= {} (d = {}); unset it", cu::kFusedMaxDim, d);
       require(p.ce, "MEMCAP_GD_KERNEL=onepass replaces the CE loss's logits (loss=ce); unset it for loss=mse");
       p.kernel = "onepass";
-    } else {
-      p.kernel = "cublas";
+    } else {  // auto: onepass wherever it applies (table above), else the cuBLAS chain
+      p.kernel = want == "auto" && fused_ok && p.ce ? "onepass" : "cublas";
     }
   } else if (want == "onepass") {
     throw UserError("MEMCAP_GD_KERNEL=onepass applies to GD precision bf16x3 only; unset it");

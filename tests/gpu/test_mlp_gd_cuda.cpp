@@ -4,9 +4,9 @@
 //        (only summation order differs; 200 Adam steps amplify 1e-16 differences well below that);
 //   f32: same final accuracy, loss curve within kTolCurveF32 = 1e-3 relative; tf32: within 2e-2;
 //   bf16 (fused only, no biases): loss curve within kTolCurveBf16 = 5e-2, final accuracy within 1/F;
-//   bf16x3 (cuBLAS chain only; float32 but the two logit products, from split bf16 operands with ~16 bits each):
-//        loss curve within kTolCurveBf16x3 = 5e-3 (5x f32's: the products' error is ~10x float32's, set before
-//        the first run), final accuracy within 1/F; the same with MEMCAP_GD_KERNEL=onepass (the one-pass CE);
+//   bf16x3 (float32 but the two logit products, from split bf16 operands with ~16 bits each; MEMCAP_GD_KERNEL =
+//        cublas | onepass, the one-pass CE, auto's choice for CE at d <= 128): loss curve within kTolCurveBf16x3 =
+//        5e-3 (5x f32's: the products' error is ~10x float32's, set before the first run), final accuracy within 1/F;
 //   early stop at the same epoch; 4 trainings on 4 streams from 4 host threads bit-identical to the
 //   same trainings run one at a time; checkpoint resume bit-identical to an uninterrupted run; a size
 //   far too large refused with UserError before any allocation.
@@ -252,9 +252,12 @@ TEST_CASE("GPU bf16x3 training (cuBLAS chain, split-operand logit products) stay
       if (sz.F == 4100 && c.loss == nn::Loss::mse) continue;  // the logits only count the accuracy there
       CAPTURE(sz.F);
       CAPTURE(c.name);
-      check_precision_vs_cpu(g, fs, sz.m, config(c, sz.F == 4100 ? 40 : 200, "f32"), "bf16x3", "cublas",
-                             kTolCurveBf16x3);
-      if (c.loss == nn::Loss::ce) {  // the same products in the one-pass split-operand CE
+      {
+        KernelVariant kv("cublas");
+        check_precision_vs_cpu(g, fs, sz.m, config(c, sz.F == 4100 ? 40 : 200, "f32"), "bf16x3", "cublas",
+                               kTolCurveBf16x3);
+      }
+      if (c.loss == nn::Loss::ce) {  // the same products in the one-pass split-operand CE: auto's choice here
         KernelVariant kv("onepass");
         check_precision_vs_cpu(g, fs, sz.m, config(c, sz.F == 4100 ? 40 : 200, "f32"), "bf16x3", "onepass",
                                kTolCurveBf16x3);
@@ -273,6 +276,13 @@ TEST_CASE("GPU bf16x3 training (cuBLAS chain, split-operand logit products) stay
     CHECK_THROWS_AS(train_gd_cuda(facts(16, 130, 3), 32, 7, config(kCases[0], 20, "bf16x3"), g.h), UserError);
     CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, config(kCases[0], 20, "f32"), g.h), UserError);
   }
+  // MEMCAP_GD_KERNEL unset (auto): onepass for CE at d <= 128, the cuBLAS chain for MSE and for d > 128.
+  for (const Case& c : kCases) {
+    CAPTURE(c.name);
+    const GdResult r = train_gd_cuda(fs, 32, 7, config(c, 20, "bf16x3"), g.h);
+    CHECK(r.kernel == std::string(c.loss == nn::Loss::ce ? "onepass" : "cublas"));
+  }
+  CHECK(train_gd_cuda(facts(16, 130, 3), 32, 7, config(kCases[0], 20, "bf16x3"), g.h).kernel == "cublas");
   GdConfig cfg = config(kCases[0], 20, "bf16x3");
   cfg.tf32 = true;
   CHECK_THROWS_AS(train_gd_cuda(fs, 32, 7, cfg, g.h), UserError);
