@@ -177,6 +177,50 @@ TEST_CASE("fast: a small first factor squares after each step up to 2; a start n
   CHECK(total_new < total_old);
 }
 
+TEST_CASE("default search start: the fig2c fit for plain gd, 1.5 F/d for other gd, 1 for closed forms") {
+  const auto closed = margin::default_search_start(mlp::parse_method("hebbian:whitened"), 128, 16384, 0);
+  CHECK(closed.start == 1);
+  CHECK(closed.growth == 2);
+  // 0.6645 * 16384^1.1133 / 128 = 255.2; 1.5 * 16384 / 128 = 192.
+  for (const char* plain : {"gd", "gd,precision=bf16x3", "gd,precision=f64"}) {
+    const auto s = margin::default_search_start(mlp::parse_method(plain), 128, 16384, 0);
+    CHECK_MESSAGE(s.start == 255, plain);
+    CHECK_MESSAGE(s.growth == 1.05, plain);
+  }
+  for (const char* other : {"gd,loss=mse", "gd,gate=relu", "gd,epochs=400", "gd,precision=tf32", "gd:transformer"}) {
+    const auto s = margin::default_search_start(mlp::parse_method(other), 128, 16384, 0);
+    CHECK_MESSAGE(s.start == 192, other);
+    CHECK_MESSAGE(s.growth == 1.25, other);
+  }
+  const auto spiked = margin::default_search_start(mlp::parse_method("gd"), 128, 16384, 1.5);
+  CHECK(spiked.start == 192);
+  CHECK(margin::default_search_start(mlp::parse_method("gd"), 64, 8, 0).start == 1);
+  // Replaying the f32 m* of fig2c's seed-42 path (docs/perf.md, thirty-sixth and thirty-eighth sessions) through a
+  // monotone oracle: the fit's start finds the same m* with fewer probes than 1.5 F/d with factor 1.25.
+  struct Point { std::int64_t d, F, m_star; };
+  const Point pts[] = {{64, 128, 4},    {64, 256, 7},     {64, 512, 11},    {64, 1024, 23},   {64, 2048, 50},
+                       {64, 3072, 80},  {64, 4096, 112},  {90, 253, 5},     {90, 506, 9},     {90, 1012, 16},
+                       {90, 2025, 35},  {90, 4050, 76},   {90, 6075, 121},  {90, 8100, 168},  {128, 512, 7},
+                       {128, 1024, 12}, {128, 2048, 25},  {128, 4096, 54},  {128, 8192, 117}, {128, 12288, 184},
+                       {128, 16384, 257}};
+  int fit_probes = 0, old_probes = 0;
+  for (const auto& p : pts) {
+    const auto s = margin::default_search_start(mlp::parse_method("gd"), p.d, p.F, 0);
+    SearchConfig c = cfg(SearchMode::fast, s.start);
+    c.growth = s.growth;
+    const auto fit = mlp::capacity_search(c, step(p.m_star));
+    c.start = std::llround(1.5 * static_cast<double>(p.F) / static_cast<double>(p.d));
+    c.growth = 1.25;
+    const auto old = mlp::capacity_search(c, step(p.m_star));
+    CHECK(fit.m_star == p.m_star);
+    CHECK(old.m_star == p.m_star);
+    fit_probes += static_cast<int>(fit.distinct);
+    old_probes += static_cast<int>(old.distinct);
+  }
+  MESSAGE("fig2c seed-42 m*: " << fit_probes << " probes with the fit's start vs " << old_probes << " with 1.5 F/d");
+  CHECK(fit_probes < old_probes);
+}
+
 TEST_CASE("a killed search resumes from its recorded probes with the identical result") {
   for (SearchMode mode : {SearchMode::fast, SearchMode::reference}) {
     const auto full = mlp::capacity_search(cfg(mode), step(777));

@@ -45,7 +45,7 @@ struct CapState {
   std::string search = "fast";
   double threshold = 1.0;
   std::int64_t min_width = 1, max_width = 0, start_width = 0;
-  double growth = 0;  // 0 = the default: 2, for gd 1.25
+  double growth = 0;  // 0 = the default (margin::default_search_start)
   std::string devices = "all";
   int jobs_per_gpu = 1;
   double cpu_max_tflop = 20;
@@ -153,13 +153,12 @@ void run_capacity(CLI::App* sub, CapState& st) {
         js.search.threshold = st.threshold;
         js.search.lo = st.min_width;
         js.search.hi = st.max_width > 0 ? st.max_width : std::max(auto_hi, st.min_width);
-        // gd: start near the expected m* (1.5 F/d: GD's m* is 1.4-1.9 F/d on the fig2c grid at d = 64, 90 and 128)
-        // with small steps, because a failing GD probe always trains every epoch; the result does not depend on
-        // it when success is monotone in m. Closed forms: from 1, doubling (their probes are cheap below m*).
-        const double f_over_d = static_cast<double>(p.facts) / static_cast<double>(p.dim);
-        const std::int64_t auto_start = gd ? std::max<std::int64_t>(1, std::llround(1.5 * f_over_d)) : 1;
-        js.search.start = std::clamp(st.start_width > 0 ? st.start_width : auto_start, js.search.lo, js.search.hi);
-        js.search.growth = st.growth > 0 ? st.growth : (gd ? 1.25 : 2.0);
+        // gd starts near the expected m* with small steps (a failing GD probe trains every epoch), closed forms
+        // at 1 doubling; the result does not depend on it when success is monotone in m.
+        const margin::SearchStart auto_start = margin::default_search_start(js.method, p.dim, p.facts, st.beta);
+        js.search.start =
+            std::clamp(st.start_width > 0 ? st.start_width : auto_start.start, js.search.lo, js.search.hi);
+        js.search.growth = st.growth > 0 ? st.growth : auto_start.growth;
         js.search.validate();
         sweep::Job j;
         j.index = static_cast<std::int64_t>(plan.jobs.size());
@@ -312,10 +311,12 @@ memcap::cli::Register reg("hebb", 40, [](CLI::App& tool) {
       ->capture_default_str();
   sub->add_option("--start-width", st->start_width,
                   "fast: first width of the gallop (up from it while widths fail, down while they succeed); "
-                  "0 = 1, for gd max(1, round(1.5 F/d))")
+                  "0 = 1; for plain gd (any precision but tf32/bf16) at beta 0 round(0.6645 F^1.1133 / d), the m* of "
+                  "the fig2c grid within 3%; for other gd round(1.5 F/d)")
       ->capture_default_str();
   sub->add_option("--growth", st->growth,
-                  "fast: first gallop factor, squared after each step up to max(factor, 2); 0 = 2, for gd 1.25")
+                  "fast: first gallop factor, squared after each step up to max(factor, 2); 0 = 2, for gd 1.05 with the "
+                  "fig2c fit as start, else 1.25")
       ->capture_default_str();
   sub->add_option("--devices", st->devices, "GPUs to spread jobs over: all, or numbers such as 0,1")
       ->capture_default_str();

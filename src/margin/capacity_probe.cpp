@@ -40,6 +40,22 @@ void check_finite(const mlp::ProbeOutcome& o, const mlp::MethodSpec& method, std
 
 bool is_gd_method(const mlp::MethodSpec& method) { return method.kind == mlp::MethodKind::gd; }
 
+SearchStart default_search_start(const mlp::MethodSpec& method, std::int64_t dim, std::int64_t facts, double beta) {
+  if (!is_gd_method(method)) return {};
+  const double F = static_cast<double>(facts), d = static_cast<double>(dim);
+  // Plain gd up to the precision: the fit's m* were measured in f32 and bf16x3 (equal at all 34 pairs compared).
+  mlp::GdConfig g = method.gd;
+  const bool fitted_precision = !g.tf32 && (g.precision == "f32" || g.precision == "bf16x3" || g.precision == "f64");
+  g.precision = "f32";
+  const bool plain = fitted_precision && beta == 0 &&
+                     mlp::canonical_gd_spec(g) == mlp::canonical_gd_spec(mlp::parse_method("gd").gd);
+  if (plain) {
+    const double m = 0.6645 * std::pow(F, 1.1133) / d;
+    return {std::max<std::int64_t>(1, std::llround(m)), 1.05};
+  }
+  return {std::max<std::int64_t>(1, std::llround(1.5 * F / d)), 1.25};
+}
+
 std::int64_t capacity_param_count(const mlp::MethodSpec& method, std::int64_t m, std::int64_t d) {
   return mlp::param_count(method, m, d);
 }

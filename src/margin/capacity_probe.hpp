@@ -23,6 +23,18 @@ bool is_gd_method(const mlp::MethodSpec& method);
 // 3md + 2m + d for NTK and for gd with biases.
 std::int64_t capacity_param_count(const mlp::MethodSpec& method, std::int64_t m, std::int64_t d);
 
+// The fast search's default first width and first gallop factor for one job (`hebb capacity` --start-width 0,
+// --growth 0). Closed forms: 1 and 2 (their probes below m* are cheap). gd with the training fields of plain `gd`
+// (any precision but tf32/bf16) on an isotropic table (beta = 0): round(0.6645 F^1.1133 / d) and 1.05, the power
+// law fitted to the 63 m* of the fig2c grid (d = 64, 90, 128; fact seeds 42-44; within 3% of every m* >= 10).
+// Any other gd job: round(1.5 F/d) and 1.25. Either way at least 1; the caller clamps it to the search range.
+// The search's m* does not depend on these when success is monotone in m; only the widths probed do.
+struct SearchStart {
+  std::int64_t start = 1;
+  double growth = 2;
+};
+SearchStart default_search_start(const mlp::MethodSpec& method, std::int64_t dim, std::int64_t facts, double beta);
+
 // Rough peak host bytes of one CPU probe (build + evaluation) and its floating-point work; the
 // device bytes of one GPU probe (0 in a build without CUDA). Used before anything is allocated.
 double cpu_probe_bytes(const mlp::MethodSpec& method, std::int64_t F, std::int64_t P, std::int64_t d, std::int64_t m);

@@ -56,7 +56,7 @@ for p in fig2c:315 fig11:315 reduced:12; do
   check 'grep -q "jobs: $n in the plan" "$T/p.txt"' "preset $name: expected $n jobs: $(tail -n 3 "$T/p.txt")"
 done
 "$HEBB" capacity --preset fig2c --dry-run --device cpu --cpu-max-tflop 1e9 --out "$T/x.h5" >"$T/p.txt" 2>&1
-check 'grep -q "method=gd/dim=90/facts=8100/seed=44" "$T/p.txt" && grep -q "method=ntk/dim=128/facts=16384/seed=42" "$T/p.txt" && grep -q "facts=253/" "$T/p.txt"' \
+check 'grep -q "method=gd,precision=bf16x3/dim=90/facts=8100/seed=44" "$T/p.txt" && grep -q "method=ntk/dim=128/facts=16384/seed=42" "$T/p.txt" && grep -q "facts=253/" "$T/p.txt"' \
   "fig2c grid (F = int(alpha d^2)) endpoints"
 "$HEBB" capacity --preset reduced --facts 100 --seeds 2 --dry-run --device cpu --out "$T/x.h5" >"$T/p.txt" 2>&1
 check 'grep -q "jobs: 8 in the plan" "$T/p.txt"' "--facts does not replace the preset's alpha grid"
