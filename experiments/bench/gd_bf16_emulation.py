@@ -20,6 +20,8 @@ it forms the way a tensor-core kernel would, each product accumulated in fp32:
                    A B ~ A_hi B_hi + A_hi B_lo + A_lo B_hi (three passes; the lo x lo term dropped), about
                    16 / 22 significant bits
   bf16x6           A = A_hi + A_mid + A_lo (three bf16 pieces), the six products of total order <= 2 (~24 bits)
+  bf16x3p2         Z as bf16x3, dy = P V in two passes with the softmax weights rounded once: P_hi V_hi + P_hi V_lo
+  bf16x3v2         Z as bf16x3, dy = P V in two passes with the value table rounded once: P_hi V_hi + P_lo V_hi
 which asks whether a fused CE kernel on tensor cores with split operands would train as fp32 does.
 Backends: torch on a CUDA device (TF32 off), or numpy on the CPU (float32 BLAS, Adam in float64; about 20 ms a
 step at F = 1024 on one core). The two draw their fact sets and initial weights from their own generators.
@@ -74,6 +76,9 @@ class TorchOps:
 
     def moment(self, p):
         return self.t.zeros_like(p)
+
+    def rows(self, n):
+        return self.t.arange(n, device=self.dev)
 
     def adam(self, p, g, m1, m2, lr, step):  # torch.optim.Adam's order (lerp for the first moment)
         m1.lerp_(g, 0.1)
@@ -131,6 +136,9 @@ class NumpyOps:
     def moment(self, p):
         return self.np.zeros(p.shape)
 
+    def rows(self, n):
+        return self.np.arange(n)
+
     def adam(self, p, g, m1, m2, lr, step):
         g = g.astype(self.np.float64)
         m1 = m1 + 0.1 * (g - m1)
@@ -142,7 +150,7 @@ class NumpyOps:
         pass
 
 
-CE_MODES = ("bf16", "tf32", "bf16x3", "tf32x3", "bf16x6")
+CE_MODES = ("bf16", "tf32", "bf16x3", "tf32x3", "bf16x6", "bf16x3p2", "bf16x3v2")
 
 
 def product(ops, A, B, mode):
@@ -153,6 +161,10 @@ def product(ops, A, B, mode):
     Ah, Bh = rnd(A), rnd(B)
     if mode in ("bf16", "tf32"):
         return Ah @ Bh
+    if mode == "bf16x2a":  # A rounded once, B split
+        return Ah @ Bh + Ah @ rnd(B - Bh)
+    if mode == "bf16x2b":  # A split, B rounded once
+        return Ah @ Bh + rnd(A - Ah) @ Bh
     Al, Bl = rnd(A - Ah), rnd(B - Bh)
     if mode != "bf16x6":
         return Ah @ Bh + (Ah @ Bl + Al @ Bh)
@@ -171,15 +183,25 @@ def train(ops, F, d, m, seed, T, lrs, on, ce=None):
     m1 = [ops.moment(p) for p in params]
     m2 = [ops.moment(p) for p in params]
     Xr, Vr = r["x"](E), r["v"](E)
+    # The logit product's mode and the numerator's (dy = P V): the x3p2 / x3v2 modes form the second in two passes.
+    ce_z, ce_n = ce, {"bf16x3p2": "bf16x2a", "bf16x3v2": "bf16x2b"}.get(ce, ce)
+    if ce in ("bf16x3p2", "bf16x3v2"):
+        ce_z = "bf16x3"
     stats = (float("nan"), float("nan"))
     for t in range(T):
         Uw, Gw, Dw = (r["w"](p) for p in params)
         A, Gt = Xr @ Uw.T, Xr @ Gw.T
         H = r["h"](A * Gt)
-        Z = product(ops, r["y"](H @ Dw.T), Vr.T, ce)
+        Z = product(ops, r["y"](H @ Dw.T), Vr.T, ce_z)
         P, st = ops.softmax_stats(Z, tgt, t == T - 1)
         stats = st or stats
-        dY = r["g"](product(ops, r["p"](P), Vr, ce) / F)
+        if ce_n in ("bf16x2a", "bf16x2b"):  # as the one-pass kernel: the target's term in float, the rest rounded
+            rows = ops.rows(F)
+            w_t = P[rows, tgt].clone() if hasattr(P, "clone") else P[rows, tgt].copy()
+            P[rows, tgt] = 0
+            dY = (product(ops, P, Vr, ce_n) + w_t[:, None] * Vr[tgt]) / F
+        else:
+            dY = r["g"](product(ops, r["p"](P), Vr, ce_n) / F)
         dH = dY @ Dw
         dA, dG = r["g"](dH * Gt), r["g"](dH * A)
         grads = (dA.T @ Xr, dG.T @ Xr, dY.T @ H)
