@@ -1,25 +1,35 @@
 #!/usr/bin/env bash
-# Runs `hebb capacity` presets on the GPU with a time limit each and prints the per-point table
-# (method, d, F, m*, W*) and the claim ratios through experiments/plots/fig2c.py's text summary.
+# Runs `hebb capacity` presets with a time limit each and prints the per-point table (method, d, F, seed, m*, W*,
+# probes, wall) from /summary.
 #   experiments/bench/capacity_presets.sh HEBB OUTDIR PRESET[@--flag=value@...] ...   (@ stands for a space)
-# A preset that hits its limit (LIMIT seconds, default 240) leaves OUT.partial/ behind; rerun with
-# --resume to continue it.
+# DEVICE (default cuda) picks the device. A preset that hits its limit (LIMIT seconds, default 240) leaves
+# OUT.partial/ behind; rerun with RESUME=1 (adds --resume) to continue it: every call appends its wall time to
+# OUTDIR/TAG.walls and prints the sum over the calls so far, so a preset cut into pieces by a time limit is still
+# timed whole (each restart re-runs the probes that were in flight, so the sum is an upper bound).
 set -uo pipefail
 HEBB=${1:?hebb executable}; OUTDIR=${2:?output folder}; shift 2
 HERE=$(cd "$(dirname "$0")" && pwd)
 export MEMCAP_PRESETS=${MEMCAP_PRESETS:-$HERE/../presets}
 mkdir -p "$OUTDIR"
+# A python that imports h5py (Debian's python3-h5py serves /usr/bin/python3, which may not be the first on PATH).
+H5PY=""
+for py in /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do
+  [ -n "$py" ] && [ -x "$py" ] && "$py" -c 'import h5py' >/dev/null 2>&1 && { H5PY=$py; break; }
+done
 for item in "$@"; do
   name=${item%%@*}; flags=""; [ "$item" != "$name" ] && flags=${item#*@}; flags=${flags//@/ }
   tag=$(echo "$item" | tr -c 'A-Za-z0-9_.-' '_' | cut -c1-60)
+  if [ -z "${RESUME:-}" ]; then : > "$OUTDIR/$tag.walls"; : > "$OUTDIR/$tag.log"; fi
   t0=$(date +%s.%N)
   # shellcheck disable=SC2086
-  timeout "${LIMIT:-240}" "$HEBB" capacity --preset "$name" $flags --device cuda --progress lines \
-    --out "$OUTDIR/$tag.h5" > "$OUTDIR/$tag.log" 2>&1
+  timeout -s INT "${LIMIT:-240}" "$HEBB" capacity --preset "$name" $flags --device "${DEVICE:-cuda}" --progress lines \
+    ${RESUME:+--resume} --out "$OUTDIR/$tag.h5" >> "$OUTDIR/$tag.log" 2>&1
   rc=$?
   t1=$(date +%s.%N)
-  echo "preset $item rc=$rc wall $(awk "BEGIN{printf \"%.1f\", $t1 - $t0}") s"
-  [ -f "$OUTDIR/$tag.h5" ] && python3 - "$OUTDIR/$tag.h5" <<'PY'
+  awk "BEGIN{printf \"%.1f\n\", $t1 - $t0}" >> "$OUTDIR/$tag.walls"
+  echo "preset $item rc=$rc wall $(tail -n 1 "$OUTDIR/$tag.walls") s; over $(wc -l < "$OUTDIR/$tag.walls") call(s)" \
+       "$(awk '{s += $1} END {printf "%.1f", s}' "$OUTDIR/$tag.walls") s"
+  [ -f "$OUTDIR/$tag.h5" ] && [ -n "$H5PY" ] && "$H5PY" - "$OUTDIR/$tag.h5" <<'PY'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as f:
     s = {k: f["summary"][k][()] for k in f["summary"]}
