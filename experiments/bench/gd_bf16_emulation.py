@@ -20,8 +20,9 @@ it forms the way a tensor-core kernel would, each product accumulated in fp32:
                    A B ~ A_hi B_hi + A_hi B_lo + A_lo B_hi (three passes; the lo x lo term dropped), about
                    16 / 22 significant bits
   bf16x6           A = A_hi + A_mid + A_lo (three bf16 pieces), the six products of total order <= 2 (~24 bits)
-  bf16x3p2         Z as bf16x3, dy = P V in two passes with the softmax weights rounded once: P_hi V_hi + P_hi V_lo
-  bf16x3v2         Z as bf16x3, dy = P V in two passes with the value table rounded once: P_hi V_hi + P_lo V_hi
+  bf16x3p2         Z as bf16x3; dy = P V as the one-pass kernel forms it, the target's term in float and the other
+                   weights in two passes, rounded once: P_hi V_hi + P_hi V_lo
+  bf16x3v2         the same with the value table rounded once instead: P_hi V_hi + P_lo V_hi
 which asks whether a fused CE kernel on tensor cores with split operands would train as fp32 does.
 Backends: torch on a CUDA device (TF32 off), or numpy on the CPU (float32 BLAS, Adam in float64; about 20 ms a
 step at F = 1024 on one core). The two draw their fact sets and initial weights from their own generators.
