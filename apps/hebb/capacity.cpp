@@ -166,6 +166,10 @@ void run_capacity(CLI::App* sub, CapState& st) {
         j.key = fmt::format("method={}/dim={}/facts={}/seed={}", js.method.text, p.dim, p.facts, j.seed);
         j.params = {{"method", js.method.text}, {"dim", p.dim}, {"facts", p.facts}, {"seed", j.seed}};
         js.key = j.key;
+        j.detail = mode == mlp::SearchMode::fast
+                       ? fmt::format("search fast from m = {} (x{:g}) in [{}, {}]", js.search.start, js.search.growth,
+                                     js.search.lo, js.search.hi)
+                       : fmt::format("search reference in [{}, {}]", js.search.lo, js.search.hi);
         // Start order only (sweep::Job::cost): the closed forms grow like F² d per probe; the data-dependent
         // CG and GD training cost far more per probe at the same F.
         j.cost = static_cast<double>(p.facts) * static_cast<double>(p.facts) * static_cast<double>(p.dim) *

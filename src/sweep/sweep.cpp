@@ -393,7 +393,8 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
           }
         }
       }
-      std::printf("%-6lld %-6s %s\n", static_cast<long long>(j.index), state, j.key.c_str());
+      std::printf("%-6lld %-6s %s%s%s\n", static_cast<long long>(j.index), state, j.key.c_str(),
+                  j.detail.empty() ? "" : "  ", j.detail.c_str());
     }
     std::printf("jobs: %zu in the plan, %zu in shard %s\noutput: %s\n", plan.jobs.size(), mine.size(),
                 shard.str().c_str(), path.c_str());

@@ -34,6 +34,7 @@ struct Job {
   // first (ties in plan order), so one long job does not start last and set the wall time; records are
   // still assembled in plan order, so results do not depend on it.
   double cost = 0;
+  std::string detail;         // optional: printed after the key by a dry run (e.g. where a search starts)
 };
 
 struct JobOutput {
