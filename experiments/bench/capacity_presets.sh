@@ -11,11 +11,6 @@ HEBB=${1:?hebb executable}; OUTDIR=${2:?output folder}; shift 2
 HERE=$(cd "$(dirname "$0")" && pwd)
 export MEMCAP_PRESETS=${MEMCAP_PRESETS:-$HERE/../presets}
 mkdir -p "$OUTDIR"
-# A python that imports h5py (Debian's python3-h5py serves /usr/bin/python3, which may not be the first on PATH).
-H5PY=""
-for py in /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do
-  [ -n "$py" ] && [ -x "$py" ] && "$py" -c 'import h5py' >/dev/null 2>&1 && { H5PY=$py; break; }
-done
 for item in "$@"; do
   name=${item%%@*}; flags=""; [ "$item" != "$name" ] && flags=${item#*@}; flags=${flags//@/ }
   tag=$(echo "$item" | tr -c 'A-Za-z0-9_.-' '_' | cut -c1-60)
@@ -29,7 +24,7 @@ for item in "$@"; do
   awk "BEGIN{printf \"%.1f\n\", $t1 - $t0}" >> "$OUTDIR/$tag.walls"
   echo "preset $item rc=$rc wall $(tail -n 1 "$OUTDIR/$tag.walls") s; over $(wc -l < "$OUTDIR/$tag.walls") call(s)" \
        "$(awk '{s += $1} END {printf "%.1f", s}' "$OUTDIR/$tag.walls") s"
-  [ -f "$OUTDIR/$tag.h5" ] && [ -n "$H5PY" ] && "$H5PY" - "$OUTDIR/$tag.h5" <<'PY'
+  [ -f "$OUTDIR/$tag.h5" ] && PY_NEEDS=h5py "$HERE/../plots/with_python.sh" - "$OUTDIR/$tag.h5" <<'PY'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as f:
     s = {k: f["summary"][k][()] for k in f["summary"]}

@@ -185,9 +185,7 @@ def train(ops, F, d, m, seed, T, lrs, on, ce=None):
     m2 = [ops.moment(p) for p in params]
     Xr, Vr = r["x"](E), r["v"](E)
     # The logit product's mode and the numerator's (dy = P V): the x3p2 / x3v2 modes form the second in two passes.
-    ce_z, ce_n = ce, {"bf16x3p2": "bf16x2a", "bf16x3v2": "bf16x2b"}.get(ce, ce)
-    if ce in ("bf16x3p2", "bf16x3v2"):
-        ce_z = "bf16x3"
+    ce_z, ce_n = {"bf16x3p2": ("bf16x3", "bf16x2a"), "bf16x3v2": ("bf16x3", "bf16x2b")}.get(ce, (ce, ce))
     stats = (float("nan"), float("nan"))
     for t in range(T):
         Uw, Gw, Dw = (r["w"](p) for p in params)
