@@ -24,6 +24,8 @@ it forms the way a tensor-core kernel would, each product accumulated in fp32:
                    weights in two passes, rounded once: P_hi V_hi + P_hi V_lo
   bf16x3v2         the same with the value table rounded once instead: P_hi V_hi + P_lo V_hi
 which asks whether a fused CE kernel on tensor cores with split operands would train as fp32 does.
+--beta B trains on the anisotropic table of fig11 instead (spec hebbian.md §1.3: every row spiked along one unit
+vector u drawn from seed 42, e' = (e + B (e.u) u) / ||.||; keys and values stay the same table).
 Backends: torch on a CUDA device (TF32 off), or numpy on the CPU (float32 BLAS, Adam in float64; about 20 ms a
 step at F = 1024 on one core). The two draw their fact sets and initial weights from their own generators.
 
@@ -36,6 +38,7 @@ import sys
 import time
 
 GROUPS = "xvwhypg"
+SPIKE_SEED = 42  # the anisotropic spike direction's seed (spec hebbian.md §1.3; fig11 uses beta = 1.5)
 
 
 class TorchOps:
@@ -47,11 +50,18 @@ class TorchOps:
         torch.backends.cuda.matmul.allow_tf32 = False
         self.t, self.dev = torch, torch.device("cuda")
 
-    def facts(self, F, d, seed):
+    def facts(self, F, d, seed, beta=0.0):
         t = self.t
         gen = t.Generator().manual_seed(seed)
         E = t.randn(F, d, generator=gen, dtype=t.float64)
-        return (E / E.norm(dim=1, keepdim=True)).float().to(self.dev), t.randperm(F, generator=gen).to(self.dev)
+        E = E / E.norm(dim=1, keepdim=True)
+        perm = t.randperm(F, generator=gen)
+        if beta > 0:  # spec hebbian.md §1.3: e' = (e + beta (e.u) u) / ||.||, u from the spike seed 42
+            u = t.randn(d, generator=t.Generator().manual_seed(SPIKE_SEED), dtype=t.float64)
+            u = u / u.norm()
+            E = E + beta * (E @ u)[:, None] * u[None, :]
+            E = E / E.norm(dim=1, keepdim=True)
+        return E.float().to(self.dev), perm.to(self.dev)
 
     def init(self, m, d, seed):  # U, G [m][d], D [d][m]: nn.Linear's default U(-1/sqrt(fan_in), 1/sqrt(fan_in))
         self.t.manual_seed(seed)
@@ -99,11 +109,18 @@ class NumpyOps:
 
         self.np = np
 
-    def facts(self, F, d, seed):
-        rng = self.np.random.default_rng(seed)
+    def facts(self, F, d, seed, beta=0.0):
+        np = self.np
+        rng = np.random.default_rng(seed)
         E = rng.standard_normal((F, d))
-        E = (E / self.np.linalg.norm(E, axis=1, keepdims=True)).astype(self.np.float32)
-        return E, rng.permutation(F)
+        E = E / np.linalg.norm(E, axis=1, keepdims=True)
+        perm = rng.permutation(F)
+        if beta > 0:  # spec hebbian.md §1.3: e' = (e + beta (e.u) u) / ||.||, u from the spike seed 42
+            u = np.random.default_rng(SPIKE_SEED).standard_normal(d)
+            u = u / np.linalg.norm(u)
+            E = E + beta * (E @ u)[:, None] * u[None, :]
+            E = E / np.linalg.norm(E, axis=1, keepdims=True)
+        return E.astype(np.float32), perm
 
     def init(self, m, d, seed):
         rng = self.np.random.default_rng(seed + 1)
@@ -174,12 +191,12 @@ def product(ops, A, B, mode):
     return Ah @ Bh + (Ah @ Bm + Am @ Bh) + (Ah @ Bl + Am @ Bm + Al @ Bh)
 
 
-def train(ops, F, d, m, seed, T, lrs, on, ce=None):
+def train(ops, F, d, m, seed, T, lrs, on, ce=None, beta=0.0):
     """One full-batch training; returns the last epoch's (loss, train accuracy). ce: how the two logit products
-    are formed (one of CE_MODES; None = fp32)."""
+    are formed (one of CE_MODES; None = fp32). beta: the table's rank-1 spike (0 = isotropic)."""
     keep = lambda a: a  # noqa: E731
     r = {c: (ops.bf16 if on[c] else keep) for c in GROUPS}
-    E, tgt = ops.facts(F, d, seed)
+    E, tgt = ops.facts(F, d, seed, beta)
     params = ops.init(m, d, seed)
     m1 = [ops.moment(p) for p in params]
     m2 = [ops.moment(p) for p in params]
@@ -219,6 +236,8 @@ def main():
     ap.add_argument("--epochs", type=int, default=10000)
     ap.add_argument("--lr", type=float, default=1e-3)
     ap.add_argument("--lr-min", type=float, default=1e-6)
+    ap.add_argument("--beta", type=float, default=0.0,
+                    help="rank-1 spike on the tied table (spec hebbian.md §1.3; fig11: 1.5; 0 = isotropic)")
     ap.add_argument("--seeds", type=str, default="42", help="comma list of seeds (fact set and init)")
     ap.add_argument("--variants", type=str, default="fp32,xvwhypg",
                     help="comma list of rounded groups (fp32 or '' = none), or ce=MODE (" + ", ".join(CE_MODES) + ")")
@@ -233,6 +252,8 @@ def main():
     if bad:
         sys.exit(f"gd_bf16_emulation: unknown variants {bad} (groups of x v w h y p g, fp32, or ce=MODE with MODE "
                  f"one of {', '.join(CE_MODES)})")
+    if not (math.isfinite(a.beta) and a.beta >= 0):
+        sys.exit(f"gd_bf16_emulation: --beta must be a finite number >= 0 (got {a.beta})")
     if a.facts < 2 or a.dim < 1 or a.epochs < 1 or min(widths, default=0) < 1 or not seeds:
         sys.exit("gd_bf16_emulation: need --facts >= 2, --dim >= 1, --epochs >= 1, widths >= 1 and a seed")
     if a.backend == "torch":
@@ -242,10 +263,16 @@ def main():
             sys.exit("gd_bf16_emulation: the torch backend needs PyTorch (or use --backend numpy)")
         if not torch.cuda.is_available():
             sys.exit("gd_bf16_emulation: the torch backend needs a CUDA device (or use --backend numpy)")
+    else:
+        try:
+            import numpy  # noqa: F401
+        except ImportError:
+            sys.exit("gd_bf16_emulation: the numpy backend needs numpy (Debian's python3-numpy serves "
+                     "/usr/bin/python3)")
     ops = TorchOps() if a.backend == "torch" else NumpyOps()
     T = a.epochs
     lrs = [a.lr_min + (a.lr - a.lr_min) * (1 + math.cos(math.pi * t / T)) / 2 for t in range(T)]
-    print(f"backend {a.backend}, d = {a.dim}, F = {a.facts}, {T} epochs")
+    print(f"backend {a.backend}, d = {a.dim}, F = {a.facts}, beta = {a.beta:g}, {T} epochs")
     print("variant   F      m     seed   final_loss    train_acc   s", flush=True)
     for seed in seeds:
         for m in widths:
@@ -253,7 +280,7 @@ def main():
                 t0 = time.time()
                 ce = var[3:] if var.startswith("ce=") else None
                 loss_v, acc = train(ops, a.facts, a.dim, m, seed, T, lrs,
-                                    {c: (ce is None and c in var) for c in GROUPS}, ce)
+                                    {c: (ce is None and c in var) for c in GROUPS}, ce, a.beta)
                 print(f"{var or 'fp32':9s} {a.facts:<6d} {m:<5d} {seed:<6d} {loss_v:<13.6g} {acc:<11.6f} "
                       f"{time.time() - t0:.1f}", flush=True)
 
