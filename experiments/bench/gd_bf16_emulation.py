@@ -41,6 +41,12 @@ GROUPS = "xvwhypg"
 SPIKE_SEED = 42  # the anisotropic spike direction's seed (spec hebbian.md §1.3; fig11 uses beta = 1.5)
 
 
+def spike(E, u, beta, unit_rows):
+    """spec hebbian.md §1.3 on unit rows E (float64, either backend): e' = (e + beta (e.u) u) / ||.||, u a unit
+    vector; unit_rows(A) divides every row of A by its norm."""
+    return unit_rows(E + beta * (E @ u)[:, None] * u[None, :])
+
+
 class TorchOps:
     """torch on the CUDA device, fp32 with TF32 off."""
 
@@ -53,14 +59,12 @@ class TorchOps:
     def facts(self, F, d, seed, beta=0.0):
         t = self.t
         gen = t.Generator().manual_seed(seed)
-        E = t.randn(F, d, generator=gen, dtype=t.float64)
-        E = E / E.norm(dim=1, keepdim=True)
+        unit_rows = lambda A: A / A.norm(dim=1, keepdim=True)  # noqa: E731
+        E = unit_rows(t.randn(F, d, generator=gen, dtype=t.float64))
         perm = t.randperm(F, generator=gen)
-        if beta > 0:  # spec hebbian.md §1.3: e' = (e + beta (e.u) u) / ||.||, u from the spike seed 42
+        if beta > 0:
             u = t.randn(d, generator=t.Generator().manual_seed(SPIKE_SEED), dtype=t.float64)
-            u = u / u.norm()
-            E = E + beta * (E @ u)[:, None] * u[None, :]
-            E = E / E.norm(dim=1, keepdim=True)
+            E = spike(E, u / u.norm(), beta, unit_rows)
         return E.float().to(self.dev), perm.to(self.dev)
 
     def init(self, m, d, seed):  # U, G [m][d], D [d][m]: nn.Linear's default U(-1/sqrt(fan_in), 1/sqrt(fan_in))
@@ -112,14 +116,12 @@ class NumpyOps:
     def facts(self, F, d, seed, beta=0.0):
         np = self.np
         rng = np.random.default_rng(seed)
-        E = rng.standard_normal((F, d))
-        E = E / np.linalg.norm(E, axis=1, keepdims=True)
+        unit_rows = lambda A: A / np.linalg.norm(A, axis=1, keepdims=True)  # noqa: E731
+        E = unit_rows(rng.standard_normal((F, d)))
         perm = rng.permutation(F)
-        if beta > 0:  # spec hebbian.md §1.3: e' = (e + beta (e.u) u) / ||.||, u from the spike seed 42
+        if beta > 0:
             u = np.random.default_rng(SPIKE_SEED).standard_normal(d)
-            u = u / np.linalg.norm(u)
-            E = E + beta * (E @ u)[:, None] * u[None, :]
-            E = E / np.linalg.norm(E, axis=1, keepdims=True)
+            E = spike(E, u / np.linalg.norm(u), beta, unit_rows)
         return E.astype(np.float32), perm
 
     def init(self, m, d, seed):
