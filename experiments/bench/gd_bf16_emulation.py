@@ -23,6 +23,9 @@ it forms the way a tensor-core kernel would, each product accumulated in fp32:
   bf16x3p2         Z as bf16x3; dy = P V as the one-pass kernel forms it, the target's term in float and the other
                    weights in two passes, rounded once: P_hi V_hi + P_hi V_lo
   bf16x3v2         the same with the value table rounded once instead: P_hi V_hi + P_lo V_hi
+  bf16x2v          the value table rounded to bf16 once (V' = round(V), fixed: no V_lo) and the other operand
+                   split: Z = Y_hi V'^T + Y_lo V'^T, dy = P_hi V' + P_lo V' with the target's term in float on V'
+                   (four passes instead of six; exactly a training on the table V' in about 16-bit arithmetic)
 which asks whether a fused CE kernel on tensor cores with split operands would train as fp32 does.
 --beta B trains on the anisotropic table of fig11 instead (spec hebbian.md §1.3: every row spiked along one unit
 vector u drawn from seed 42, e' = (e + B (e.u) u) / ||.||; keys and values stay the same table).
@@ -170,7 +173,7 @@ class NumpyOps:
         pass
 
 
-CE_MODES = ("bf16", "tf32", "bf16x3", "tf32x3", "bf16x6", "bf16x3p2", "bf16x3v2")
+CE_MODES = ("bf16", "tf32", "bf16x3", "tf32x3", "bf16x6", "bf16x3p2", "bf16x3v2", "bf16x2v")
 
 
 def product(ops, A, B, mode):
@@ -202,9 +205,11 @@ def train(ops, F, d, m, seed, T, lrs, on, ce=None, beta=0.0):
     params = ops.init(m, d, seed)
     m1 = [ops.moment(p) for p in params]
     m2 = [ops.moment(p) for p in params]
-    Xr, Vr = r["x"](E), r["v"](E)
+    Xr, Vr = r["x"](E), (ops.bf16(E) if ce == "bf16x2v" else r["v"](E))
     # The logit product's mode and the numerator's (dy = P V): the x3p2 / x3v2 modes form the second in two passes.
-    ce_z, ce_n = {"bf16x3p2": ("bf16x3", "bf16x2a"), "bf16x3v2": ("bf16x3", "bf16x2b")}.get(ce, (ce, ce))
+    # bf16x2v: V' = round(V) is exact in bf16, so "A split, B rounded" forms Y V'^T and P V' in two passes each.
+    ce_z, ce_n = {"bf16x3p2": ("bf16x3", "bf16x2a"), "bf16x3v2": ("bf16x3", "bf16x2b"),
+                  "bf16x2v": ("bf16x2b", "bf16x2b")}.get(ce, (ce, ce))
     stats = (float("nan"), float("nan"))
     for t in range(T):
         Uw, Gw, Dw = (r["w"](p) for p in params)
