@@ -49,6 +49,7 @@ struct CapState {
   std::string devices = "all";
   int jobs_per_gpu = 1;
   double cpu_max_tflop = 20;
+  double checkpoint_every = 30;  // seconds between a gd probe's training checkpoints
   CLI::Option *facts_opt = nullptr, *alpha_opt = nullptr;
 };
 
@@ -112,6 +113,8 @@ void run_capacity(CLI::App* sub, CapState& st) {
           st.max_width, st.min_width);
   require(std::isfinite(st.cpu_max_tflop) && st.cpu_max_tflop > 0, "--cpu-max-tflop must be > 0 (got {:g})",
           st.cpu_max_tflop);
+  require(std::isfinite(st.checkpoint_every) && st.checkpoint_every >= 0,
+          "--checkpoint-every must be >= 0 seconds (got {:g})", st.checkpoint_every);
   const mlp::SearchMode mode = mlp::parse_search_mode(st.search);
   const auto method_texts = mlp::split_method_list(st.methods);
   require(!method_texts.empty(), "--methods is empty");
@@ -245,7 +248,8 @@ void run_capacity(CLI::App* sub, CapState& st) {
     const margin::CapacityJobSpec& js = specs[static_cast<std::size_t>(j.index)];
     std::string path;
     gpu::Handles* handles = pool.handles(jc, path);
-    margin::CapacityJobResult r = margin::run_capacity_job(js, device, handles, jc.scratch, path);
+    margin::CapacityJobResult r =
+        margin::run_capacity_job(js, device, handles, jc.scratch, path, st.checkpoint_every);
     sweep::JobOutput out;
     out.row = std::move(r.row);
     auto search = std::make_shared<mlp::SearchResult>(std::move(r.search));
@@ -270,7 +274,8 @@ memcap::cli::Register reg("hebb", 40, [](CLI::App& tool) {
       "permutation map, fact-set seeds --fact-seed + i. Search 'fast' (default: gallop from a start width, then\n"
       "integer bisection) or 'reference' (the released code's continuous bisection on [1, 65536]); both\n"
       "give the same m* when success is monotone in m. Every probe is recorded; a killed run resumes from\n"
-      "its recorded probes (--resume). Jobs spread over --devices (one worker per GPU x --jobs-per-gpu).\n"
+      "its recorded probes and a gd training in flight from its checkpoint (--resume, --checkpoint-every).\n"
+      "Jobs spread over --devices (one worker per GPU x --jobs-per-gpu).\n"
       "Presets: fig2c, fig11, reduced (experiments/presets/NAME.toml; also usable with --config).\n"
       "Writes /summary (one row per job: method, dim, facts, alpha, seed, m_star, params_star, accuracy_star,\n"
       "status found|not-found, probes, path, ...; m_star/params_star NaN when not found), /grid/{m_star,\n"
@@ -328,6 +333,11 @@ memcap::cli::Register reg("hebb", 40, [](CLI::App& tool) {
       ->capture_default_str();
   sub->add_option("--cpu-max-tflop", st->cpu_max_tflop,
                   "On the CPU, refuse jobs whose first probe (at the start width) needs more than this many TFLOP")
+      ->capture_default_str();
+  sub->add_option("--checkpoint-every", st->checkpoint_every,
+                  "Seconds between checkpoints of a gd probe's training, kept in OUT.partial/ beside the job's probe "
+                  "log: a killed run resumes the training in flight (--resume) instead of restarting it; 0 = at every "
+                  "host sync. Results do not depend on it")
       ->capture_default_str();
   sub->callback([sub, st] { run_capacity(sub, *st); });
 });

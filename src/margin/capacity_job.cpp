@@ -113,14 +113,27 @@ void write_probe_log(const std::string& path, const nlohmann::json& identity, co
   fs::rename(tmp, path);
 }
 
+std::string gd_checkpoint_file(const std::string& probe_log, std::int64_t m, Device device) {
+  return fmt::format("{}-gd-m{}-{}", probe_log, m, device == Device::cpu ? "cpu" : "cuda");
+}
+
 CapacityJobResult run_capacity_job(const CapacityJobSpec& spec, Device device, gpu::Handles* handles,
-                                   const std::string& probe_log, const std::string& path) {
+                                   const std::string& probe_log, const std::string& path,
+                                   double gd_checkpoint_every_s) {
   const mlp::FactSet facts = mlp::make_factset(capacity_factset_spec(spec));
   std::vector<mlp::Probe> log = read_probe_log(probe_log, spec);
-  auto oracle = [&](std::int64_t m) { return probe_width(spec.method, facts, m, spec.feature_seed, device, handles); };
+  const bool ck_on = !probe_log.empty() && is_gd_method(spec.method);
+  auto oracle = [&](std::int64_t m) {
+    const ProbeCheckpoint ck{ck_on ? gd_checkpoint_file(probe_log, m, device) : std::string(), gd_checkpoint_every_s};
+    return probe_width(spec.method, facts, m, spec.feature_seed, device, handles, ck);
+  };
   auto persist = [&](const mlp::Probe& p) {
     log.push_back(p);
     write_probe_log(probe_log, spec, log);
+    if (ck_on) {  // recorded: its training's checkpoint is no longer needed
+      std::error_code ec;
+      fs::remove(gd_checkpoint_file(probe_log, p.m, device), ec);
+    }
   };
   CapacityJobResult res;
   res.search = mlp::capacity_search(spec.search, oracle, log, persist);

@@ -40,10 +40,17 @@ struct CapacityJobResult {
 mlp::FactSetSpec capacity_factset_spec(const CapacityJobSpec& spec);
 
 // Runs the job. probe_log: path of the side file ("" = none): probes recorded there by an earlier,
-// killed run of the same job are replayed, and every new probe is appended (atomic rewrite).
-// path: what ran ("cpu", "cuda:0"), recorded in the row.
+// killed run of the same job are replayed, and every new probe is appended (atomic rewrite). A gd
+// probe's training also checkpoints beside it (gd_checkpoint_file, every gd_checkpoint_every_s
+// seconds; 0 = at every host sync), so a killed run resumes the training in flight; the file goes
+// once the probe is recorded. path: what ran ("cpu", "cuda:0"), recorded in the row.
 CapacityJobResult run_capacity_job(const CapacityJobSpec& spec, Device device, gpu::Handles* handles,
-                                   const std::string& probe_log, const std::string& path);
+                                   const std::string& probe_log, const std::string& path,
+                                   double gd_checkpoint_every_s = 30);
+
+// The checkpoint of a gd probe at width m next to its job's probe log: PROBE_LOG-gd-m<m>-<cpu|cuda> (the device
+// kind in the name: a resume on the other kind trains afresh instead of meeting a foreign fingerprint).
+std::string gd_checkpoint_file(const std::string& probe_log, std::int64_t m, Device device);
 
 // /runs/<job>/probes: m, accuracy, success, min_margin, wall_s, cached (one entry per search step).
 void write_probes(h5::Group& run, const mlp::SearchResult& r);

@@ -8,6 +8,7 @@
 #include <algorithm>
 #include <chrono>
 #include <cmath>
+#include <cstdio>
 #include <fstream>
 #include <string>
 
@@ -139,14 +140,23 @@ double host_available_bytes() {
 }
 
 mlp::ProbeOutcome probe_width(const mlp::MethodSpec& method, const mlp::FactSet& facts, std::int64_t m,
-                              std::uint64_t seed, Device device, gpu::Handles* handles) {
+                              std::uint64_t seed, Device device, gpu::Handles* handles, const ProbeCheckpoint& ck) {
   MEMCAP_ASSERT(m >= 1, "probe width must be >= 1");
   const auto t0 = std::chrono::steady_clock::now();
   mlp::ProbeOutcome o;
+  mlp::GdConfig gd = method.gd;  // the checkpoint file and period are not part of a training's fingerprint
+  gd.checkpoint = ck.file;
+  gd.checkpoint_every_s = ck.every_s;
+  auto said_resumed = [&](const mlp::GdResult& r) {
+    if (r.resumed)
+      std::fprintf(stderr, "hebb capacity: %s at m = %lld: resumed the training from its checkpoint %s\n",
+                   method.text.c_str(), static_cast<long long>(m), ck.file.c_str());
+  };
   if (device == Device::cpu) {
     mlp::GatedMLP model;
     if (is_gd_method(method)) {
-      mlp::GdResult r = mlp::train_gd_cpu(facts, m, seed, method.gd);
+      mlp::GdResult r = mlp::train_gd_cpu(facts, m, seed, gd);
+      said_resumed(r);
       o.note = gd_note(r);
       model = std::move(r.mlp);
     } else {
@@ -162,7 +172,8 @@ mlp::ProbeOutcome probe_width(const mlp::MethodSpec& method, const mlp::FactSet&
     MEMCAP_ASSERT(handles != nullptr, "a GPU probe needs the worker's gpu::Handles");
     mlp::CudaProbe p;
     if (is_gd_method(method)) {
-      const mlp::GdResult r = mlp::train_gd_cuda(facts, m, seed, method.gd, *handles);
+      const mlp::GdResult r = mlp::train_gd_cuda(facts, m, seed, gd, *handles);
+      said_resumed(r);
       p = mlp::evaluate_mlp_cuda(r.mlp, facts, *handles);
       p.solver_note = gd_note(r);
     } else {

@@ -7,6 +7,7 @@
 #pragma once
 #include <cstddef>
 #include <cstdint>
+#include <string>
 
 #include "core/device.hpp"
 #include "mlp/capacity.hpp"
@@ -44,10 +45,19 @@ double cuda_probe_bytes(const mlp::MethodSpec& method, std::int64_t F, std::int6
 // Bytes of host memory available now (MemAvailable of /proc/meminfo; physical memory otherwise).
 double host_available_bytes();
 
+// Where a gd probe keeps its training's checkpoint (mlp/gd_checkpoint.hpp): file "" = none; else written every
+// every_s seconds (0 = at every host sync) and at the end, and a matching file left by a killed run is resumed.
+struct ProbeCheckpoint {
+  std::string file;
+  double every_s = 30;
+};
+
 // Build + evaluate one width. device cpu: handles is ignored; cuda: handles must be non-null and
 // bound to a stream of the current device. seed: the feature / initialisation seed of the method
-// (the fact set carries its own). NumericError (exit 4) on a non-finite loss, weight or margin.
+// (the fact set carries its own). ck: gd only (closed forms ignore it). NumericError (exit 4) on a
+// non-finite loss, weight or margin.
 mlp::ProbeOutcome probe_width(const mlp::MethodSpec& method, const mlp::FactSet& facts, std::int64_t m,
-                              std::uint64_t seed, Device device, gpu::Handles* handles);
+                              std::uint64_t seed, Device device, gpu::Handles* handles,
+                              const ProbeCheckpoint& ck = {});
 
 }  // namespace memcap::margin

@@ -2,7 +2,8 @@
 # End-to-end `hebb capacity` on the CPU: the dry run prints the plan and creates nothing; presets
 # expand to the spec's grids; a tiny run; --shard 0/2 + 1/2 merged with `hebb merge` equals the full
 # run; a run killed with SIGKILL in the middle of a search resumes (--resume) from its recorded
-# probes to the same result; bad input exits 2 with one line and no file left.
+# probes (and a gd training in flight from its checkpoint) to the same result; bad input exits 2 with one line
+# and no file left.
 # HDF5 contents are compared with Python (h5py) when with_python.sh finds it, else those checks are
 # skipped with a note.
 set -u
@@ -98,6 +99,30 @@ check '[ $? -ne 0 ] && grep -q -- "--resume" "$T/k.err"' "a rerun without --resu
 check '[ $? -eq 0 ] && [ -s "$T/k.h5" ] && [ ! -e "$T/k.h5.partial" ]' "resume failed: $(cat "$T/k.err")"
 check 'grep -q "resumed the search from [1-9][0-9]* recorded probes" "$T/k.err"' "resume did not replay the recorded probes"
 compare "$T/ref.h5" "$T/k.h5" "killed + resumed run != uninterrupted run"
+
+# SIGKILL inside a gd probe's training (m = 10, after m = 11 was recorded), then --resume: the training goes on
+# from its checkpoint (every 0.2 s) and the result equals an uninterrupted run. A recorded probe's checkpoint is gone.
+GD=(--methods gd,epochs=3000 --dim 32 --facts 128 --start-width 11 --min-width 10 --max-width 11 --device cpu
+    --progress none --checkpoint-every 0.2)
+"$HEBB" capacity "${GD[@]}" --out "$T/gref.h5" >/dev/null 2>&1
+"$HEBB" capacity "${GD[@]}" --out "$T/g.h5" >/dev/null 2>&1 &
+pid=$!
+for _ in $(seq 1 1500); do
+  [ -e "$T/g.h5.partial/scratch-00000000-gd-m10-cpu" ] && break
+  sleep 0.02
+done
+sleep 0.3
+kill -9 $pid 2>/dev/null
+wait $pid 2>/dev/null
+check '[ ! -e "$T/g.h5" ] && [ -e "$T/g.h5.partial/scratch-00000000-gd-m10-cpu" ]' \
+  "the kill did not land inside the m = 10 training: $(ls "$T/g.h5.partial" 2>&1)"
+check '[ ! -e "$T/g.h5.partial/scratch-00000000-gd-m11-cpu" ]' "the recorded m = 11 probe kept its checkpoint"
+"$HEBB" capacity "${GD[@]}" --out "$T/g.h5" --resume >/dev/null 2>"$T/g.err"
+check '[ $? -eq 0 ] && [ -s "$T/g.h5" ] && [ ! -e "$T/g.h5.partial" ]' "gd resume failed: $(cat "$T/g.err")"
+check 'grep -q "at m = 10: resumed the training from its checkpoint" "$T/g.err" &&
+       grep -q "resumed the search from 1 recorded probes" "$T/g.err"' \
+  "gd resume did not use the checkpoint: $(cat "$T/g.err")"
+compare "$T/gref.h5" "$T/g.h5" "killed + resumed gd search != uninterrupted run"
 
 # Bad input: exit 2, one line, no file.
 bad() {

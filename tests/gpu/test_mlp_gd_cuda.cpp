@@ -359,35 +359,43 @@ TEST_CASE("4 trainings on 4 streams from 4 host threads equal the same trainings
 TEST_CASE("checkpoint resume matches an uninterrupted run") {
   Gpu g;
   const FactSet fs = facts(64, 16, 4);
-  for (const char* variant : {"fused", "cublas"}) {
+  // (kernel variant, precision, case): f32 / f64 on both MLP kernels, and on the bilinear CE of spec 2.6 bf16x3
+  // with its one-pass CE (the capacity presets' GD, whose probes checkpoint) and bf16 on the fused kernels.
+  struct Run {
+    const char* variant;
+    const char* prec;
+    int c;
+  };
+  for (const Run& run : {Run{"fused", "f32", 1}, Run{"fused", "f64", 1}, Run{"cublas", "f32", 1},
+                         Run{"cublas", "f64", 1}, Run{"auto", "bf16x3", 0}, Run{"auto", "bf16", 0}}) {
+    const char* variant = run.variant;
+    const char* prec = run.prec;
     KernelVariant kv(variant);
-    for (const char* prec : {"f32", "f64"}) {
-      CAPTURE(variant);
-      CAPTURE(prec);
-      GdConfig cfg = config(kCases[1], 200, prec);
-      const GdResult straight = train_gd_cuda(fs, 48, 21, cfg, g.h);
-      const std::string path = temp_path(std::string(variant) + "_" + prec);
-      std::remove(path.c_str());
-      cfg.checkpoint = path;
-      cfg.checkpoint_every_s = 0;  // a checkpoint at every host sync
-      cfg.on_epoch = [](std::int64_t epochs_done, double) {
-        if (epochs_done >= 100) throw std::runtime_error("simulated interruption");
-      };
-      CHECK_THROWS_AS(train_gd_cuda(fs, 48, 21, cfg, g.h), std::runtime_error);
-      REQUIRE(std::filesystem::exists(path));
-      cfg.on_epoch = nullptr;
-      const GdResult resumed = train_gd_cuda(fs, 48, 21, cfg, g.h);
-      CHECK(resumed.resumed);
-      CHECK(resumed.epochs_run == straight.epochs_run);
-      CHECK(flat(resumed.mlp) == flat(straight.mlp));
-      CHECK(resumed.loss_curve == straight.loss_curve);
-      CHECK(resumed.accuracy_curve == straight.accuracy_curve);
-      CHECK(resumed.curve_epoch == straight.curve_epoch);
-      // A finished checkpoint returns the same result without training again.
-      const GdResult again = train_gd_cuda(fs, 48, 21, cfg, g.h);
-      CHECK(flat(again.mlp) == flat(straight.mlp));
-      std::remove(path.c_str());
-    }
+    CAPTURE(variant);
+    CAPTURE(prec);
+    GdConfig cfg = config(kCases[run.c], 200, prec);
+    const GdResult straight = train_gd_cuda(fs, 48, 21, cfg, g.h);
+    const std::string path = temp_path(std::string(variant) + "_" + prec);
+    std::remove(path.c_str());
+    cfg.checkpoint = path;
+    cfg.checkpoint_every_s = 0;  // a checkpoint at every host sync
+    cfg.on_epoch = [](std::int64_t epochs_done, double) {
+      if (epochs_done >= 100) throw std::runtime_error("simulated interruption");
+    };
+    CHECK_THROWS_AS(train_gd_cuda(fs, 48, 21, cfg, g.h), std::runtime_error);
+    REQUIRE(std::filesystem::exists(path));
+    cfg.on_epoch = nullptr;
+    const GdResult resumed = train_gd_cuda(fs, 48, 21, cfg, g.h);
+    CHECK(resumed.resumed);
+    CHECK(resumed.epochs_run == straight.epochs_run);
+    CHECK(flat(resumed.mlp) == flat(straight.mlp));
+    CHECK(resumed.loss_curve == straight.loss_curve);
+    CHECK(resumed.accuracy_curve == straight.accuracy_curve);
+    CHECK(resumed.curve_epoch == straight.curve_epoch);
+    // A finished checkpoint returns the same result without training again.
+    const GdResult again = train_gd_cuda(fs, 48, 21, cfg, g.h);
+    CHECK(flat(again.mlp) == flat(straight.mlp));
+    std::remove(path.c_str());
   }
 }
 
