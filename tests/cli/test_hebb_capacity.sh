@@ -10,10 +10,7 @@ set -u
 : "${HEBB:?set HEBB to the hebb executable}"
 : "${MEMCAP_SRC:?set MEMCAP_SRC to the repository root}"
 export MEMCAP_PRESETS="$MEMCAP_SRC/experiments/presets"
-T=$(mktemp -d)
-trap 'rm -rf "$T"' EXIT
-fail=0
-check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
+. "$MEMCAP_SRC/tests/cli/lib.sh"
 PY="$MEMCAP_SRC/experiments/plots/with_python.sh"
 TINY=(--methods hebbian:whitened,ntk --dim 16 --facts 32 --seeds 2 --device cpu --progress none)
 
@@ -83,15 +80,7 @@ compare "$T/full.h5" "$T/merged.h5" "merged shards != full run"
 # SIGKILL in the middle of a search (the ntk job), then --resume.
 KILL=(--methods hebbian:whitened,ntk --dim 32 --facts 256 --seeds 1 --device cpu --progress none)
 "$HEBB" capacity "${KILL[@]}" --out "$T/ref.h5" >/dev/null 2>&1
-"$HEBB" capacity "${KILL[@]}" --out "$T/k.h5" >/dev/null 2>&1 &
-pid=$!
-for _ in $(seq 1 400); do
-  [ -e "$T/k.h5.partial/scratch-00000001" ] && break
-  sleep 0.01
-done
-sleep 0.2
-kill -9 $pid 2>/dev/null
-wait $pid 2>/dev/null
+run_and_kill "$T/k.h5.partial/scratch-00000001" 0.2 "$HEBB" capacity "${KILL[@]}" --out "$T/k.h5"
 check '[ ! -e "$T/k.h5" ] && [ -e "$T/k.h5.partial/scratch-00000001" ]' "the kill did not land inside the ntk search"
 "$HEBB" capacity "${KILL[@]}" --out "$T/k.h5" >/dev/null 2>"$T/k.err"
 check '[ $? -ne 0 ] && grep -q -- "--resume" "$T/k.err"' "a rerun without --resume must refuse the partial run"
@@ -105,15 +94,7 @@ compare "$T/ref.h5" "$T/k.h5" "killed + resumed run != uninterrupted run"
 GD=(--methods gd,epochs=3000 --dim 32 --facts 128 --start-width 11 --min-width 10 --max-width 11 --device cpu
     --progress none --checkpoint-every 0.2)
 "$HEBB" capacity "${GD[@]}" --out "$T/gref.h5" >/dev/null 2>&1
-"$HEBB" capacity "${GD[@]}" --out "$T/g.h5" >/dev/null 2>&1 &
-pid=$!
-for _ in $(seq 1 1500); do
-  [ -e "$T/g.h5.partial/scratch-00000000-gd-m10-cpu" ] && break
-  sleep 0.02
-done
-sleep 0.3
-kill -9 $pid 2>/dev/null
-wait $pid 2>/dev/null
+run_and_kill "$T/g.h5.partial/scratch-00000000-gd-m10-cpu" 0.3 "$HEBB" capacity "${GD[@]}" --out "$T/g.h5"
 check '[ ! -e "$T/g.h5" ] && [ -e "$T/g.h5.partial/scratch-00000000-gd-m10-cpu" ]' \
   "the kill did not land inside the m = 10 training: $(ls "$T/g.h5.partial" 2>&1)"
 check '[ ! -e "$T/g.h5.partial/scratch-00000000-gd-m11-cpu" ]' "the recorded m = 11 probe kept its checkpoint"
