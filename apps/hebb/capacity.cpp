@@ -49,7 +49,7 @@ struct CapState {
   std::string devices = "all";
   int jobs_per_gpu = 1;
   double cpu_max_tflop = 20;
-  double checkpoint_every = 30;  // seconds between a gd probe's training checkpoints
+  double checkpoint_every = margin::kGdProbeCheckpointEvery;  // seconds between a gd probe's training checkpoints
   CLI::Option *facts_opt = nullptr, *alpha_opt = nullptr;
 };
 

@@ -26,7 +26,7 @@ for item in "$@"; do
   awk "BEGIN{printf \"%.1f\n\", $t1 - $t0}" >> "$OUTDIR/$tag.walls"
   echo "preset $item rc=$rc wall $(tail -n 1 "$OUTDIR/$tag.walls") s; over $(wc -l < "$OUTDIR/$tag.walls") call(s)" \
        "$(awk '{s += $1} END {printf "%.1f", s}' "$OUTDIR/$tag.walls") s"
-  workers=$(echo " $flags " | sed -n 's/.* --jobs-per-gpu \([0-9][0-9]*\) .*/\1/p'); workers=${workers:-1}
+  workers=$(echo " $flags " | sed -n 's/.* --jobs-per-gpu[ =]\([0-9][0-9]*\) .*/\1/p'); workers=${workers:-1}
   [ -f "$OUTDIR/$tag.h5" ] && PY_NEEDS=h5py "$HERE/../plots/with_python.sh" - "$OUTDIR/$tag.h5" "$workers" <<'PY'
 import sys, h5py, numpy as np
 with h5py.File(sys.argv[1], "r") as f:

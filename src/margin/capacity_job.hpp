@@ -12,6 +12,7 @@
 #include "core/device.hpp"
 #include "io/h5.hpp"
 #include "io/table.hpp"
+#include "margin/capacity_probe.hpp"
 #include "mlp/capacity.hpp"
 #include "mlp/method.hpp"
 
@@ -46,7 +47,7 @@ mlp::FactSetSpec capacity_factset_spec(const CapacityJobSpec& spec);
 // once the probe is recorded. path: what ran ("cpu", "cuda:0"), recorded in the row.
 CapacityJobResult run_capacity_job(const CapacityJobSpec& spec, Device device, gpu::Handles* handles,
                                    const std::string& probe_log, const std::string& path,
-                                   double gd_checkpoint_every_s = 30);
+                                   double gd_checkpoint_every_s = kGdProbeCheckpointEvery);
 
 // The checkpoint of a gd probe at width m next to its job's probe log: PROBE_LOG-gd-m<m>-<cpu|cuda> (the device
 // kind in the name: a resume on the other kind trains afresh instead of meeting a foreign fingerprint).

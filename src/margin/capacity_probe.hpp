@@ -47,9 +47,11 @@ double host_available_bytes();
 
 // Where a gd probe keeps its training's checkpoint (mlp/gd_checkpoint.hpp): file "" = none; else written every
 // every_s seconds (0 = at every host sync) and at the end, and a matching file left by a killed run is resumed.
+// kGdProbeCheckpointEvery is `hebb capacity --checkpoint-every`'s default.
+inline constexpr double kGdProbeCheckpointEvery = 30;
 struct ProbeCheckpoint {
   std::string file;
-  double every_s = 30;
+  double every_s = kGdProbeCheckpointEvery;
 };
 
 // Build + evaluate one width. device cpu: handles is ignored; cuda: handles must be non-null and
