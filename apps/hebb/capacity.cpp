@@ -324,8 +324,9 @@ memcap::cli::Register reg("hebb", 40, [](CLI::App& tool) {
                   "the fig2c grid within 3%; for other gd round(1.5 F/d)")
       ->capture_default_str();
   sub->add_option("--growth", st->growth,
-                  "fast: first gallop factor, squared after each step up to max(factor, 2); 0 = 2, for gd 1.05 with the "
-                  "fig2c fit as start, else 1.25")
+                  fmt::format("fast: first gallop factor, squared after each step up to max(factor, 2); 0 = 2, for gd {} "
+                              "with the fig2c fit as start, else 1.25",
+                              margin::kGdFitGrowth))
       ->capture_default_str();
   sub->add_option("--devices", st->devices, "GPUs to spread jobs over: all, or numbers such as 0,1")
       ->capture_default_str();

@@ -52,7 +52,7 @@ SearchStart default_search_start(const mlp::MethodSpec& method, std::int64_t dim
                      mlp::canonical_gd_spec(g) == mlp::canonical_gd_spec(mlp::parse_method("gd").gd);
   if (plain) {
     const double m = 0.6645 * std::pow(F, 1.1133) / d;
-    return {std::max<std::int64_t>(1, std::llround(m)), 1.05};
+    return {std::max<std::int64_t>(1, std::llround(m)), kGdFitGrowth};
   }
   return {std::max<std::int64_t>(1, std::llround(1.5 * F / d)), 1.25};
 }

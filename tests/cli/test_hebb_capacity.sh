@@ -56,9 +56,9 @@ done
 "$HEBB" capacity --preset fig2c --dry-run --device cpu --cpu-max-tflop 1e9 --out "$T/x.h5" >"$T/p.txt" 2>&1
 check 'grep -q "method=gd,precision=bf16x3/dim=90/facts=8100/seed=44" "$T/p.txt" && grep -q "method=ntk/dim=128/facts=16384/seed=42" "$T/p.txt" && grep -q "facts=253/" "$T/p.txt"' \
   "fig2c grid (F = int(alpha d^2)) endpoints"
-# The dry run shows where each search starts: gd at the fig2c fit (round(0.6645 F^1.1133 / d), x1.05, capped at
+# The dry run shows where each search starts: gd at the fig2c fit (round(0.6645 F^1.1133 / d), x1.015, capped at
 # 64F/d), closed forms at 1 doubling.
-check 'grep -q "method=gd,precision=bf16x3/dim=128/facts=16384/seed=42  search fast from m = 255 (x1.05) in \[1, 8192\]" "$T/p.txt" && grep -q "method=ntk/dim=64/facts=128/seed=42  search fast from m = 1 (x2) in \[1, 65536\]" "$T/p.txt"' \
+check 'grep -q "method=gd,precision=bf16x3/dim=128/facts=16384/seed=42  search fast from m = 255 (x1.015) in \[1, 8192\]" "$T/p.txt" && grep -q "method=ntk/dim=64/facts=128/seed=42  search fast from m = 1 (x2) in \[1, 65536\]" "$T/p.txt"' \
   "fig2c dry run: each job's search start and range"
 "$HEBB" capacity --preset reduced --facts 100 --seeds 2 --dry-run --device cpu --out "$T/x.h5" >"$T/p.txt" 2>&1
 check 'grep -q "jobs: 8 in the plan" "$T/p.txt"' "--facts does not replace the preset's alpha grid"
