@@ -320,7 +320,7 @@ memcap::cli::Register reg("hebb", 40, [](CLI::App& tool) {
       ->capture_default_str();
   sub->add_option("--start-width", st->start_width,
                   "fast: first width of the gallop (up from it while widths fail, down while they succeed); "
-                  "0 = 1; for plain gd (any precision but tf32/bf16) at beta 0 round(0.6645 F^1.1133 / d), the m* of "
+                  "0 = 1; for plain gd (any precision but tf32/bf16) at beta <= 1.5 round(0.6645 F^1.1133 / d), the m* of "
                   "the fig2c grid within 3%; for other gd round(1.5 F/d)")
       ->capture_default_str();
   sub->add_option("--growth", st->growth,

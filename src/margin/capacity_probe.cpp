@@ -48,7 +48,7 @@ SearchStart default_search_start(const mlp::MethodSpec& method, std::int64_t dim
   mlp::GdConfig g = method.gd;
   const bool fitted_precision = !g.tf32 && (g.precision == "f32" || g.precision == "bf16x3" || g.precision == "f64");
   g.precision = "f32";
-  const bool plain = fitted_precision && beta == 0 &&
+  const bool plain = fitted_precision && beta >= 0 && beta <= kGdFitMaxBeta &&
                      mlp::canonical_gd_spec(g) == mlp::canonical_gd_spec(mlp::parse_method("gd").gd);
   if (plain) {
     const double m = 0.6645 * std::pow(F, 1.1133) / d;
