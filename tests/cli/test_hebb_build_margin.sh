@@ -13,13 +13,13 @@ field() { awk -v n="$2" 'NR==2 {print $n}' "$1"; }
 
 F=(--device cpu --dim 16 --facts 128 --tied --map permutation --seed 5)
 "$HEBB" build "${F[@]}" --method hebbian:whitened --width 96 --out "$T/m.h5" >"$T/build.txt" 2>"$T/build.err"
-check '[ $? -eq 0 ] && [ -s "$T/m.h5" ]' "hebb build failed: $(cat "$T/build.err")"
+rc=$?; check '[ $rc -eq 0 ] && [ -s "$T/m.h5" ]' "hebb build failed: $(cat "$T/build.err")"
 check 'grep -q "params 4608" "$T/build.txt"' "params != 3md = 3*96*16"
 
 "$HEBB" margin --device cpu --in "$T/m.h5" --out "$T/from_file.h5" >"$T/a.txt" 2>"$T/a.err"
-check '[ $? -eq 0 ] && [ -s "$T/from_file.h5" ]' "margin --in failed: $(cat "$T/a.err")"
+rc=$?; check '[ $rc -eq 0 ] && [ -s "$T/from_file.h5" ]' "margin --in failed: $(cat "$T/a.err")"
 "$HEBB" margin "${F[@]}" --method hebbian:whitened --width 96 >"$T/b.txt" 2>"$T/b.err"
-check '[ $? -eq 0 ]' "direct margin failed: $(cat "$T/b.err")"
+rc=$?; check '[ $rc -eq 0 ]' "direct margin failed: $(cat "$T/b.err")"
 check '[ "$(field "$T/a.txt" 7)" = "$(field "$T/b.txt" 7)" ]' "accuracy differs between --in and direct build"
 check '[ "$(field "$T/a.txt" 8)" = "$(field "$T/b.txt" 8)" ]' "min margin differs between --in and direct build"
 
@@ -32,7 +32,7 @@ check 'grep -q "dual cholesky" "$T/dual.err"' "dual solver not reported"
 for conv in kernel raw normalized; do
   "$HEBB" margin --device cpu --in "$T/m.h5" --convention "$conv" --noise 0.05 --out "$T/c_$conv.h5" \
     >"$T/c_$conv.txt" 2>"$T/c_$conv.err"
-  check '[ $? -eq 0 ] && [ -s "$T/c_$conv.h5" ]' "convention $conv failed: $(cat "$T/c_$conv.err")"
+  rc=$?; check '[ $rc -eq 0 ] && [ -s "$T/c_$conv.h5" ]' "convention $conv failed: $(cat "$T/c_$conv.err")"
   check 'grep -q " $conv " "$T/c_$conv.txt"' "convention $conv not printed"
 done
 # Accuracy is scale-free: raw and normalized agree.
@@ -41,7 +41,7 @@ check '[ "$(field "$T/c_raw.txt" 7)" = "$(field "$T/c_normalized.txt" 7)" ]' "ra
 # Each method builds; NTK counts biases (3md + 2m + d).
 for m in hebbian hebbian:exact-k2 hebbian:data-dependent ntk; do
   "$HEBB" build "${F[@]}" --method "$m" --out "$T/b_${m//:/_}.h5" >"$T/bm.txt" 2>"$T/bm.err"
-  check '[ $? -eq 0 ]' "build $m failed: $(cat "$T/bm.err")"
+  rc=$?; check '[ $rc -eq 0 ]' "build $m failed: $(cat "$T/bm.err")"
 done
 "$HEBB" build "${F[@]}" --method ntk --width 32 --out "$T/ntk.h5" >"$T/ntk.txt" 2>&1
 check 'grep -q "params 1616" "$T/ntk.txt"' "NTK params != 3*32*16 + 2*32 + 16"

@@ -13,7 +13,7 @@ check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
 
 # Default plan = Fig. 2b: 30 widths x 5 seeds.
 "$HEBB" margin-sweep --dry-run --out "$T/d.h5" >"$T/dry.txt" 2>"$T/dry.err"
-check '[ $? -eq 0 ]' "dry run failed: $(cat "$T/dry.err")"
+rc=$?; check '[ $rc -eq 0 ]' "dry run failed: $(cat "$T/dry.err")"
 check 'grep -q "jobs: 150 in the plan" "$T/dry.txt"' "default plan is not 150 jobs"
 check 'grep -q "width=1024/seed=4" "$T/dry.txt"' "default plan lacks width=1024/seed=4"
 check '[ ! -e "$T/d.h5" ]' "dry run wrote a file"
@@ -37,7 +37,7 @@ check 'grep -q "jobs: 4 in the plan" "$T/o.txt"' "flags do not override the pres
 
 # A small real run: stdout table with the fit, file written.
 "$HEBB" margin-sweep --dim 16 --facts 48 --widths 32,64,128,256 --seeds 2 --progress none --out "$T/r.h5" >"$T/r.txt" 2>"$T/r.err"
-check '[ $? -eq 0 ] && [ -s "$T/r.h5" ]' "small sweep failed: $(cat "$T/r.err")"
+rc=$?; check '[ $rc -eq 0 ] && [ -s "$T/r.h5" ]' "small sweep failed: $(cat "$T/r.err")"
 check '[ "$(grep -cE "^ +[0-9]+ .*±" "$T/r.txt")" -eq 4 ]' "stdout table should have 4 point rows"
 check 'grep -q "fit rkrv vs width" "$T/r.txt" && grep -q "R2=" "$T/r.txt"' "stdout lacks the fit line"
 

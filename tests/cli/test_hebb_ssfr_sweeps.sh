@@ -68,7 +68,7 @@ for i in 0 1; do
     --shard $i/2 --out "$T/us.h5" >/dev/null 2>&1
 done
 "$HEBB" merge "$T/us.shard0of2.h5" "$T/us.shard1of2.h5" --out "$T/merged.h5" >/dev/null 2>"$T/merge.err"
-check '[ $? -eq 0 ]' "merge failed: $(cat "$T/merge.err")"
+rc=$?; check '[ $rc -eq 0 ]' "merge failed: $(cat "$T/merge.err")"
 out=$("$HEBB" ssfr usability --device cpu --dry-run --out "$T/dry.h5" 2>&1)
 check 'echo "$out" | grep -q "jobs: 16 in the plan" && [ ! -e "$T/dry.h5" ]' "usability --dry-run: $out"
 

@@ -11,14 +11,14 @@ check() { if ! eval "$1"; then echo "FAIL: $2"; fail=1; fi; }
 
 "$KATA" bench --device cpu --shapes custom --B 1 --H 2 --T 40 --d-head 8 --chunk 8 --forms quadratic,chunked,tree \
   --maps m2,orthant --repeats 1 --warmup 0 --out "$T/b.h5" >"$T/b.txt" 2>"$T/b.err"
-check '[ $? -eq 0 ] && [ -s "$T/b.h5" ]' "cpu bench failed: $(cat "$T/b.err")"
+rc=$?; check '[ $rc -eq 0 ] && [ -s "$T/b.h5" ]' "cpu bench failed: $(cat "$T/b.err")"
 check '[ "$(grep -c "^custom" "$T/b.txt")" = 6 ]' "expected 6 result rows (3 forms x 2 maps)"
 # rel_err column (11th field) is the float64 agreement with the recurrent form: tiny
 check 'awk "/^custom/ {if (\$11 > 1e-12 || \$11 !~ /e/) bad=1} END {exit bad}" "$T/b.txt"' "CPU forms disagree beyond 1e-12"
 # d_v != d on the CPU reference
 "$KATA" bench --device cpu --shapes custom --B 1 --H 1 --T 30 --d-head 8 --d-v 3 --chunk 8 --forms quadratic,tree \
   --maps orthant --repeats 1 --warmup 0 >"$T/dv.txt" 2>"$T/dv.err"
-check '[ $? -eq 0 ] && [ "$(grep -c "^custom" "$T/dv.txt")" = 2 ]' "d_v != d CPU bench failed: $(cat "$T/dv.err")"
+rc=$?; check '[ $rc -eq 0 ] && [ "$(grep -c "^custom" "$T/dv.txt")" = 2 ]' "d_v != d CPU bench failed: $(cat "$T/dv.err")"
 
 # --device cuda: on a machine (or build) without a GPU this must fail cleanly with exit 5.
 if ! nvidia-smi >/dev/null 2>&1; then

@@ -292,7 +292,7 @@ check '[ $rc -eq 2 ] && [ ! -e "$T/t2bad.h5" ] && [ ! -e "$T/t2bad.h5.partial" ]
 # 4. Kill a training after its first checkpoint, resume: the same numbers as the uninterrupted run.
 ONE=("${SMOKE[@]}" --mixers delta-m2 --ow-mixers none --lrs 1e-2 --epochs 24 --checkpoint-every 4)
 "$KATA" mqar table2 "${ONE[@]}" --out "$T/ref.h5" >/dev/null 2>"$T/ref.err"
-check '[ $? -eq 0 ]' "uninterrupted run failed: $(tail -2 "$T/ref.err")"
+rc=$?; check '[ $rc -eq 0 ]' "uninterrupted run failed: $(tail -2 "$T/ref.err")"
 "$KATA" mqar table2 "${ONE[@]}" --out "$T/kill.h5" >/dev/null 2>"$T/kill.err" &
 pid=$!
 for _ in $(seq 1 1000); do
@@ -422,7 +422,7 @@ PYEOF
   ONEG=(--preset table2-smoke --device cuda --progress none --mixers m2 --ow-mixers none --lrs 1e-2 --epochs 400
     --checkpoint-every 40)
   "$KATA" mqar table2 "${ONEG[@]}" --out "$T/gref.h5" >/dev/null 2>"$T/gref.err"
-  check '[ $? -eq 0 ]' "GPU uninterrupted run failed: $(tail -2 "$T/gref.err")"
+  rc=$?; check '[ $rc -eq 0 ]' "GPU uninterrupted run failed: $(tail -2 "$T/gref.err")"
   "$KATA" mqar table2 "${ONEG[@]}" --out "$T/gkill.h5" >/dev/null 2>"$T/gkill.err" &
   pid=$!
   for _ in $(seq 1 3000); do

@@ -21,14 +21,14 @@ R() { "$RAMNET" "$@" --device cpu --progress none; }
 # ---- attn: E2 on a 3-point beta grid, all students ----
 out=$(R attn --generators gauss:sigma=1 --beta-factor 0.794328,1,1.258925 --trials 2 --T 16 --queries 8 \
   --out "$T/e2.h5" 2>"$T/e2.err")
-check '[ $? -eq 0 ]' "attn E2 run: $(cat "$T/e2.err")"
+rc=$?; check '[ $rc -eq 0 ]' "attn E2 run: $(cat "$T/e2.err")"
 echo "$out"
 check 'echo "$out" | grep -Eq "^ +1\.000 +1 +1$"' "attn: relative JS and NMSE are 1 at f = 1"
 check 'echo "$out" | grep -q "argmin JS at f ="' "attn: E2 summary line"
 # E3 codebook ablation and a planted generator (commas inside the generator spec).
 R attn --generators planted:sigma_q=0.1,sigma=1 --codebooks circular,random,orthogonal,kmeans,pq --beta-factor 1 \
   --U 3 --topk 8 --trials 1 --T 16 --queries 8 --out "$T/e3.h5" >"$T/e3.txt" 2>&1
-check '[ $? -eq 0 ]' "attn E3 run: $(tail -3 "$T/e3.txt")"
+rc=$?; check '[ $rc -eq 0 ]' "attn E3 run: $(tail -3 "$T/e3.txt")"
 check '[ $(grep -Ec "^planted:sigma_q=0\.1,sigma=1 +[a-z]+ +4 +3 +8 " "$T/e3.txt") -eq 5 ]' "attn E3: one line per codebook"
 # Dry run: the plan, nothing written.
 out=$(R attn --generators gauss:sigma=0.5,gauss:sigma=1 --trials 1 --dry-run --out "$T/dry.h5" 2>&1)
@@ -57,13 +57,13 @@ check '[ ! -e topk.h5 ]' "topk --bench wrote a file without --out"
 
 # ---- slots, gsu, field ----
 R slots --U 2 --topk 0 --T 40 --trials 2 --queries 8 --out "$T/e6.h5" >"$T/e6.txt" 2>&1
-check '[ $? -eq 0 ]' "slots run: $(tail -2 "$T/e6.txt")"
+rc=$?; check '[ $rc -eq 0 ]' "slots run: $(tail -2 "$T/e6.txt")"
 check 'grep -Eq "^torus:rho=1 +4 +2 +0 +1\.000 +-inf +40 \| +1\.0000 " "$T/e6.txt"' "slots: full writes occupy every slot"
 R gsu --U 2 --topk 4 --T 32 --trials 1 --gamma=-inf,2 --out "$T/e8.h5" >"$T/e8.txt" 2>&1
-check '[ $? -eq 0 ]' "gsu run: $(tail -2 "$T/e8.txt")"
+rc=$?; check '[ $rc -eq 0 ]' "gsu run: $(tail -2 "$T/e8.txt")"
 check '[ $(grep -Ec "^torus:rho=1 +4 +2 +4 " "$T/e8.txt") -eq 2 ]' "gsu: one line per gamma"
 "$RAMNET" field --grid 32 --device cpu --out "$T/e4.h5" >"$T/e4.txt" 2>&1
-check '[ $? -eq 0 ]' "field run: $(tail -2 "$T/e4.txt")"
+rc=$?; check '[ $rc -eq 0 ]' "field run: $(tail -2 "$T/e4.txt")"
 check 'grep -Eq "^ +1 +1 dp4-mass +4 +0 mass .* [0-9.]+e-1[4-7]$" "$T/e4.txt"' "field: mass-aware + full = kappa field"
 
 cat >"$T/check.py" <<'PY'
@@ -130,7 +130,7 @@ fi
 # The plot scripts read these files.
 for e in e2 e4 e5; do
   bash "$PY" "$MEMCAP_SRC/experiments/plots/ramnet_$e.py" "$T/$e.h5" -o "$T/$e.png" >/dev/null 2>"$T/$e.plot.err"
-  check '[ $? -eq 0 ] && [ -s "$T/$e.png" ]' "plot script ramnet_$e.py: $(cat "$T/$e.plot.err")"
+  rc=$?; check '[ $rc -eq 0 ] && [ -s "$T/$e.png" ]' "plot script ramnet_$e.py: $(cat "$T/$e.plot.err")"
 done
 [[ $fail -eq 0 ]] || exit 1
 echo "ramnet memory end-to-end ok"
