@@ -14,6 +14,7 @@
 #include <filesystem>
 #include <fstream>
 #include <map>
+#include <set>
 #include <vector>
 #include <stdexcept>
 
@@ -237,6 +238,19 @@ TEST_CASE("an interrupted sweep resumes to the same summary, skipping finished j
     const std::string other = dry_run_output(toy_plan(), dry, ctx_for("b"), d + "/int.h5");
     CHECK(other.find(" done   width=") == std::string::npos);
     CHECK(other.find("different configuration") != std::string::npos);
+    CHECK(listing(d + "/int.h5.partial") == before);
+  }
+  // The jobs a --resume would skip (a command leaves them out of its size checks): none without --resume or
+  // under another configuration, else the 4 finished ones, read-only.
+  {
+    const auto before = listing(d + "/int.h5.partial");
+    CHECK(sweep::finished_jobs(toy_plan(), o, ctx_for("a"), d + "/int.h5").empty());
+    sweep::Options res = o;
+    res.resume = true;
+    const std::set<std::int64_t> done = sweep::finished_jobs(toy_plan(), res, ctx_for("a"), d + "/int.h5");
+    CHECK(done == std::set<std::int64_t>{0, 1, 2, 3});
+    CHECK(sweep::finished_jobs(toy_plan(), res, ctx_for("b"), d + "/int.h5").empty());
+    CHECK(sweep::finished_jobs(toy_plan(), res, ctx_for("a"), d + "/other.h5").empty());
     CHECK(listing(d + "/int.h5.partial") == before);
   }
   // With another configuration --resume refuses.

@@ -186,14 +186,18 @@ void run_capacity(CLI::App* sub, CapState& st) {
   const std::vector<int> ords = sweep::gpu_ordinals(st.devices, device, st.common.device);
   sweep::WorkerPool pool(ords, st.jobs_per_gpu);
   st.sweep.workers = pool.workers();
-  // Size problems stop a real run before anything is allocated; a dry run reports them and goes on.
+  // Size problems stop a real run before anything is allocated; a dry run reports them and goes on. Jobs that
+  // --resume skips (done, perhaps on another device) are not checked: a sweep begun on a GPU may end on the CPU.
+  const std::set<std::int64_t> done = sweep::finished_jobs(plan, st.sweep, prep.ctx, st.common.out);
   std::string size_problem;
   auto refuse = [&](const std::string& msg) {
     if (size_problem.empty()) size_problem = msg;
   };
   const margin::CapacityJobSpec* worst = nullptr;
   double worst_bytes = 0;
-  for (const auto& js : specs) {
+  for (std::size_t k = 0; k < specs.size(); ++k) {
+    const margin::CapacityJobSpec& js = specs[k];
+    if (done.count(plan.jobs[k].index)) continue;
     const double b = device == Device::cuda
                          ? margin::cuda_probe_bytes(js.method, js.facts, js.facts, js.dim, js.search.hi)
                          : margin::cpu_probe_bytes(js.method, js.facts, js.facts, js.dim, js.search.hi);

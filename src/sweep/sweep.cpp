@@ -339,9 +339,27 @@ std::string partial_difference(const fs::path& partial, const nlohmann::json& wa
   }
 }
 
+bool record_intact(const fs::path& partial, const Job& j) {
+  const fs::path rec = partial / record_name(j.index);
+  return fs::exists(rec) && record_problem(rec, j).empty();
+}
+
 }  // namespace
 
 void register_finalizer(const std::string& name, Finalizer f) { finalizers()[name] = std::move(f); }
+
+std::set<std::int64_t> finished_jobs(const Plan& plan, const Options& opt, const io::RunContext& ctx,
+                                     const std::string& out) {
+  std::set<std::int64_t> done;
+  if (!opt.resume) return done;
+  const Shard shard = Shard::parse(opt.shard);
+  const auto total = static_cast<std::int64_t>(plan.jobs.size());
+  const fs::path partial = shard_path(out, shard) + ".partial";
+  if (inspect_partial(partial, stable_config(ctx.config), total, shard) != PartialState::same) return done;
+  for (const auto& j : plan.jobs)
+    if (shard.owns(j.index) && record_intact(partial, j)) done.insert(j.index);
+  return done;
+}
 
 std::string Shard::str() const { return fmt::format("{}/{}", index, count); }
 
@@ -385,7 +403,7 @@ int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx
       if (shard.owns(j.index)) {
         state = "mine";
         if (ps == PartialState::same && fs::exists(partial / record_name(j.index))) {
-          if (record_problem(partial / record_name(j.index), j).empty()) {
+          if (record_intact(partial, j)) {
             state = "done";
             ++done;
           } else {

@@ -14,6 +14,7 @@
 #include <functional>
 #include <initializer_list>
 #include <nlohmann/json.hpp>
+#include <set>
 #include <string_view>
 #include <type_traits>
 #include <utility>
@@ -95,6 +96,13 @@ int run(const Plan& plan, const Options& opt, const io::RunContext& ctx, const s
 // and the first exception is rethrown.
 int run_parallel(const Plan& plan, const Options& opt, const io::RunContext& ctx, const std::string& out,
                  const std::function<JobOutput(const Job&, const JobContext&)>& run_job);
+
+// The jobs of `plan` (their indices) that `run_parallel` with these options would skip as already done: with
+// --resume (opt.resume), those of this shard whose records in OUT.partial/ are intact and were written under the
+// same configuration; else none. Read only (no lock, nothing created), so a command can leave them out of the
+// checks it makes before running (the sizes of jobs that will not run again do not matter on this device).
+std::set<std::int64_t> finished_jobs(const Plan& plan, const Options& opt, const io::RunContext& ctx,
+                                     const std::string& out);
 
 // Join shard files (same config apart from the shard) into one file; rebuilds grids and runs the
 // finalizer. UserError on mismatched configs, duplicate or missing jobs (missing: allowed with

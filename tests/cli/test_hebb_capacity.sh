@@ -41,7 +41,7 @@ compare() {  # compare A B WHAT
 
 # Dry run: the plan, nothing created.
 "$HEBB" capacity "${TINY[@]}" --dry-run --out "$T/d.h5" >"$T/dry.txt" 2>"$T/dry.err"
-check '[ $? -eq 0 ]' "dry run failed: $(cat "$T/dry.err")"
+rc=$?; check '[ $rc -eq 0 ]' "dry run failed: $(cat "$T/dry.err")"
 check 'grep -q "jobs: 4 in the plan" "$T/dry.txt"' "tiny plan is not 4 jobs: $(cat "$T/dry.txt")"
 check 'grep -q "method=ntk/dim=16/facts=32/seed=43" "$T/dry.txt"' "plan lacks the ntk seed-43 job"
 check '[ -z "$(ls -A "$T" | grep -v -e dry -e same)" ]' "dry run created files: $(ls "$T")"
@@ -65,16 +65,16 @@ check 'grep -q "jobs: 8 in the plan" "$T/p.txt"' "--facts does not replace the p
 
 # The full tiny run.
 "$HEBB" capacity "${TINY[@]}" --out "$T/full.h5" >"$T/full.txt" 2>"$T/full.err"
-check '[ $? -eq 0 ] && [ -s "$T/full.h5" ] && [ ! -e "$T/full.h5.partial" ]' "tiny run failed: $(cat "$T/full.err")"
+rc=$?; check '[ $rc -eq 0 ] && [ -s "$T/full.h5" ] && [ ! -e "$T/full.h5.partial" ]' "tiny run failed: $(cat "$T/full.err")"
 check '[ "$(grep -c "^hebbian:whitened \|^ntk " "$T/full.txt")" -eq 2 ]' "stdout table should have 2 point rows"
 
 # Shards + merge = the full run.
 for s in 0 1; do
   "$HEBB" capacity "${TINY[@]}" --shard $s/2 --out "$T/sh.h5" >/dev/null 2>"$T/sh.err"
-  check '[ $? -eq 0 ]' "shard $s/2 failed: $(cat "$T/sh.err")"
+  rc=$?; check '[ $rc -eq 0 ]' "shard $s/2 failed: $(cat "$T/sh.err")"
 done
 "$HEBB" merge "$T/sh.shard0of2.h5" "$T/sh.shard1of2.h5" --out "$T/merged.h5" >/dev/null 2>"$T/m.err"
-check '[ $? -eq 0 ]' "merge failed: $(cat "$T/m.err")"
+rc=$?; check '[ $rc -eq 0 ]' "merge failed: $(cat "$T/m.err")"
 compare "$T/full.h5" "$T/merged.h5" "merged shards != full run"
 
 # SIGKILL in the middle of a search (the ntk job), then --resume.
@@ -85,7 +85,7 @@ check '[ ! -e "$T/k.h5" ] && [ -e "$T/k.h5.partial/scratch-00000001" ]' "the kil
 "$HEBB" capacity "${KILL[@]}" --out "$T/k.h5" >/dev/null 2>"$T/k.err"
 check '[ $? -ne 0 ] && grep -q -- "--resume" "$T/k.err"' "a rerun without --resume must refuse the partial run"
 "$HEBB" capacity "${KILL[@]}" --out "$T/k.h5" --resume >/dev/null 2>"$T/k.err"
-check '[ $? -eq 0 ] && [ -s "$T/k.h5" ] && [ ! -e "$T/k.h5.partial" ]' "resume failed: $(cat "$T/k.err")"
+rc=$?; check '[ $rc -eq 0 ] && [ -s "$T/k.h5" ] && [ ! -e "$T/k.h5.partial" ]' "resume failed: $(cat "$T/k.err")"
 check 'grep -q "resumed the search from [1-9][0-9]* recorded probes" "$T/k.err"' "resume did not replay the recorded probes"
 compare "$T/ref.h5" "$T/k.h5" "killed + resumed run != uninterrupted run"
 
@@ -99,11 +99,26 @@ check '[ ! -e "$T/g.h5" ] && [ -e "$T/g.h5.partial/scratch-00000000-gd-m10-cpu" 
   "the kill did not land inside the m = 10 training: $(ls "$T/g.h5.partial" 2>&1)"
 check '[ ! -e "$T/g.h5.partial/scratch-00000000-gd-m11-cpu" ]' "the recorded m = 11 probe kept its checkpoint"
 "$HEBB" capacity "${GD[@]}" --out "$T/g.h5" --resume >/dev/null 2>"$T/g.err"
-check '[ $? -eq 0 ] && [ -s "$T/g.h5" ] && [ ! -e "$T/g.h5.partial" ]' "gd resume failed: $(cat "$T/g.err")"
+rc=$?; check '[ $rc -eq 0 ] && [ -s "$T/g.h5" ] && [ ! -e "$T/g.h5.partial" ]' "gd resume failed: $(cat "$T/g.err")"
 check 'grep -q "at m = 10: resumed the training from its checkpoint" "$T/g.err" &&
        grep -q "resumed the search from 1 recorded probes" "$T/g.err"' \
   "gd resume did not use the checkpoint: $(cat "$T/g.err")"
 compare "$T/gref.h5" "$T/g.h5" "killed + resumed gd search != uninterrupted run"
+
+# A resume checks the sizes of the jobs still to run only: a sweep whose big job finished elsewhere (on a GPU, or
+# under a higher --cpu-max-tflop) ends on this CPU. data-dependent's first probe at d = 32, F = 512 is ~5e-5 TFLOP,
+# ntk's ~1.7e-5: a limit of 3e-5 refuses a fresh run, but not the resume after the data-dependent job (job 0, the
+# costlier, run first) was recorded and the kill landed inside the ntk search (~8 s here).
+LIM=(--methods hebbian:data-dependent,ntk --dim 32 --facts 512 --seeds 1 --device cpu --progress none)
+"$HEBB" capacity "${LIM[@]}" --cpu-max-tflop 3e-5 --out "$T/lim.h5" >/dev/null 2>"$T/lim.err"
+rc=$?; check '[ $rc -eq 2 ] && grep -q "hebbian:data-dependent at d = 32, F = 512" "$T/lim.err" && [ ! -e "$T/lim.h5" ] &&
+       [ ! -e "$T/lim.h5.partial" ]' "a fresh run over the TFLOP limit was not refused: $(cat "$T/lim.err")"
+run_and_kill "$T/lim.h5.partial/job-00000000.h5" 0 "$HEBB" capacity "${LIM[@]}" --out "$T/lim.h5"
+check '[ ! -e "$T/lim.h5" ] && [ -e "$T/lim.h5.partial/job-00000000.h5" ] &&
+       [ ! -e "$T/lim.h5.partial/job-00000001.h5" ]' "the kill did not land inside the ntk search: $(ls "$T/lim.h5.partial")"
+"$HEBB" capacity "${LIM[@]}" --cpu-max-tflop 3e-5 --resume --out "$T/lim.h5" >/dev/null 2>"$T/lim.err"
+rc=$?; check '[ $rc -eq 0 ] && [ -s "$T/lim.h5" ] && [ ! -e "$T/lim.h5.partial" ]' \
+  "the resume was refused over a finished job's size: $(cat "$T/lim.err")"
 
 # Bad input: exit 2, one line, no file.
 bad() {
