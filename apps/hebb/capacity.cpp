@@ -324,12 +324,12 @@ memcap::cli::Register reg("hebb", 40, [](CLI::App& tool) {
       ->capture_default_str();
   sub->add_option("--start-width", st->start_width,
                   "fast: first width of the gallop (up from it while widths fail, down while they succeed); "
-                  "0 = 1; for plain gd (any precision but tf32/bf16) at beta <= 1.5 round(0.6645 F^1.1133 / d), the m* of "
-                  "the fig2c grid within 3%; for other gd round(1.5 F/d)")
+                  "0 = 1; for plain gd (any precision but tf32/bf16) at beta <= 1.5 round(0.6645 F^1.1133 / d), "
+                  "the m* of the fig2c grid within 3%; for other gd round(1.5 F/d)")
       ->capture_default_str();
   sub->add_option("--growth", st->growth,
-                  fmt::format("fast: first gallop factor, squared after each step up to max(factor, 2); 0 = 2, for gd {} "
-                              "with the fig2c fit as start, else 1.25",
+                  fmt::format("fast: first gallop factor, squared after each step up to max(factor, 2); 0 = 2, "
+                              "for gd {} with the fig2c fit as start, else 1.25",
                               margin::kGdFitGrowth))
       ->capture_default_str();
   sub->add_option("--devices", st->devices, "GPUs to spread jobs over: all, or numbers such as 0,1")
