@@ -20,7 +20,11 @@
 #               (issue 15: Table 1, the 732-job grid, <= 30 min target)
 #   fig9-grid   hebb edit base --expert data-dependent --expert-hidden 1024 (once), then the same grid with
 #               --methods swap-constructed,memit,alphaedit,rome (issue 15: Fig. 9 with its retuned baselines)
-#   fig3b       hebb ssfr capacity --preset fig3b --jobs-per-gpu 8 (issue 13: claim 10, < 30 min target)
+#   fig11       hebb capacity --preset fig11 --seeds $SEEDS (1: seed 42 only) --jobs-per-gpu 4, GD at every d in
+#               bf16x3 (issue 9: Fig. 11 and claim 9; ~10 min on an H100 for one seed); sweep name fig11-sSEEDS.
+#               Draw it where it comes back: experiments/plots/with_python.sh experiments/plots/fig11.py FILE.h5
+#   fig3b       hebb ssfr capacity --preset fig3b --jobs-per-gpu 8 (issue 13: claim 10, < 30 min target);
+#               FACTS=1024,2048 only those fact counts, as a sweep of their own (fig3b-fFACTS)
 #   fig10       hebb ssfr capacity --preset fig10 --jobs-per-gpu 8 (issue 13: claim 11)
 #   fig3b-gd-precision  fig3b's GD searches at F = 256 ... 2048 with the released code's float64 GD MLPs and
 #               with tf32 ones, in one sweep (issue 13: may the preset train them faster? same m* needed)
@@ -62,8 +66,10 @@ set -uo pipefail
 STAGE=${1:?usage: device_queue.sh STAGE [LIMIT_S]}
 LIMIT=${2:-480}
 case "$STAGE" in
-  checks | edit-grid | fig9-grid | fig3b | fig10 | fig3b-gd-precision | table2 | table2-row | h13 | induction | edit-torch | swap-seeds) ;;
-  *) echo "unknown stage '$STAGE' (checks, edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, h13, induction, edit-torch, swap-seeds)" >&2; exit 2 ;;
+  checks | edit-grid | fig9-grid | fig11 | fig3b | fig10 | fig3b-gd-precision | table2 | table2-row | h13 | induction |\
+    edit-torch | swap-seeds) ;;
+  *) echo "unknown stage '$STAGE' (checks, edit-grid, fig9-grid, fig11, fig3b, fig10, fig3b-gd-precision, table2," \
+          "table2-row, h13, induction, edit-torch, swap-seeds)" >&2; exit 2 ;;
 esac
 [ -f CMakeLists.txt ] && [ -d experiments/bench ] || { echo "run from the repository root" >&2; exit 2; }
 Q=${QUEUE:-queue}
@@ -213,7 +219,20 @@ case "$STAGE" in
     run_sweep fig9 build-gpu/hebb edit table1 --preset edit-table1 --device cuda --jobs-per-gpu 4 \
       --methods swap-constructed,memit,alphaedit,rome --base "$Q/base_dd.h5"
     ;;
-  fig3b) run_sweep fig3b build-gpu/hebb ssfr capacity --preset fig3b --device cuda --jobs-per-gpu 8 ;;
+  fig11)
+    SEEDS=${SEEDS:-1}
+    [[ "$SEEDS" =~ ^[1-9][0-9]?$ ]] || { echo "SEEDS must be an integer in [1, 99] (got '$SEEDS')" >&2; exit 2; }
+    run_sweep "fig11-s$SEEDS" build-gpu/hebb capacity --preset fig11 --seeds "$SEEDS" --device cuda --jobs-per-gpu 4
+    ;;
+  fig3b)
+    if [ -n "${FACTS:-}" ]; then
+      [[ "$FACTS" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "FACTS must be a comma list of integers (got '$FACTS')" >&2; exit 2; }
+      run_sweep "fig3b-f${FACTS//,/-}" build-gpu/hebb ssfr capacity --preset fig3b --facts "$FACTS" --device cuda \
+        --jobs-per-gpu 8
+    else
+      run_sweep fig3b build-gpu/hebb ssfr capacity --preset fig3b --device cuda --jobs-per-gpu 8
+    fi
+    ;;
   fig10) run_sweep fig10 build-gpu/hebb ssfr capacity --preset fig10 --device cuda --jobs-per-gpu 8 ;;
   fig3b-gd-precision)
     run_sweep fig3b-gd-precision build-gpu/hebb ssfr capacity --preset fig3b --methods gd,gd,precision=tf32 \
@@ -319,5 +338,5 @@ case "$STAGE" in
     done
     for o in "$Q"/swap_*.out; do [ -f "$o" ] && echo "$(basename "$o" .out): $(grep -oE '(score|r_NF) [0-9.]+' "$o" | tr '\n' ' ')"; done
     ;;
-  *) echo "unknown stage '$STAGE' (checks, edit-grid, fig9-grid, fig3b, fig10, fig3b-gd-precision, table2, table2-row, h13, induction, edit-torch, swap-seeds)" >&2; exit 2 ;;
+  *) echo "stage '$STAGE' has no branch here (add it to both case lists)" >&2; exit 2 ;;
 esac
