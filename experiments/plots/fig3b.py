@@ -4,7 +4,9 @@ log2 F (y) against log2 W (x) at the smallest width m* whose MLP makes the train
 best_acc = 1 on map B, one line per method, with the fit W = C F (log2 F + b) for GD and data-dependent and
 the paper's ratios W_data/W_gd (paper: <= 3x) and W_ntk/W_data (paper: 15-63x) over the F where GD,
 data-dependent and NTK all succeeded.
-Usage: fig3b.py RESULTS.h5 [-o fig3b.png]      Results: hebb ssfr capacity --preset fig3b --out RESULTS.h5"""
+Usage: fig3b.py RESULTS.h5 [MORE.h5 ...] [-o fig3b.png]
+Results: hebb ssfr capacity --preset fig3b --out RESULTS.h5; a preset run in pieces (--facts subsets) is drawn
+from all its files at once (a point given in two files is refused)."""
 import argparse
 
 import numpy as np
@@ -39,11 +41,11 @@ def draw(ax, pts, style="-", suffix=""):
 
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
-    ap.add_argument("results", help="HDF5 file of `hebb ssfr capacity --protocol fact-adaptive`")
+    ap.add_argument("results", nargs="+", help="HDF5 file(s) of `hebb ssfr capacity --protocol fact-adaptive`")
     ap.add_argument("-o", "--out", default="fig3b.png")
     ap.add_argument("--dpi", type=int, default=150)
     args = ap.parse_args()
-    s = sp.summary(args.results, "hebb ssfr capacity")
+    s = sp.summaries(args.results, "hebb ssfr capacity")
     pts = capacity_points(s, "fact-adaptive")
     plt = mp.pyplot()
     fig, ax = plt.subplots(figsize=(6.5, 4.8))

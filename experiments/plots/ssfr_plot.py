@@ -18,6 +18,23 @@ def summary(path, kind, required=("summary",)):
     return s
 
 
+def summaries(paths, kind, key=("protocol", "mlp", "facts", "seed")):
+    """The /summary rows of several result files of one command as one {column: array} (the columns all files
+    have), e.g. a preset run in pieces with --facts subsets. A row whose key columns repeat one of an earlier
+    file is refused: the files would disagree on that point or count it twice."""
+    parts = [summary(p, kind) for p in paths]
+    cols = [c for c in parts[0] if all(c in q for q in parts[1:])]
+    seen = {}
+    for path, part in zip(paths, parts):
+        names = [c for c in key if c in part]
+        for i in range(len(part[cols[0]]) if cols else 0):
+            k = tuple(str(part[c][i]) for c in names)
+            if k in seen:
+                raise SystemExit(f"{path}: the point {dict(zip(names, k))} is also in {seen[k]}; give each point once")
+            seen[k] = path
+    return {c: np.concatenate([q[c] for q in parts]) for c in cols}
+
+
 FIT_B_HI = 24.0  # upper end of the b grid of fit_f_log_f (a fit that lands there is degenerate)
 
 

@@ -42,11 +42,14 @@ def run(args):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    use, cap, t99, noise = (os.path.join(tmp, n + ".h5") for n in ("use", "cap", "t99", "noise"))
+    use, cap, cap8, t99, noise = (os.path.join(tmp, n + ".h5") for n in ("use", "cap", "cap8", "t99", "noise"))
     run(["usability", "--junk", "2", "--mlp", "hebbian:whitened", "--facts", "32", "--widths", "8,24,48", "--seeds", "2",
          "--steps", "300", "--out", use])
     run(["capacity", "--junk", "2", "--methods", "hebbian:whitened", "--facts", "16,32", "--steps", "600", "--search-hi", "256",
          "--out", cap])
+    # the same preset in a second piece (another --facts), as fig3b is run a few fact counts per device call
+    run(["capacity", "--junk", "2", "--methods", "hebbian:whitened", "--facts", "8", "--steps", "600",
+         "--search-hi", "256", "--out", cap8])
     run(["capacity", "--junk", "2", "--protocol", "train99", "--methods", "hebbian:whitened", "--widths", "64", "--steps", "300",
          "--search-hi", "96", "--out", t99])
     run(["noise", "--facts", "32", "--junk", "2,4", "--steps", "300", "--noise-batches", "2", "--noise-batch",
@@ -103,6 +106,22 @@ with tempfile.TemporaryDirectory() as tmp:
                            text=True)
         check(r.returncode == 0 and os.path.getsize(out) > 1000 if os.path.exists(out) else False,
               f"{script}: exit {r.returncode}: {r.stderr.strip()[-300:]}")
+
+    # fig3b.py draws a preset run in pieces from all its files, and refuses a point given twice
+    fig3b = [sys.executable, os.path.join(plots, "fig3b.py")]
+    out = os.path.join(tmp, "fig3b_two.png")
+    r = subprocess.run(fig3b + [cap, cap8, "-o", out], capture_output=True, text=True)
+    check(r.returncode == 0 and os.path.exists(out), f"fig3b.py with two files: exit {r.returncode}: {r.stderr[-300:]}")
+    with h5py.File(cap, "r") as f:
+        n_cap = len(f["summary"]["facts"])
+    sys.path.insert(0, plots)
+    import ssfr_plot
+    both = ssfr_plot.summaries([cap, cap8], "hebb ssfr capacity")
+    check(sorted(both["facts"].tolist()) == [8, 16, 32] and len(both["mlp"]) == n_cap + 1,
+          f"summaries() of two files: facts {sorted(both['facts'].tolist())}")
+    r = subprocess.run(fig3b + [cap, cap, "-o", os.path.join(tmp, "dup.png")], capture_output=True, text=True)
+    check(r.returncode != 0 and "also in" in r.stderr and not os.path.exists(os.path.join(tmp, "dup.png")),
+          f"fig3b.py with one file twice: exit {r.returncode}, stderr {r.stderr[-200:]!r}")
 
 if failures:
     sys.exit(1)
