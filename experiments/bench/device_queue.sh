@@ -226,7 +226,8 @@ case "$STAGE" in
     ;;
   fig3b)
     if [ -n "${FACTS:-}" ]; then
-      [[ "$FACTS" =~ ^[0-9]+(,[0-9]+)*$ ]] || { echo "FACTS must be a comma list of integers (got '$FACTS')" >&2; exit 2; }
+      [[ "$FACTS" =~ ^[0-9]+(,[0-9]+)*$ ]] ||
+        { echo "FACTS must be a comma list of integers (got '$FACTS')" >&2; exit 2; }
       run_sweep "fig3b-f${FACTS//,/-}" build-gpu/hebb ssfr capacity --preset fig3b --facts "$FACTS" --device cuda \
         --jobs-per-gpu 8
     else
