@@ -5,7 +5,8 @@ DataFrame from /summary, /grid arrays with their dimension scales, /usability wi
 arrays. Asserts the contents: one row per job; /grid/combined_acc[w, s] = the summary row of (width w,
 seed s); combined_acc_mean of /usability = the mean over seeds; W(m*) = 3 m* d for whitened; the probes
 of a search are consistent with its answer. Then draws fig2a, fig7, fig3b, fig10 and fig3a from the files
-(exit 0, a PNG written). Exit 77 (skipped) when h5py is unavailable."""
+(exit 0, a PNG written), and checks ssfr_reads.py against a tiny `hebb ssfr train`. Exit 77 (skipped) when h5py
+is unavailable."""
 import os
 import subprocess
 import sys
@@ -42,7 +43,8 @@ def run(args):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    use, cap, cap8, t99, noise = (os.path.join(tmp, n + ".h5") for n in ("use", "cap", "cap8", "t99", "noise"))
+    names = ("use", "cap", "cap8", "t99", "noise", "tr")
+    use, cap, cap8, t99, noise, tr = (os.path.join(tmp, n + ".h5") for n in names)
     run(["usability", "--junk", "2", "--mlp", "hebbian:whitened", "--facts", "32", "--widths", "8,24,48", "--seeds", "2",
          "--steps", "300", "--out", use])
     run(["capacity", "--junk", "2", "--methods", "hebbian:whitened", "--facts", "16,32", "--steps", "600", "--search-hi", "256",
@@ -54,6 +56,8 @@ with tempfile.TemporaryDirectory() as tmp:
          "--search-hi", "96", "--out", t99])
     run(["noise", "--facts", "32", "--junk", "2,4", "--steps", "300", "--noise-batches", "2", "--noise-batch",
          "256", "--out", noise])
+    run(["train", "--junk", "2", "--mlp", "hebbian:whitened", "--facts", "32", "--width", "24", "--steps", "300",
+         "--eval-batches", "40", "--out", tr])
 
     with h5py.File(use, "r") as f:
         summ = {k: f["summary"][k][()] for k in f["summary"]}
@@ -122,6 +126,28 @@ with tempfile.TemporaryDirectory() as tmp:
     r = subprocess.run(fig3b + [cap, cap, "-o", os.path.join(tmp, "dup.png")], capture_output=True, text=True)
     check(r.returncode != 0 and "also in" in r.stderr and not os.path.exists(os.path.join(tmp, "dup.png")),
           f"fig3b.py with one file twice: exit {r.returncode}, stderr {r.stderr[-200:]!r}")
+
+    # ssfr_reads.py re-reads every fact of the trained block in numpy: its MLP-alone count must equal hebb's
+    # standalone accuracy of MLP_B, and its end-to-end error rate (every fact x 64 contexts) must agree with hebb's
+    # final evaluation (40 x 256 fresh queries of the same distribution) within binomial noise
+    r = subprocess.run([sys.executable, os.path.join(plots, "ssfr_reads.py"), tr, "--contexts", "64", "-o",
+                        os.path.join(tmp, "reads.png")], capture_output=True, text=True)
+    check(r.returncode == 0 and os.path.exists(os.path.join(tmp, "reads.png")),
+          f"ssfr_reads.py: exit {r.returncode}: {r.stderr[-300:]}")
+    import re
+    with h5py.File(tr, "r") as f:
+        acc_b, final = float(f["summary"]["mlp_acc_b"][0]), float(f["summary"]["final_acc"][0])
+    clean = re.search(r"clean read .*: (\d+)/32 correct", r.stdout)
+    check(clean is not None and int(clean.group(1)) == round(acc_b * 32),
+          f"ssfr_reads clean read vs mlp_acc_b {acc_b}: {r.stdout[:400]!r}")
+    rate = re.search(r"= ([0-9.e+-]+) per query", r.stdout)
+    if rate is None:
+        check(False, f"ssfr_reads: no error rate in {r.stdout[:400]!r}")
+    else:
+        p1, p2 = float(rate.group(1)), 1 - final
+        p = (p1 * 2048 + p2 * 10240) / (2048 + 10240)
+        tol = 5 * np.sqrt(max(p * (1 - p), 1e-4) * (1 / 2048 + 1 / 10240))
+        check(abs(p1 - p2) <= tol, f"ssfr_reads error rate {p1:.4g} vs hebb's final 1 - acc {p2:.4g} (tol {tol:.3g})")
 
 if failures:
     sys.exit(1)

@@ -1,0 +1,84 @@
+#!/usr/bin/env bash
+# The SSFR attention's error floor (issue 13): why Fig. 3b's fact-adaptive search finds no width at F >= 2048.
+# Trains the fact-adaptive block (d = 128, J = V_J = 9, batch 1280, W_q, W_k trained, W_v = W_o = I, no residual)
+# with `hebb ssfr train --device cuda` at the points below, then reads every fact of each trained block under 32
+# random junk contexts with experiments/plots/ssfr_reads.py (float64, all facts, instead of the training's
+# with-replacement evaluation batches): end-to-end error rate, misread facts, each key's score gap over the junk
+# and the query token, and the gap an LP's separator reaches on those embeddings (a lower bound of the widest).
+#   experiments/bench/ssfr_floor.sh BUILD_DIR [OUTDIR]
+# env RUNS: space-separated NAME:FACTS:MLP:WIDTH:STEPS:LR:WD points (default: the list below); CONTEXTS (32).
+# Prints one table row per point (also OUTDIR/table.txt); each point's reads go to OUTDIR/NAME.reads.txt, its
+# result file to OUTDIR/NAME.h5 (remove them before copying results back when they are large).
+set -uo pipefail
+BUILD=${1:?usage: ssfr_floor.sh BUILD_DIR [OUTDIR]}
+OUTDIR=${2:-${OUT:-$(mktemp -d)}}
+HEBB=$BUILD/hebb
+HERE=$(cd "$(dirname "$0")" && pwd)
+CONTEXTS=${CONTEXTS:-32}
+# the bench point (whitened, m = F/2) at 4000 / 16000 / 64000 steps, a 5x learning rate, no weight decay;
+# data-dependent at F = 2048; m = 2F whitened at F = 4096 and 8192 (MLPs that interpolate); the identity MLP
+# (attention alone, the key read back through the tied lm_head)
+RUNS=${RUNS:-"w2k:2048:hebbian:whitened:1024:4000:2e-4:0.1 w2k-16k:2048:hebbian:whitened:1024:16000:2e-4:0.1
+w2k-64k:2048:hebbian:whitened:1024:64000:2e-4:0.1 w2k-lr1e-3:2048:hebbian:whitened:1024:4000:1e-3:0.1
+w2k-wd0:2048:hebbian:whitened:1024:4000:2e-4:0 dd2k:2048:hebbian:data-dependent:512:4000:2e-4:0.1
+w4k:4096:hebbian:whitened:8192:4000:2e-4:0.1 w8k:8192:hebbian:whitened:16384:4000:2e-4:0.1
+id2k:2048:identity:0:4000:2e-4:0.1 id8k:8192:identity:0:4000:2e-4:0.1"}
+mkdir -p "$OUTDIR"
+[ -x "$HEBB" ] || { echo "ssfr_floor: no hebb executable at $HEBB (build the hebb target first)" >&2; exit 2; }
+PY=""
+for py in /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do
+  [ -n "$py" ] && [ -x "$py" ] && "$py" -c 'import h5py, numpy, matplotlib' >/dev/null 2>&1 && { PY=$py; break; }
+done
+[ -n "$PY" ] || { echo "ssfr_floor: no python3 that imports h5py, numpy and matplotlib" >&2; exit 77; }
+
+status=0
+printf '%-11s %5s %-22s %6s %6s %7s %4s | %-9s %-9s | %-9s %5s %-8s %-8s\n' point F mlp m steps lr wd best_acc \
+  final_acc err/query bad min-gap LP-gap | tee "$OUTDIR/table.txt"
+for run in $RUNS; do
+  # NAME:FACTS:MLP(with its own colons):WIDTH:STEPS:LR:WD -> fields from both ends
+  name=${run%%:*}
+  rest=${run#*:}
+  facts=${rest%%:*}
+  rest=${rest#*:}
+  wd=${rest##*:}
+  rest=${rest%:*}
+  lr=${rest##*:}
+  rest=${rest%:*}
+  steps=${rest##*:}
+  rest=${rest%:*}
+  width=${rest##*:}
+  mlp=${rest%:*}
+  h5=$OUTDIR/$name.h5
+  rm -f "$h5"
+  wflag=()
+  [ "$width" != 0 ] && wflag=(--width "$width")
+  if ! "$HEBB" ssfr train --device cuda --precision f32 --mlp "$mlp" --dim 128 --facts "$facts" "${wflag[@]}" \
+      --junk 9 --steps "$steps" --batch 1280 --lr "$lr" --weight-decay "$wd" --seed 42 --progress none \
+      --out "$h5" > "$OUTDIR/$name.log" 2>&1; then
+    echo "$name: hebb ssfr train FAILED (see $name.log)" | tee -a "$OUTDIR/table.txt"
+    status=1
+    continue
+  fi
+  if ! "$PY" "$HERE/../plots/ssfr_reads.py" "$h5" --contexts "$CONTEXTS" -o "$OUTDIR/$name.png" \
+      > "$OUTDIR/$name.reads.txt" 2>&1; then
+    echo "$name: ssfr_reads.py FAILED (see $name.reads.txt)" | tee -a "$OUTDIR/table.txt"
+    status=1
+    continue
+  fi
+  "$PY" - "$h5" "$OUTDIR/$name.reads.txt" "$name" "$mlp" "$width" "$lr" "$wd" <<'PYEOF' | tee -a "$OUTDIR/table.txt"
+import re, sys, h5py
+h5, reads, name, mlp, width, lr, wd = sys.argv[1:]
+with h5py.File(h5, "r") as f:
+    s = f["summary"]
+    g = lambda k: s[k][()][0]
+    F, steps, best, final = int(g("facts")), int(g("steps_run")), float(g("best_acc")), float(g("final_acc"))
+t = open(reads).read()
+err = re.search(r"= ([0-9.e+-]+) per query", t).group(1)
+bad = re.search(r"(\d+) facts misread", t).group(1)
+gmin = re.search(r"key gaps g_k / scale: min ([0-9.e+-]+)", t).group(1)
+lp = re.search(r"LP's c reaches on these embeddings: ([0-9.e+-]+)", t)
+print(f"{name:11s} {F:5d} {mlp:22s} {width:>6s} {steps:6d} {lr:>7s} {wd:>4s} | {best:<9.6f} {final:<9.6f} | "
+      f"{err:9s} {bad:>5s} {gmin:8s} {lp.group(1) if lp else '-':8s}")
+PYEOF
+done
+exit $status
