@@ -6,24 +6,37 @@
 # with-replacement evaluation batches): end-to-end error rate, misread facts, each key's score gap over the junk
 # and the query token, and the gap an LP's separator reaches on those embeddings (a lower bound of the widest).
 #   experiments/bench/ssfr_floor.sh BUILD_DIR [OUTDIR]
-# env RUNS: space-separated NAME:FACTS:MLP:WIDTH:STEPS:LR:WD points (default: the list below); CONTEXTS (32).
+# env RUNS: space-separated NAME:FACTS:MLP:WIDTH:STEPS:LR:WD:SEED points (default: the list below); CONTEXTS (32);
+# DEVICE (cuda; f32 there), DIM (128), JUNK (9), BATCH (1280).
 # Prints one table row per point (also OUTDIR/table.txt); each point's reads go to OUTDIR/NAME.reads.txt, its
-# result file to OUTDIR/NAME.h5 (remove them before copying results back when they are large).
+# result file to OUTDIR/NAME.h5 (remove them before copying results back when they are large). The default list
+# needs more than one 10-minute device call (13 of its 16 points took 560 s on an H100, about 40 s a point with the
+# MLP builds and the reads): give RUNS in parts.
 set -uo pipefail
 BUILD=${1:?usage: ssfr_floor.sh BUILD_DIR [OUTDIR]}
 OUTDIR=${2:-${OUT:-$(mktemp -d)}}
 HEBB=$BUILD/hebb
 HERE=$(cd "$(dirname "$0")" && pwd)
 CONTEXTS=${CONTEXTS:-32}
-# the bench point (whitened, m = F/2) at 4000 / 16000 / 64000 steps, a 5x learning rate, no weight decay;
-# data-dependent at F = 2048; m = 2F whitened at F = 4096 and 8192 (MLPs that interpolate); the identity MLP
-# (attention alone, the key read back through the tied lm_head)
-RUNS=${RUNS:-"w2k:2048:hebbian:whitened:1024:4000:2e-4:0.1 w2k-16k:2048:hebbian:whitened:1024:16000:2e-4:0.1
-w2k-64k:2048:hebbian:whitened:1024:64000:2e-4:0.1 w2k-lr1e-3:2048:hebbian:whitened:1024:4000:1e-3:0.1
-w2k-wd0:2048:hebbian:whitened:1024:4000:2e-4:0 dd2k:2048:hebbian:data-dependent:512:4000:2e-4:0.1
-w4k:4096:hebbian:whitened:8192:4000:2e-4:0.1 w8k:8192:hebbian:whitened:16384:4000:2e-4:0.1
-id2k:2048:identity:0:4000:2e-4:0.1 id8k:8192:identity:0:4000:2e-4:0.1"}
+DEVICE=${DEVICE:-cuda}
+DIM=${DIM:-128}
+JUNK=${JUNK:-9}
+BATCH=${BATCH:-1280}
+# data-dependent at F = 2048 (m = 512 > its gate width 256) with seed 42 (the preset's) and seven more seeds (each
+# seed draws other embeddings, maps, batches and init); the bench point (whitened, m = 1024) at 4000 and 64,000
+# steps and with a 5x learning rate; F = 4096 and 8192 (data-dependent, m = F/2) with two seeds each; the identity
+# MLP (attention alone, the key read back through the tied lm_head) at F = 2048
+DD=hebbian:data-dependent
+W=hebbian:whitened
+RUNS=${RUNS:-"dd2k-s42:2048:$DD:512:4000:2e-4:0.1:42 dd2k-s1:2048:$DD:512:4000:2e-4:0.1:1
+dd2k-s2:2048:$DD:512:4000:2e-4:0.1:2 dd2k-s3:2048:$DD:512:4000:2e-4:0.1:3 dd2k-s4:2048:$DD:512:4000:2e-4:0.1:4
+dd2k-s5:2048:$DD:512:4000:2e-4:0.1:5 dd2k-s6:2048:$DD:512:4000:2e-4:0.1:6 dd2k-s7:2048:$DD:512:4000:2e-4:0.1:7
+w2k:2048:$W:1024:4000:2e-4:0.1:42 w2k-64k:2048:$W:1024:64000:2e-4:0.1:42 w2k-lr1e-3:2048:$W:1024:4000:1e-3:0.1:42
+dd4k-s42:4096:$DD:2048:4000:2e-4:0.1:42 dd4k-s1:4096:$DD:2048:4000:2e-4:0.1:1
+dd8k-s42:8192:$DD:4096:4000:2e-4:0.1:42 dd8k-s1:8192:$DD:4096:4000:2e-4:0.1:1
+id2k:2048:identity:0:4000:2e-4:0.1:42"}
 mkdir -p "$OUTDIR"
+TABLE=$OUTDIR/table.txt
 [ -x "$HEBB" ] || { echo "ssfr_floor: no hebb executable at $HEBB (build the hebb target first)" >&2; exit 2; }
 PY=""
 for py in /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do
@@ -32,12 +45,14 @@ done
 [ -n "$PY" ] || { echo "ssfr_floor: no python3 that imports h5py, numpy and matplotlib" >&2; exit 77; }
 
 status=0
-printf '%-11s %5s %-22s %6s %6s %7s %4s | %-9s %-9s | %-9s %5s %-8s %-8s\n' point F mlp m steps lr wd best_acc \
-  final_acc err/query bad min-gap LP-gap | tee "$OUTDIR/table.txt"
+printf '%-11s %5s %-22s %6s %6s %7s %4s %4s | %-9s %-9s | %-9s %5s %-8s %-8s %5s\n' point F mlp m steps lr wd seed \
+  best_acc final_acc err/query bad min-gap LP-gap wall_s | tee "$OUTDIR/table.txt"
 for run in $RUNS; do
   # NAME:FACTS:MLP(with its own colons):WIDTH:STEPS:LR:WD -> fields from both ends
   name=${run%%:*}
-  rest=${run#*:}
+  seed=${run##*:}
+  rest=${run%:*}
+  rest=${rest#*:}
   facts=${rest%%:*}
   rest=${rest#*:}
   wd=${rest##*:}
@@ -49,11 +64,12 @@ for run in $RUNS; do
   width=${rest##*:}
   mlp=${rest%:*}
   h5=$OUTDIR/$name.h5
+  t_start=$SECONDS
   rm -f "$h5"
   wflag=()
   [ "$width" != 0 ] && wflag=(--width "$width")
-  if ! "$HEBB" ssfr train --device cuda --precision f32 --mlp "$mlp" --dim 128 --facts "$facts" "${wflag[@]}" \
-      --junk 9 --steps "$steps" --batch 1280 --lr "$lr" --weight-decay "$wd" --seed 42 --progress none \
+  if ! "$HEBB" ssfr train --device "$DEVICE" --mlp "$mlp" --dim "$DIM" --facts "$facts" "${wflag[@]}" \
+      --junk "$JUNK" --steps "$steps" --batch "$BATCH" --lr "$lr" --weight-decay "$wd" --seed "$seed" --progress none \
       --out "$h5" > "$OUTDIR/$name.log" 2>&1; then
     echo "$name: hebb ssfr train FAILED (see $name.log)" | tee -a "$OUTDIR/table.txt"
     status=1
@@ -65,9 +81,10 @@ for run in $RUNS; do
     status=1
     continue
   fi
-  "$PY" - "$h5" "$OUTDIR/$name.reads.txt" "$name" "$mlp" "$width" "$lr" "$wd" <<'PYEOF' | tee -a "$OUTDIR/table.txt"
+  "$PY" - "$h5" "$OUTDIR/$name.reads.txt" "$name" "$mlp" "$width" "$lr" "$wd" "$seed" $((SECONDS - t_start)) \
+    <<'PYEOF' | tee -a "$TABLE"
 import re, sys, h5py
-h5, reads, name, mlp, width, lr, wd = sys.argv[1:]
+h5, reads, name, mlp, width, lr, wd, seed, wall = sys.argv[1:]
 with h5py.File(h5, "r") as f:
     s = f["summary"]
     g = lambda k: s[k][()][0]
@@ -77,8 +94,8 @@ err = re.search(r"= ([0-9.e+-]+) per query", t).group(1)
 bad = re.search(r"(\d+) facts misread", t).group(1)
 gmin = re.search(r"key gaps g_k / scale: min ([0-9.e+-]+)", t).group(1)
 lp = re.search(r"LP's c reaches on these embeddings: ([0-9.e+-]+)", t)
-print(f"{name:11s} {F:5d} {mlp:22s} {width:>6s} {steps:6d} {lr:>7s} {wd:>4s} | {best:<9.6f} {final:<9.6f} | "
-      f"{err:9s} {bad:>5s} {gmin:8s} {lp.group(1) if lp else '-':8s}")
+print(f"{name:11s} {F:5d} {mlp:22s} {width:>6s} {steps:6d} {lr:>7s} {wd:>4s} {seed:>4s} | {best:<9.6f} {final:<9.6f} | "
+      f"{err:9s} {bad:>5s} {gmin:8s} {lp.group(1) if lp else '-':8s} {wall:>5s}")
 PYEOF
 done
 exit $status

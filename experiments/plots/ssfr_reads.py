@@ -40,11 +40,12 @@ def load(path, which):
         cfg = {k: one(k) for k in ("facts", "junk", "junk_min", "junk_vocab", "best_acc", "attn_residual")}
         w = {k: f["runs/train/weights"][k][()] for k in f["runs/train/weights"]}
         E = f["runs/train/embeddings"][()]
+        has_b = "eval_map" in s and one("eval_map") == "B" and "runs/train/map_b" in f
         if which == "auto":
-            which = "b" if "runs/train/map_b" in f else "a"
-        if which == "b" and ("mlp_b" not in f or "runs/train/map_b" not in f):
-            sys.exit(f"{path}: no MLP_B / map B (trained without an evaluation map); use --map a")
-        grp = f["mlp_b" if which == "b" else "mlp"] if "mlp" in f else None
+            which = "b" if has_b else "a"
+        if which == "b" and not has_b:
+            sys.exit(f"{path}: trained without an evaluation map B (e.g. --mlp identity); use --map a")
+        grp = f["mlp_b" if which == "b" else "mlp"] if "mlp" in f else None  # no /mlp: the identity MLP
         F = int(cfg["facts"])
         fmap = f["runs/train/map_b"][()] if which == "b" else f["facts/map"][()] if "facts/map" in f else np.arange(F)
         mlp = None
