@@ -167,7 +167,7 @@ def main():
 
     best = float(cfg.get("best_acc", float("nan")))
     print(f"{args.results}: d {d}, F {F}, J {jmin}..{jmax}, V_J {VJ}, map {which.upper()}, "
-          + (f"MLP {mlp['gate']} gate, width {mlp['A'].shape[0]}" if mlp else "identity MLP")
+          + (f"MLP gate {mlp['gate']}, width {mlp['A'].shape[0]}" if mlp else "identity MLP")
           + f", residual {'on' if residual else 'off'}")
     print(f"clean read (MLP alone on the key's embedding): {int(clean_ok.sum())}/{F} correct, "
           f"min logit margin {clean_margin.min():.4g}")

@@ -43,8 +43,8 @@ def run(args):
 
 
 with tempfile.TemporaryDirectory() as tmp:
-    names = ("use", "cap", "cap8", "t99", "noise", "tr")
-    use, cap, cap8, t99, noise, tr = (os.path.join(tmp, n + ".h5") for n in names)
+    names = ("use", "cap", "cap8", "t99", "noise", "tr", "tr_vo")
+    use, cap, cap8, t99, noise, tr, tr_vo = (os.path.join(tmp, n + ".h5") for n in names)
     run(["usability", "--junk", "2", "--mlp", "hebbian:whitened", "--facts", "32", "--widths", "8,24,48", "--seeds", "2",
          "--steps", "300", "--out", use])
     run(["capacity", "--junk", "2", "--methods", "hebbian:whitened", "--facts", "16,32", "--steps", "600", "--search-hi", "256",
@@ -58,6 +58,8 @@ with tempfile.TemporaryDirectory() as tmp:
          "256", "--out", noise])
     run(["train", "--junk", "2", "--mlp", "hebbian:whitened", "--facts", "32", "--width", "24", "--steps", "300",
          "--eval-batches", "40", "--out", tr])
+    run(["train", "--junk", "2", "--mlp", "hebbian:whitened", "--facts", "32", "--width", "24", "--steps", "300",
+         "--eval-batches", "40", "--trainable", "qkvo", "--attn-residual", "--out", tr_vo])
 
     with h5py.File(use, "r") as f:
         summ = {k: f["summary"][k][()] for k in f["summary"]}
@@ -129,25 +131,31 @@ with tempfile.TemporaryDirectory() as tmp:
 
     # ssfr_reads.py re-reads every fact of the trained block in numpy: its MLP-alone count must equal hebb's
     # standalone accuracy of MLP_B, and its end-to-end error rate (every fact x 64 contexts) must agree with hebb's
-    # final evaluation (40 x 256 fresh queries of the same distribution) within binomial noise
-    r = subprocess.run([sys.executable, os.path.join(plots, "ssfr_reads.py"), tr, "--contexts", "64", "-o",
-                        os.path.join(tmp, "reads.png")], capture_output=True, text=True)
-    check(r.returncode == 0 and os.path.exists(os.path.join(tmp, "reads.png")),
-          f"ssfr_reads.py: exit {r.returncode}: {r.stderr[-300:]}")
+    # final evaluation (40 x 256 fresh queries of the same distribution) within binomial noise; for the
+    # fact-adaptive block and for the one with W_v, W_o trained and the residual on
     import re
-    with h5py.File(tr, "r") as f:
-        acc_b, final = float(f["summary"]["mlp_acc_b"][0]), float(f["summary"]["final_acc"][0])
-    clean = re.search(r"clean read .*: (\d+)/32 correct", r.stdout)
-    check(clean is not None and int(clean.group(1)) == round(acc_b * 32),
-          f"ssfr_reads clean read vs mlp_acc_b {acc_b}: {r.stdout[:400]!r}")
-    rate = re.search(r"= ([0-9.e+-]+) per query", r.stdout)
-    if rate is None:
-        check(False, f"ssfr_reads: no error rate in {r.stdout[:400]!r}")
-    else:
+    for path in (tr, tr_vo):
+        png = path.replace(".h5", ".png")
+        r = subprocess.run([sys.executable, os.path.join(plots, "ssfr_reads.py"), path, "--contexts", "64", "-o", png],
+                           capture_output=True, text=True)
+        name = os.path.basename(path)
+        check(r.returncode == 0 and os.path.exists(png),
+              f"ssfr_reads.py {name}: exit {r.returncode}: {r.stderr[-300:]}")
+        with h5py.File(path, "r") as f:
+            acc_b, final = float(f["summary"]["mlp_acc_b"][0]), float(f["summary"]["final_acc"][0])
+        clean = re.search(r"clean read .*: (\d+)/32 correct", r.stdout)
+        if name == "tr.h5":  # W_v = W_o = I, no residual: the clean read is MLP_B on the key itself
+            check(clean is not None and int(clean.group(1)) == round(acc_b * 32),
+                  f"ssfr_reads clean read vs mlp_acc_b {acc_b}: {r.stdout[:400]!r}")
+        rate = re.search(r"= ([0-9.e+-]+) per query", r.stdout)
+        if rate is None:
+            check(False, f"ssfr_reads {name}: no error rate in {r.stdout[:400]!r}")
+            continue
         p1, p2 = float(rate.group(1)), 1 - final
         p = (p1 * 2048 + p2 * 10240) / (2048 + 10240)
         tol = 5 * np.sqrt(max(p * (1 - p), 1e-4) * (1 / 2048 + 1 / 10240))
-        check(abs(p1 - p2) <= tol, f"ssfr_reads error rate {p1:.4g} vs hebb's final 1 - acc {p2:.4g} (tol {tol:.3g})")
+        check(abs(p1 - p2) <= tol, f"ssfr_reads {name}: error rate {p1:.4g} vs hebb's 1 - final_acc {p2:.4g} "
+                                   f"(tol {tol:.3g})")
 
 if failures:
     sys.exit(1)
