@@ -24,8 +24,9 @@
 #               bf16x3 (issue 9: Fig. 11 and claim 9; ~10 min on an H100 for one seed); sweep name fig11-sSEEDS.
 #               Draw it where it comes back: experiments/plots/with_python.sh experiments/plots/fig11.py FILE.h5
 #   fig3b       hebb ssfr capacity --preset fig3b --jobs-per-gpu 8 (issue 13: claim 10, < 30 min target);
-#               FACTS=1024,2048 only those fact counts, as a sweep of their own (fig3b-fFACTS)
-#   fig10       hebb ssfr capacity --preset fig10 --jobs-per-gpu 8 (issue 13: claim 11)
+#               FACTS=1024,2048 only those fact counts, as a sweep of their own (fig3b-fFACTS); SEED=1 --seed 1
+#               (sweep fig3b-s1[-fFACTS]): seed 42's table has a key no trained attention reads at F >= 2048
+#   fig10       hebb ssfr capacity --preset fig10 --jobs-per-gpu 8 (issue 13: claim 11); SEED as for fig3b
 #   fig3b-gd-precision  fig3b's GD searches at F = 256 ... 2048 with the released code's float64 GD MLPs and
 #               with tf32 ones, in one sweep (issue 13: may the preset train them faster? same m* needed)
 #   table2      kata mqar table2 --preset table2 --seeds 2 --jobs 4 (trainings at once per GPU) (issue 12: Table 2);
@@ -224,17 +225,23 @@ case "$STAGE" in
     [[ "$SEEDS" =~ ^[1-9][0-9]?$ ]] || { echo "SEEDS must be an integer in [1, 99] (got '$SEEDS')" >&2; exit 2; }
     run_sweep "fig11-s$SEEDS" build-gpu/hebb capacity --preset fig11 --seeds "$SEEDS" --device cuda --jobs-per-gpu 4
     ;;
-  fig3b)
+  fig3b | fig10)
+    name=$STAGE
+    extra=()
+    if [ -n "${SEED:-}" ]; then
+      [[ "$SEED" =~ ^[0-9]{1,9}$ ]] || { echo "SEED must be a non-negative integer (got '$SEED')" >&2; exit 2; }
+      name+="-s$SEED"
+      extra+=(--seed "$SEED")
+    fi
     if [ -n "${FACTS:-}" ]; then
+      [ "$STAGE" = fig3b ] || { echo "FACTS applies to fig3b only" >&2; exit 2; }
       [[ "$FACTS" =~ ^[0-9]+(,[0-9]+)*$ ]] ||
         { echo "FACTS must be a comma list of integers (got '$FACTS')" >&2; exit 2; }
-      run_sweep "fig3b-f${FACTS//,/-}" build-gpu/hebb ssfr capacity --preset fig3b --facts "$FACTS" --device cuda \
-        --jobs-per-gpu 8
-    else
-      run_sweep fig3b build-gpu/hebb ssfr capacity --preset fig3b --device cuda --jobs-per-gpu 8
+      name+="-f${FACTS//,/-}"
+      extra+=(--facts "$FACTS")
     fi
+    run_sweep "$name" build-gpu/hebb ssfr capacity --preset "$STAGE" "${extra[@]}" --device cuda --jobs-per-gpu 8
     ;;
-  fig10) run_sweep fig10 build-gpu/hebb ssfr capacity --preset fig10 --device cuda --jobs-per-gpu 8 ;;
   fig3b-gd-precision)
     run_sweep fig3b-gd-precision build-gpu/hebb ssfr capacity --preset fig3b --methods gd,gd,precision=tf32 \
       --facts 256,512,1024,2048 --device cuda --jobs-per-gpu 8
