@@ -8,6 +8,7 @@ with-replacement evaluation batches. Prints, for the evaluation map (B, MLP_B; -
 
   * the clean read: the MLP alone on the key's own embedding (the attention reading only the key), per fact;
   * the end-to-end error rate over all facts x contexts, the facts with at least one error and their error rates;
+  * how junk-like the keys are: each key's summed cosine with the junk and Q rows, in standard deviations (z);
   * the attention's view of each fact. With W_v = W_o = I and the query token fixed, the score of token t is
     s_t = (W_q h_Q) . (W_k h_t) / sqrt(d) = sqrt(d) c . x_t with c = W_k^T W_q x_Q: a linear classifier of the
     token's embedding. The key's gap g_k = s_k - max over the junk rows and Q of s is what softmax turns into
@@ -23,6 +24,7 @@ its gap. Usage: ssfr_reads.py RESULT.h5 [--contexts 32] [--map b|a] [--seed 1] [
 import argparse
 import math
 import sys
+from statistics import NormalDist
 
 import numpy as np
 
@@ -178,12 +180,18 @@ def main():
     rank = np.argsort(np.argsort(gap))                                 # 0 = smallest gap
     print(f"attention: score scale |c| sqrt(d) = {scale:.3f}; key gaps g_k / scale: min {gap.min() / scale:.4f}, "
           f"median {np.median(gap) / scale:.4f}; mean key weight {alpha_key.mean():.5f} (min {alpha_key.min():.4f})")
+    # a key that looks like the junk: its summed cosine with the V_J + 1 non-key rows, in standard deviations of
+    # that sum for independent uniform directions (sqrt((V_J + 1) / d))
+    zsum = (X[:F] @ X[others].T).sum(axis=1) / math.sqrt(len(others) / d)
+    zmed = NormalDist().inv_cdf(0.5 ** (1.0 / F))                       # median of the largest of F normals
+    print(f"keys like the junk: largest summed cosine with the junk and Q rows z = {zsum.max():.2f} "
+          f"(fact {int(zsum.argmax())}; median of the largest of {F} independent normals {zmed:.2f})")
     bad = np.argsort(-rate)[: min(args.list, int((errors > 0).sum()))]
     if len(bad):
-        print("  fact  error-rate  gap/scale  gap-rank  key-weight  clean-margin")
+        print("  fact  error-rate  gap/scale  gap-rank  key-weight  clean-margin  junk-z")
         for k in bad:
             print(f"  {k:5d}  {rate[k]:10.3f}  {gap[k] / scale:9.4f}  {rank[k]:8d}  {alpha_key[k]:10.4f}  "
-                  f"{clean_margin[k]:12.4g}")
+                  f"{clean_margin[k]:12.4g}  {zsum[k]:6.2f}")
     best_gap = max_gap(X[:F], X[others])
     if best_gap is None:
         print("gap reached by the LP's c: scipy not available (or the LP failed)")
