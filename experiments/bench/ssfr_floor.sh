@@ -7,7 +7,8 @@
 # and the query token, and the gap an LP's separator reaches on those embeddings (a lower bound of the widest).
 #   experiments/bench/ssfr_floor.sh BUILD_DIR [OUTDIR]
 # env RUNS: space-separated NAME:FACTS:MLP:WIDTH:STEPS:LR:WD:SEED points (default: the list below); CONTEXTS (32);
-# DEVICE (cuda; f32 there), DIM (128), JUNK (9), BATCH (1280).
+# DEVICE (cuda; f32 there), DIM (128), JUNK (9), BATCH (1280), EXTRA (more `hebb ssfr train` flags, e.g.
+# "--eval-every 1000" where only the reads matter).
 # Prints one table row per point (also OUTDIR/table.txt); each point's reads go to OUTDIR/NAME.reads.txt, its
 # result file to OUTDIR/NAME.h5 (remove them before copying results back when they are large). The default list
 # needs more than one 10-minute device call (13 of its 16 points took 560 s on an H100, about 40 s a point with the
@@ -22,6 +23,7 @@ DEVICE=${DEVICE:-cuda}
 DIM=${DIM:-128}
 JUNK=${JUNK:-9}
 BATCH=${BATCH:-1280}
+read -r -a EXTRA_FLAGS <<< "${EXTRA:-}"
 # data-dependent at F = 2048 (m = 512 > its gate width 256) with seed 42 (the preset's) and seven more seeds (each
 # seed draws other embeddings, maps, batches and init); the bench point (whitened, m = 1024) at 4000 and 64,000
 # steps and with a 5x learning rate; F = 4096 and 8192 (data-dependent, m = F/2) with two seeds each; the identity
@@ -69,7 +71,7 @@ for run in $RUNS; do
   wflag=()
   [ "$width" != 0 ] && wflag=(--width "$width")
   if ! "$HEBB" ssfr train --device "$DEVICE" --mlp "$mlp" --dim "$DIM" --facts "$facts" "${wflag[@]}" \
-      --junk "$JUNK" --steps "$steps" --batch "$BATCH" --lr "$lr" --weight-decay "$wd" --seed "$seed" --progress none \
+      --junk "$JUNK" --steps "$steps" --batch "$BATCH" --lr "$lr" --weight-decay "$wd" --seed "$seed" --progress none "${EXTRA_FLAGS[@]}" \
       --out "$h5" > "$OUTDIR/$name.log" 2>&1; then
     echo "$name: hebb ssfr train FAILED (see $name.log)" | tee -a "$OUTDIR/table.txt"
     status=1
