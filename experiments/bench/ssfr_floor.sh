@@ -40,17 +40,15 @@ id2k:2048:identity:0:4000:2e-4:0.1:42"}
 mkdir -p "$OUTDIR"
 TABLE=$OUTDIR/table.txt
 [ -x "$HEBB" ] || { echo "ssfr_floor: no hebb executable at $HEBB (build the hebb target first)" >&2; exit 2; }
-PY=""
-for py in /usr/bin/python3 "$(command -v python3 2>/dev/null)"; do
-  [ -n "$py" ] && [ -x "$py" ] && "$py" -c 'import h5py, numpy, matplotlib' >/dev/null 2>&1 && { PY=$py; break; }
-done
-[ -n "$PY" ] || { echo "ssfr_floor: no python3 that imports h5py, numpy and matplotlib" >&2; exit 77; }
+export PY_NEEDS="h5py, numpy, matplotlib"
+PY=$HERE/../plots/with_python.sh  # the interpreter that imports them (exit 77 without one)
+"$PY" -c pass || exit $?
 
 status=0
 printf '%-11s %5s %-22s %6s %6s %7s %4s %4s | %-9s %-9s | %-9s %5s %-8s %-8s %5s\n' point F mlp m steps lr wd seed \
-  best_acc final_acc err/query bad min-gap LP-gap wall_s | tee "$OUTDIR/table.txt"
+  best_acc final_acc err/query bad min-gap LP-gap wall_s | tee "$TABLE"
 for run in $RUNS; do
-  # NAME:FACTS:MLP(with its own colons):WIDTH:STEPS:LR:WD -> fields from both ends
+  # NAME:FACTS:MLP(with its own colons):WIDTH:STEPS:LR:WD:SEED -> fields from both ends
   name=${run%%:*}
   seed=${run##*:}
   rest=${run%:*}
@@ -71,15 +69,15 @@ for run in $RUNS; do
   wflag=()
   [ "$width" != 0 ] && wflag=(--width "$width")
   if ! "$HEBB" ssfr train --device "$DEVICE" --mlp "$mlp" --dim "$DIM" --facts "$facts" "${wflag[@]}" \
-      --junk "$JUNK" --steps "$steps" --batch "$BATCH" --lr "$lr" --weight-decay "$wd" --seed "$seed" --progress none "${EXTRA_FLAGS[@]}" \
-      --out "$h5" > "$OUTDIR/$name.log" 2>&1; then
-    echo "$name: hebb ssfr train FAILED (see $name.log)" | tee -a "$OUTDIR/table.txt"
+      --junk "$JUNK" --steps "$steps" --batch "$BATCH" --lr "$lr" --weight-decay "$wd" --seed "$seed" \
+      --progress none "${EXTRA_FLAGS[@]}" --out "$h5" > "$OUTDIR/$name.log" 2>&1; then
+    echo "$name: hebb ssfr train FAILED (see $name.log)" | tee -a "$TABLE"
     status=1
     continue
   fi
   if ! "$PY" "$HERE/../plots/ssfr_reads.py" "$h5" --contexts "$CONTEXTS" -o "$OUTDIR/$name.png" \
       > "$OUTDIR/$name.reads.txt" 2>&1; then
-    echo "$name: ssfr_reads.py FAILED (see $name.reads.txt)" | tee -a "$OUTDIR/table.txt"
+    echo "$name: ssfr_reads.py FAILED (see $name.reads.txt)" | tee -a "$TABLE"
     status=1
     continue
   fi

@@ -129,7 +129,7 @@ def main():
     I = np.eye(d)
     Wq, Wk = w["W_q"], w["W_k"]
     Wv, Wo = w.get("W_v", I), w.get("W_o", I)
-    residual = int(cfg.get("attn_residual", 0)) != 0
+    residual = int(cfg["attn_residual"]) != 0
     H = E / np.sqrt((E ** 2).mean(axis=1, keepdims=True) + 1e-30)      # RMSNorm, no gain
     scores = (H @ Wk.T) @ (Wq @ H[Q]) / math.sqrt(d)                    # s_t for every vocabulary row
     Vrows = H @ Wv.T
@@ -167,7 +167,7 @@ def main():
     alpha_key /= args.contexts
     rate = errors / args.contexts
 
-    best = float(cfg.get("best_acc", float("nan")))
+    best = float(cfg["best_acc"])
     print(f"{args.results}: d {d}, F {F}, J {jmin}..{jmax}, V_J {VJ}, map {which.upper()}, "
           + (f"MLP gate {mlp['gate']}, width {mlp['A'].shape[0]}" if mlp else "identity MLP")
           + f", residual {'on' if residual else 'off'}")
